@@ -1,0 +1,38 @@
+# Two entry points for a fresh machine (Python 3.11 + the package registries):
+#   make book   run the demo profile, execute every notebook, build the HTML book
+#   make test   unit tests + nbval over the executed notebooks
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PROFILE ?= demo
+# torch: the CPU wheel by default; on a GPU machine set TORCH_SPEC to the CUDA build you want.
+TORCH_SPEC ?= torch==2.13.0
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: book test records notebooks clean-book help
+
+help:
+	@echo "make book   - run the $(PROFILE) profile, execute notebooks, build the book"
+	@echo "make test   - unit tests + nbval on the executed notebooks"
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+notebooks: $(STAMP)
+	$(BIN)/shovir book --profile $(PROFILE) --no-build
+
+book: $(STAMP)
+	$(BIN)/shovir book --profile $(PROFILE)
+
+test: notebooks
+	$(BIN)/python -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider
+
+clean-book:
+	rm -rf book/_build book/*.ipynb

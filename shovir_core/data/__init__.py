@@ -1,0 +1,52 @@
+"""Dataset adapters behind one schema (:class:`Dataset`).
+
+``load_dataset("demo")`` returns the embedded NIH box subset (ShoViR demo);
+``load_dataset("demo-64px")`` the 64-px multi-study NIH subset (ModaLens demo);
+a path loads an NIH-format folder. Further adapters register with
+:func:`register_adapter` (MIMIC-CXR, PadChest-GR).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from .. import paths
+from .nih import NIH_CITATION, NIH_LICENCE, load_nih_folder
+from .schema import BOX_COLUMNS, IMAGE_COLUMNS, Dataset, DatasetError, validate
+
+__all__ = [
+    "Dataset", "DatasetError", "load_dataset", "register_adapter", "DEMO_DATASETS",
+    "IMAGE_COLUMNS", "BOX_COLUMNS", "validate", "load_nih_folder", "NIH_CITATION", "NIH_LICENCE",
+]
+
+DEMO_DATASETS = {"demo": "nih-bbox", "demo-bbox": "nih-bbox", "demo-64px": "nih-64px"}
+
+_ADAPTERS: dict[str, Callable[..., Dataset]] = {}
+
+
+def register_adapter(name: str, loader: Callable[..., Dataset]) -> None:
+    """Register a loader reachable as ``load_dataset("<name>:<path>")``."""
+    _ADAPTERS[name] = loader
+
+
+def load_dataset(source: str | Path, **kwargs) -> Dataset:
+    """Load a dataset by demo name, ``adapter:path``, or NIH-format folder path.
+
+    Examples
+    --------
+    >>> ds = load_dataset("demo")
+    >>> ds.images.columns[:4].tolist()
+    ['image_id', 'study_id', 'patient_id', 'view']
+    """
+    if isinstance(source, str) and source in DEMO_DATASETS:
+        return load_nih_folder(paths.demo_data_root() / DEMO_DATASETS[source], name=source)
+    if isinstance(source, str) and ":" in source and source.split(":", 1)[0] in _ADAPTERS:
+        adapter, path = source.split(":", 1)
+        return _ADAPTERS[adapter](Path(path), **kwargs)
+    path = Path(source)
+    if not path.exists():
+        raise DatasetError(
+            f"dataset {str(source)!r} not found: give one of {sorted(DEMO_DATASETS)}, "
+            f"'<adapter>:<path>' with adapter in {sorted(_ADAPTERS) or '[]'}, or an NIH-format folder"
+        )
+    return load_nih_folder(path)

@@ -1,0 +1,148 @@
+"""One schema for every dataset adapter.
+
+A :class:`Dataset` holds four pandas tables:
+
+``images``  one row per image: ``image_id, study_id, patient_id, view, path,
+            width, height`` (+ adapter extras such as ``age``, ``sex``,
+            ``follow_up``). ``path`` is absolute.
+``boxes``   one row per box: ``image_id, box_id, finding`` (a CheXpert class),
+            ``x1, y1, x2, y2`` in pixels of the stored image, ``source_label``
+            (the dataset's own finding name).
+``labels``  indexed by ``image_id``, one float column per CheXpert class holding
+            codes 1 / 0 / -1 / NaN (blank).
+``reports`` optional, indexed by ``study_id``, column ``text``.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..labels import CHEXPERT_CLASSES, CODES
+
+__all__ = ["Dataset", "DatasetError", "IMAGE_COLUMNS", "BOX_COLUMNS", "validate"]
+
+IMAGE_COLUMNS = ("image_id", "study_id", "patient_id", "view", "path", "width", "height")
+BOX_COLUMNS = ("image_id", "box_id", "finding", "x1", "y1", "x2", "y2", "source_label")
+
+
+class DatasetError(ValueError):
+    """A dataset failed validation; the message names the offending item."""
+
+
+@dataclass
+class Dataset:
+    name: str
+    root: Path
+    images: pd.DataFrame
+    boxes: pd.DataFrame
+    labels: pd.DataFrame
+    reports: pd.DataFrame | None = None
+    credentialed: bool = False
+    citation: str = ""
+    licence: str = ""
+    extra_files: tuple[Path, ...] = field(default_factory=tuple)
+    _hash: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def manifest_hash(self) -> str:
+        """SHA-256 over every image file's bytes, the metadata files and the tables."""
+        if self._hash is None:
+            self._hash = _manifest_hash(self)
+        return self._hash
+
+    def manifest(self) -> dict:
+        """The dataset manifest written into every run record."""
+        return {
+            "name": self.name,
+            "sha256": self.manifest_hash,
+            "n_images": int(len(self.images)),
+            "n_studies": int(self.images["study_id"].nunique()),
+            "n_patients": int(self.images["patient_id"].nunique()),
+            "n_boxes": int(len(self.boxes)),
+            "has_reports": self.reports is not None,
+            "credentialed": self.credentialed,
+        }
+
+    def boxes_of(self, image_id: str) -> list[tuple[str, float, float, float, float]]:
+        """Boxes of one image as ``(finding, x1, y1, x2, y2)`` tuples (the perturb API's format)."""
+        sub = self.boxes[self.boxes["image_id"] == image_id]
+        return [(r.finding, float(r.x1), float(r.y1), float(r.x2), float(r.y2)) for r in sub.itertuples()]
+
+    def load_image(self, image_id: str) -> np.ndarray:
+        """Pixels of one image as a numpy array (uint8 or uint16, 2-D for grayscale)."""
+        from PIL import Image
+
+        path = self.images.loc[self.images["image_id"] == image_id, "path"]
+        if path.empty:
+            raise KeyError(f"{self.name}: no image {image_id!r}")
+        with Image.open(path.iloc[0]) as im:
+            return np.asarray(im)
+
+
+def _manifest_hash(ds: Dataset) -> str:
+    h = hashlib.sha256()
+    for path in sorted(ds.images["path"]):
+        p = Path(path)
+        h.update(p.name.encode())
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    for p in sorted(ds.extra_files):
+        h.update(Path(p).name.encode())
+        h.update(Path(p).read_bytes())
+    for table in (ds.images.drop(columns="path"), ds.boxes, ds.labels, ds.reports):
+        if table is not None:
+            h.update(pd.util.hash_pandas_object(table, index=True).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+def validate(ds: Dataset) -> None:
+    """Check the schema; every error names the dataset and the offending item."""
+    name = ds.name
+    missing = [c for c in IMAGE_COLUMNS if c not in ds.images.columns]
+    if missing:
+        raise DatasetError(f"{name}: images table lacks columns {missing}")
+    dup = ds.images["image_id"][ds.images["image_id"].duplicated()]
+    if not dup.empty:
+        raise DatasetError(f"{name}: duplicate image_id {dup.iloc[0]!r}")
+    for row in ds.images.itertuples():
+        if not Path(row.path).is_file():
+            raise DatasetError(f"{name}: image {row.image_id!r}: file not found: {row.path}")
+    missing = [c for c in BOX_COLUMNS if c not in ds.boxes.columns]
+    if missing:
+        raise DatasetError(f"{name}: boxes table lacks columns {missing}")
+    sizes = ds.images.set_index("image_id")[["width", "height"]]
+    for row in ds.boxes.itertuples():
+        where = f"{name}: box {row.box_id!r} of image {row.image_id!r}"
+        if row.image_id not in sizes.index:
+            raise DatasetError(f"{where}: image not in the images table")
+        if row.finding not in CHEXPERT_CLASSES:
+            raise DatasetError(f"{where}: unknown finding {row.finding!r} (source label {row.source_label!r})")
+        coords = np.array([row.x1, row.y1, row.x2, row.y2], dtype=float)
+        if not np.isfinite(coords).all():
+            raise DatasetError(f"{where}: non-finite coordinates {coords.tolist()}")
+        if row.x2 < row.x1 or row.y2 < row.y1:
+            raise DatasetError(f"{where}: inverted box (x1, y1, x2, y2) = {coords.tolist()}")
+        if row.x2 == row.x1 or row.y2 == row.y1:
+            raise DatasetError(f"{where}: zero-area box (x1, y1, x2, y2) = {coords.tolist()}")
+        w, h = sizes.loc[row.image_id]
+        if row.x1 < 0 or row.y1 < 0 or row.x2 > w or row.y2 > h:
+            raise DatasetError(
+                f"{where}: box (x1, y1, x2, y2) = {coords.tolist()} lies outside the {w}x{h} image"
+            )
+    bad_cols = [c for c in ds.labels.columns if c not in CHEXPERT_CLASSES]
+    if bad_cols:
+        raise DatasetError(f"{name}: labels table has unknown classes {bad_cols}")
+    values = ds.labels.to_numpy(dtype=float)
+    bad = ~(np.isnan(values) | np.isin(values, CODES))
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise DatasetError(
+            f"{name}: image {ds.labels.index[r]!r}, class {ds.labels.columns[c]!r}: "
+            f"label code {values[r, c]!r} is not 1, 0, -1 or blank"
+        )
