@@ -43,7 +43,7 @@ MANIFEST_FIELDS: dict[str, str] = {
 
 def canonical_json(obj) -> str:
     """Deterministic JSON: sorted keys, no whitespace, non-ASCII kept."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def spec_hash(spec: dict) -> str:

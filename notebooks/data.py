@@ -1,0 +1,123 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Data
+#
+# Both papers ask whether a model's answer comes from the image. The demo profile answers it on
+# real, public chest X-rays: NIH ChestX-ray14 images with expert bounding boxes (for ShoViR's
+# occlusions) and a 64-px NIH set whose patients have several studies (for ModaLens's
+# same-patient image swaps). Every number on this page is computed from the `cohort` run
+# records listed at the end, which carry the SHA-256 of the data they describe.
+
+# %% tags=["parameters"]
+profile = "demo"
+run_ids = None
+gallery_seed = 0
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from shovir_core import book
+from shovir_core.book import figures
+from shovir_core.data import summary
+
+runs = book.load_runs("data", profile=profile, run_ids=run_ids)
+boxes_trials = runs["boxes"].trials
+multi_trials = runs["multi"].trials
+
+# %% [markdown]
+# ## Cohorts
+
+# %% tags=["nbval-check-output"]
+counts = {"boxes": summary.cohort_counts(boxes_trials), "multi": summary.cohort_counts(multi_trials)}
+book.show(pd.DataFrame(counts), runs=runs)
+
+# %%
+assert counts["boxes"]["n_images"] == counts["boxes"]["n_studies"], "NIH: one image per study"
+assert counts["boxes"]["n_images_with_boxes"] == counts["boxes"]["n_images"], "every box-set image has a box"
+assert counts["multi"]["n_boxes"] == 0
+assert counts["multi"]["n_pa"] + counts["multi"]["n_ap"] == counts["multi"]["n_images"]
+for cohort, values in counts.items():
+    for key, value in values.items():
+        book.glue(f"data.{cohort}.{key}", value, runs=runs)
+
+# %% [markdown]
+# ## Label prevalence per CheXpert class
+#
+# NIH labels were text-mined from reports and are mapped to CheXpert classes
+# (`shovir_core.labels.NIH_TO_CHEXPERT`); classes with no NIH counterpart are blank.
+
+# %% tags=["nbval-check-output"]
+prev = {"boxes": summary.prevalence_table(boxes_trials), "multi": summary.prevalence_table(multi_trials)}
+book.show(prev["multi"], runs=runs)
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 4.5))
+plot_df = (prev["multi"]["positive"].rename("64-px multi-study set").to_frame()
+           .join(prev["boxes"]["positive"].rename("box set")).reset_index()
+           .melt(id_vars="class", var_name="cohort", value_name="positive images"))
+sns.barplot(plot_df, y="class", x="positive images", hue="cohort", ax=ax)
+ax.set_title("Positive images per CheXpert class")
+ax.set_xlabel("images with the class positive")
+ax.set_ylabel("")
+fig.tight_layout()
+book.glue("data.multi.n_no_finding", int(prev["multi"].loc["No Finding", "positive"]), runs=runs)
+
+# %% [markdown]
+# ## Studies per patient (64-px set)
+#
+# ModaLens swaps a study's image for another study of the same patient; patients with
+# several studies make such swaps possible.
+
+# %% tags=["nbval-check-output"]
+spp = summary.studies_per_patient(multi_trials)
+book.show(spp.to_frame().T, runs=runs)
+
+# %%
+assert int(spp.sum()) == counts["multi"]["n_patients"]
+assert int(spp[spp.index >= 2].sum()) == counts["multi"]["n_patients_multi_study"]
+
+# %% [markdown]
+# ## Boxes per class and box sizes (box set)
+
+# %% tags=["nbval-check-output"]
+bt = summary.box_table(boxes_trials)
+book.show(bt.round(3), runs=runs)
+
+# %%
+assert int(bt["boxes"].sum()) == counts["boxes"]["n_boxes"]
+book.glue("data.boxes.min_boxes_per_class", int(bt["boxes"].min()), runs=runs)
+bf = summary.boxes_frame(boxes_trials)
+book.glue("data.boxes.median_rel_area", float(bf["rel_area"].median()), runs=runs)
+fig, ax = plt.subplots(figsize=(8, 4))
+sns.boxplot(bf, y="finding", x="rel_area", ax=ax, log_scale=True)
+ax.set_title("Box area as a fraction of the image, per finding")
+ax.set_xlabel("box area / image area (log scale)")
+ax.set_ylabel("")
+fig.tight_layout()
+
+# %% [markdown]
+# ## Gallery
+#
+# One image per box class, with every expert box of the image outlined.
+
+# %%
+fig = figures.box_gallery(boxes_trials, per_class=1, ncols=4, seed=gallery_seed)
+
+# %% [markdown]
+# ## Records read
+
+# %%
+book.show(book.runs_table(runs), runs=runs)

@@ -1,0 +1,81 @@
+"""Glue helpers: every number in the book is pasted from a record-derived value."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..records import load_run
+from .guard import assert_aggregate
+from .params import load_params
+
+__all__ = ["load_runs", "glue", "show", "runs_table"]
+
+
+def load_runs(notebook: str, *, profile: str = "demo", run_ids: Mapping[str, str] | None = None) -> dict:
+    """The records a notebook reads, as ``{key: records.Run}``.
+
+    ``run_ids`` (injected by ``shovir book``) pins each key to
+    ``<protocol>/<name>/<hash12>``; without it the ids are derived from
+    ``params/<notebook>/<profile>.yaml``, so a notebook opened by hand reads the
+    records its params name.
+    """
+    from ..protocols import run_id as _run_id
+
+    if run_ids is None:
+        spec = load_params(notebook, profile)
+        run_ids = {k: _run_id(r["protocol"], r["name"], r["spec"]) for k, r in spec["runs"].items()}
+    out = {}
+    for key, rid in run_ids.items():
+        protocol, name, h = rid.split("/")
+        out[key] = load_run(protocol, name, h)
+    return out
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def glue(key: str, value, *, runs, display: bool = False):
+    """Glue ``value`` under the namespaced ``key`` (checked against credentialed runs).
+
+    ``runs`` are the records the value was derived from (a Run, a list or the
+    dict returned by :func:`load_runs`); credentialed runs admit aggregates only.
+    """
+    from myst_nb import glue as _glue
+
+    if "." not in key:
+        raise ValueError(f"glue key {key!r} must be namespaced, e.g. 'data.n_images'")
+    value = _plain(value)
+    assert_aggregate(value, runs, what=f"glue {key!r}")
+    _glue(key, value, display=display)
+    return value
+
+
+def show(obj, *, runs):
+    """Display a table or figure after the credentialed-data check; returns ``obj``."""
+    from IPython.display import display
+
+    assert_aggregate(obj, runs, what="table")
+    display(obj)
+    return obj
+
+
+def runs_table(runs) -> pd.DataFrame:
+    """The records a chapter read: run id, status, dataset hash, git commit, dates."""
+    rows = []
+    for key, r in (runs.items() if isinstance(runs, Mapping) else enumerate(runs)):
+        m = r.manifest
+        git = (m.get("provenance") or {}).get("git") or {}
+        rows.append({
+            "key": key, "run_id": r.run_id, "status": m["status"],
+            "trials": (m.get("counts") or {}).get("n_trials"),
+            "dataset": (m.get("dataset") or {}).get("name"),
+            "dataset sha256": ((m.get("dataset") or {}).get("sha256") or "")[:12],
+            "git commit": (git.get("commit") or "")[:10] + ("+dirty" if git.get("dirty") else ""),
+            "ended": m.get("ended"),
+        })
+    return pd.DataFrame(rows).set_index("key")

@@ -1,0 +1,112 @@
+"""Execute the book's notebooks with papermill and build it with Jupyter Book 1.x."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from .. import paths
+from ..records import READ_LOG_ENV
+from .params import load_params, toc_notebooks
+
+__all__ = ["make_records", "execute_notebook", "execute_book", "build_book", "BookError"]
+
+
+class BookError(RuntimeError):
+    """A notebook or the book build failed."""
+
+
+def make_records(notebook: str, *, profile: str = "demo", progress: bool = True) -> dict[str, str]:
+    """Make (or resume) every record ``params/<notebook>/<profile>.yaml`` names; returns key -> run id."""
+    from ..protocols import run as run_protocol
+
+    spec = load_params(notebook, profile)
+    ids = {}
+    for key, r in spec["runs"].items():
+        run = run_protocol(r["protocol"], r["name"], r["spec"], progress=progress)
+        ids[key] = run.run_id
+    return ids
+
+
+def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str, str] | None = None,
+                     output_dir: Path | None = None) -> Path:
+    """Execute ``notebooks/<notebook>.py`` with its params into ``book/<notebook>.ipynb``."""
+    import jupytext
+    import papermill
+
+    source = paths.notebooks_root() / f"{notebook}.py"
+    if not source.is_file():
+        raise BookError(f"no notebook source {source}")
+    spec = load_params(notebook, profile)
+    if run_ids is None:
+        run_ids = make_records(notebook, profile=profile)
+    output_dir = Path(output_dir or paths.book_root())
+    output_dir.mkdir(parents=True, exist_ok=True)
+    target = output_dir / f"{notebook}.ipynb"
+    params = {**spec["parameters"], "profile": profile, "run_ids": run_ids}
+    nb = jupytext.read(source)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    with tempfile.TemporaryDirectory() as tmp:
+        src_nb = Path(tmp) / f"{notebook}.ipynb"
+        jupytext.write(nb, src_nb)
+        log = Path(tmp) / "reads.jsonl"
+        log.touch()
+        env_before = os.environ.get(READ_LOG_ENV)
+        os.environ[READ_LOG_ENV] = str(log)
+        try:
+            papermill.execute_notebook(
+                str(src_nb), str(target), parameters=params, kernel_name="python3",
+                cwd=str(output_dir), progress_bar=False, log_output=False,
+            )
+        except papermill.PapermillExecutionError as exc:
+            raise BookError(f"notebook {notebook!r} failed (executed copy kept at {target}):\n"
+                            f"{exc.ename}: {exc.evalue}") from None
+        finally:
+            if env_before is None:
+                os.environ.pop(READ_LOG_ENV, None)
+            else:
+                os.environ[READ_LOG_ENV] = env_before
+        reads = sorted({json.loads(line)["run_id"] for line in log.read_text().splitlines() if line.strip()})
+    executed = json.loads(target.read_text(encoding="utf-8"))
+    executed["metadata"]["shovir"] = {"profile": profile, "run_ids": run_ids, "records_read": reads,
+                                      "params_file": str(spec["path"].relative_to(paths.repo_root()))}
+    target.write_text(json.dumps(executed, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return target
+
+
+def execute_book(*, profile: str = "demo", only: list[str] | None = None, progress: bool = True) -> list[Path]:
+    """Make the records and execute every notebook the toc names (or ``only``)."""
+    names = toc_notebooks()
+    if only:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise BookError(f"not notebooks of the book: {unknown}; the toc names {names}")
+        names = [n for n in names if n in only]
+    done = []
+    bar = tqdm(names, desc="notebooks", unit="nb", disable=not progress)
+    for name in bar:
+        bar.set_postfix_str(f"{name}: records")
+        ids = make_records(name, profile=profile, progress=progress)
+        bar.set_postfix_str(f"{name}: executing")
+        done.append(execute_notebook(name, profile=profile, run_ids=ids))
+    return done
+
+
+def build_book(*, strict: bool = True) -> Path:
+    """Build the HTML book with Jupyter Book 1.x; returns ``book/_build/html/index.html``."""
+    exe = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
+    if exe is None:
+        raise BookError("jupyter-book is not installed in this environment (pip install 'jupyter-book>=1.0.4,<2')")
+    cmd = [exe, "build", str(paths.repo_root()), "--path-output", str(paths.book_root()), "--keep-going"]
+    if strict:
+        cmd.append("-W")
+    proc = subprocess.run(cmd, cwd=paths.repo_root())
+    if proc.returncode != 0:
+        raise BookError(f"jupyter-book build failed (exit {proc.returncode}); see the warnings above")
+    return paths.book_root() / "_build" / "html" / "index.html"

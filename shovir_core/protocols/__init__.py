@@ -1,0 +1,56 @@
+"""Experiment protocols: params -> trials -> records.
+
+Each protocol is a module exposing ``resolve_spec(spec) -> dict`` (fill every
+default; the result is hashed into the record's identity) and
+``execute(name, spec, *, progress=True) -> records.Run``. Modules are imported
+lazily, so listing protocols stays light.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ..records import Run, RunWriter, load_run, spec_hash
+from ..records.schema import SHORT_HASH
+
+__all__ = ["REGISTRY", "get_protocol", "resolve", "run", "run_id", "is_complete"]
+
+REGISTRY: dict[str, str] = {
+    "cohort": "shovir_core.protocols.cohort",
+}
+
+
+def get_protocol(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(REGISTRY[name])
+    except KeyError:
+        raise ValueError(f"unknown protocol {name!r}; known: {sorted(REGISTRY)}") from None
+
+
+def resolve(protocol: str, spec: dict) -> dict:
+    """The resolved spec (every default filled in)."""
+    return get_protocol(protocol).resolve_spec(dict(spec or {}))
+
+
+def run_id(protocol: str, name: str, spec: dict) -> str:
+    """``<protocol>/<name>/<hash12>`` of the record a spec maps to."""
+    return f"{protocol}/{name}/{spec_hash(resolve(protocol, spec))[:SHORT_HASH]}"
+
+
+def is_complete(protocol: str, name: str, spec: dict) -> bool:
+    writer = RunWriter(protocol, name, resolve(protocol, spec))
+    manifest = writer.path / "manifest.json"
+    if not manifest.is_file():
+        return False
+    return Run(writer.path).status == "complete"
+
+
+def run(protocol: str, name: str, spec: dict, *, progress: bool = True) -> Run:
+    """Make the record of ``spec`` (resuming a partial one); return it when complete."""
+    module = get_protocol(protocol)
+    resolved = module.resolve_spec(dict(spec or {}))
+    h = spec_hash(resolved)
+    if is_complete(protocol, name, spec):
+        return load_run(protocol, name, h)
+    module.execute(name, resolved, progress=progress)
+    return load_run(protocol, name, h)
