@@ -1,0 +1,223 @@
+"""Adapter for PadChest-GR verified samples (ShoViR).
+
+Input: the ShoViR reference repository's ``verified_samples.json``
+(``shovir-reference-code.md`` §5.2), a dict keyed by ImageID whose values are::
+
+    {"img_path": "<ImageID>.png",                 # relative to the PadChest-GR image folder
+     "report":   "<English sentences of the abnormal findings>",
+     "labels":   [14 ints in CheXbert order; 0 blank, 1 positive, 2 negative, 3 uncertain],
+     "chexbert_labels": [...],                    # CheXbert on the report (not used here)
+     "regions":  [{"anatomy": "...", "bbox": [[x1, y1, x2, y2], ...],   # normalised to [0, 1]
+                   "findings": ["pleural effusion"],                    # PadChest labels
+                   "chexpert_categories": ["Pleural Effusion"],         # verified classes
+                   "sentence": "...", "labels": [...]}, ...]}
+
+A region stores a *list* of normalised boxes; each box becomes one box row per
+verified CheXpert category, in pixels of the stored image. When a region lacks
+``chexpert_categories`` its PadChest ``findings`` are mapped through
+:data:`PADCHEST_TO_CHEXPERT` (the static lookup of the reference code,
+``padchest_to_chexpert_mapping.py``; 69 PadChest labels), without the CheXbert
+sentence validation the verified file already carries.
+
+Patient and study ids come from an optional PadChest-GR metadata CSV
+(``ImageID, PatientID, StudyID`` and optionally ``Projection``); without it
+each image is its own study and patient.
+
+Records made from this dataset are credentialed (``credentialed=True``).
+
+Citation: Castro DC et al., "PadChest-GR: a bilingual chest X-ray dataset for
+grounded radiology report generation", NEJM AI 2025; Bustos A et al.,
+"PadChest: a large chest x-ray image dataset with multi-label annotated
+reports", Medical Image Analysis 2020.
+Licence: PadChest-GR research data-use agreement (BIMCV; credentialed access).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from PIL import Image
+
+from ..labels import CHEXPERT_CLASSES, FINDINGS_13
+from .mimic import decode_chexbert_codes
+from .schema import BOX_COLUMNS, Dataset, DatasetError
+
+__all__ = ["load_padchest_gr", "PADCHEST_TO_CHEXPERT", "padchest_to_chexpert", "PADCHEST_CITATION",
+           "PADCHEST_LICENCE"]
+
+PADCHEST_CITATION = (
+    "Castro DC, Bustos A, Bannur S, et al. PadChest-GR: a bilingual chest X-ray dataset for grounded "
+    "radiology report generation. NEJM AI 2025. Bustos A, Pertusa A, Salinas JM, de la Iglesia-Vaya M. "
+    "PadChest: a large chest x-ray image dataset with multi-label annotated reports. Med Image Anal 2020."
+)
+PADCHEST_LICENCE = "PadChest-GR research data-use agreement (BIMCV; credentialed access)"
+
+_MAP = {
+    "Atelectasis": ["atelectasis", "atelectasis basal", "laminar atelectasis", "lobar atelectasis",
+                    "segmental atelectasis", "total atelectasis"],
+    "Cardiomegaly": ["cardiomegaly"],
+    "Consolidation": ["consolidation", "alveolar pattern"],
+    "Edema": ["hilar congestion", "kerley lines", "ground glass pattern"],
+    "Enlarged Cardiomediastinum": ["mediastinal enlargement", "superior mediastinal enlargement",
+                                   "mediastinic lipomatosis", "aortic button enlargement"],
+    "Fracture": ["fracture", "callus rib fracture", "rib fracture", "clavicle fracture", "humeral fracture",
+                 "vertebral fracture", "vertebral compression", "vertebral anterior compression"],
+    "Lung Lesion": ["nodule", "multiple nodules", "mass", "pulmonary mass", "calcified granuloma",
+                    "granuloma", "cavitation", "cyst", "abscess"],
+    "Lung Opacity": ["increased density", "infiltrates", "interstitial pattern", "reticular interstitial pattern",
+                     "reticulonodular interstitial pattern", "miliary opacities", "air bronchogram"],
+    "Pleural Effusion": ["pleural effusion", "loculated pleural effusion", "loculated fissural effusion",
+                         "hydropneumothorax"],
+    "Pleural Other": ["pleural thickening", "apical pleural thickening", "calcified pleural thickening",
+                      "calcified pleural plaques", "fissure thickening", "major fissure thickening",
+                      "minor fissure thickening", "costophrenic angle blunting", "pleural mass"],
+    "Pneumothorax": ["pneumothorax"],
+    "Support Devices": ["pacemaker", "dual chamber device", "single chamber device", "nsg tube",
+                        "endotracheal tube", "tracheostomy tube", "chest drain tube", "central venous catheter",
+                        "central venous catheter via jugular vein", "central venous catheter via subclavian vein",
+                        "reservoir central venous catheter", "catheter", "electrical device",
+                        "ventriculoperitoneal drain tube", "gastrostomy tube"],
+}
+PADCHEST_TO_CHEXPERT: dict[str, str] = {label: cls for cls, labels in _MAP.items() for label in labels}
+"""PadChest finding label (lower case) -> CheXpert class: the reference code's static lookup
+(``src/pre-analysis/padchest/preprocessing/padchest_to_chexpert_mapping.py`` @d331cef, as described in
+``shovir-reference-code.md`` §5.3). Pneumonia has no PadChest counterpart."""
+
+
+def padchest_to_chexpert(label: str) -> str | None:
+    """The CheXpert class of a PadChest label (case-insensitive), ``None`` when unmapped.
+
+    >>> padchest_to_chexpert("Loculated pleural effusion")
+    'Pleural Effusion'
+    >>> padchest_to_chexpert("scoliosis") is None
+    True
+    """
+    return PADCHEST_TO_CHEXPERT.get(str(label).strip().lower())
+
+
+def _meta_table(metadata_csv: Path | None, name: str) -> pd.DataFrame | None:
+    if metadata_csv is None:
+        return None
+    meta = pd.read_csv(metadata_csv)
+    need = {"ImageID", "PatientID", "StudyID"}
+    if not need <= set(meta.columns):
+        raise DatasetError(f"{name}: {metadata_csv} lacks columns {sorted(need - set(meta.columns))}")
+    return meta.drop_duplicates("ImageID").set_index("ImageID")
+
+
+def _region_classes(region: dict, where: str) -> list[str]:
+    if "chexpert_categories" in region:
+        classes = list(region["chexpert_categories"] or [])
+    else:
+        classes = sorted({c for c in map(padchest_to_chexpert, region.get("findings") or []) if c})
+    for c in classes:
+        if c not in FINDINGS_13:
+            raise DatasetError(f"{where}: category {c!r} is not a localisable CheXpert class")
+    return classes
+
+
+def load_padchest_gr(root: str | Path, *, samples: str | Path = "verified_samples.json",
+                     images_dir: str | Path = "images", metadata_csv: str | Path | None = None,
+                     name: str = "padchest-gr") -> Dataset:
+    """Load PadChest-GR verified samples.
+
+    Parameters
+    ----------
+    root : path
+        Folder holding the samples file and the image folder.
+    samples : path
+        ``verified_samples.json`` (relative to ``root`` unless absolute).
+    images_dir : path
+        Folder the ``img_path`` values are relative to.
+    metadata_csv : path, optional
+        PadChest-GR metadata with ``ImageID, PatientID, StudyID`` (and
+        ``Projection`` for the view).
+    name : str
+        Dataset name recorded in run manifests.
+
+    Returns
+    -------
+    Dataset
+        ``credentialed=True``; boxes in pixels of the stored PNG; ``reports``
+        indexed by study id.
+    """
+    root = Path(root)
+    samples_path = Path(samples) if Path(samples).is_absolute() else root / samples
+    img_root = Path(images_dir) if Path(images_dir).is_absolute() else root / images_dir
+    if not samples_path.is_file():
+        raise DatasetError(f"{name}: samples file not found: {samples_path}")
+    raw = json.loads(samples_path.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise DatasetError(f"{name}: {samples_path} must hold a dict keyed by ImageID")
+    meta_path = None
+    if metadata_csv is not None:
+        meta_path = Path(metadata_csv) if Path(metadata_csv).is_absolute() else root / metadata_csv
+    meta = _meta_table(meta_path, name)
+
+    images, boxes, labels, reports = [], [], {}, {}
+    for image_id, entry in raw.items():
+        where = f"{name}: image {image_id!r}"
+        for key in ("img_path", "labels", "regions"):
+            if key not in entry:
+                raise DatasetError(f"{where}: entry lacks {key!r}")
+        path = img_root / entry["img_path"]
+        if not path.is_file():
+            raise DatasetError(f"{where}: file not found: {path}")
+        with Image.open(path) as im:
+            width, height = im.size
+        if meta is not None:
+            if image_id not in meta.index:
+                raise DatasetError(f"{where}: not in the metadata CSV {meta_path}")
+            row = meta.loc[image_id]
+            patient, study = str(row["PatientID"]), str(row["StudyID"])
+            view = str(row["Projection"]) if "Projection" in meta.columns else "frontal"
+        else:
+            patient = study = str(image_id)
+            view = "frontal"
+        images.append({"image_id": str(image_id), "study_id": study, "patient_id": patient, "view": view,
+                       "path": str(path.resolve()), "width": int(width), "height": int(height)})
+        labels[str(image_id)] = decode_chexbert_codes(entry["labels"], where=where)
+        if entry.get("report") is not None:
+            reports[study] = str(entry["report"])
+        for k, region in enumerate(entry["regions"]):
+            bbs = region.get("bbox")
+            if isinstance(bbs, list) and len(bbs) == 4 and all(isinstance(v, (int, float)) for v in bbs):
+                bbs = [bbs]
+            if not isinstance(bbs, list) or not bbs:
+                raise DatasetError(f"{where}: region {k} has bbox {bbs!r}; expected a list of normalised "
+                                   "[x1, y1, x2, y2]")
+            classes = _region_classes(region, f"{where}, region {k}")
+            for j, bb in enumerate(bbs):
+                if not isinstance(bb, list) or len(bb) != 4:
+                    raise DatasetError(f"{where}: region {k}, box {j}: {bb!r} is not [x1, y1, x2, y2]")
+                if not all(0.0 <= float(v) <= 1.0 for v in bb):
+                    raise DatasetError(f"{where}: region {k}, box {j}: {bb!r} is not normalised to [0, 1]")
+                x1, x2 = sorted((float(bb[0]) * width, float(bb[2]) * width))
+                y1, y2 = sorted((float(bb[1]) * height, float(bb[3]) * height))
+                if x2 <= x1 or y2 <= y1:
+                    continue
+                for c in classes:
+                    boxes.append({"image_id": str(image_id), "box_id": f"{image_id}#{k}.{j}", "finding": c,
+                                  "x1": x1, "y1": y1, "x2": x2, "y2": y2,
+                                  "source_label": "|".join(region.get("findings") or [])})
+    if not images:
+        raise DatasetError(f"{name}: {samples_path} holds no samples")
+    label_df = pd.DataFrame.from_dict(labels, orient="index", columns=list(CHEXPERT_CLASSES))
+    label_df.index.name = "image_id"
+    report_df = pd.DataFrame({"text": pd.Series(reports, dtype=object)})
+    report_df.index.name = "study_id"
+    extra = (samples_path,) + ((meta_path,) if meta_path is not None else ())
+    return Dataset(name=name, root=root, images=pd.DataFrame(images),
+                   boxes=pd.DataFrame(boxes, columns=list(BOX_COLUMNS)), labels=label_df,
+                   reports=report_df, credentialed=True, citation=PADCHEST_CITATION,
+                   licence=PADCHEST_LICENCE, extra_files=extra)
+
+
+def _register() -> None:
+    from . import register_adapter
+
+    register_adapter("padchest", load_padchest_gr)
+
+
+_register()
