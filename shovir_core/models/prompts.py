@@ -1,0 +1,97 @@
+"""Prompt construction for the ModaLens yes/no questions and the ShoViR report prompts.
+
+ModaLens prompt (paper §2 "Prompt and readout"; paper-map B.1): the model's own chat template,
+one user turn, no system prompt. The content is an image block and a text block (text first swaps
+them). The text block reads::
+
+    [<framing sentence>\\n]Report: <report>
+    <blank line>
+    Question: <question>[ <instruction>]
+
+With the report absent the ``Report:`` line and the blank line are removed; with the image absent
+no image block is built. The framing sentences of Appendix D are paraphrased from the paper's
+description (the verbatim sentences are not published).
+"""
+from __future__ import annotations
+
+from .protocol import ScoreRequest
+
+__all__ = ["INSTRUCTIONS", "FRAMINGS", "ANSWER_OPTIONS", "text_block", "score_messages", "report_messages"]
+
+INSTRUCTIONS: dict[str, str] = {
+    "none": "",
+    "yes_no": "Answer with exactly Yes or No.",
+    "no_yes": "Answer with exactly No or Yes.",
+    "yes_no_uncertain": "Answer with exactly Yes, No or Uncertain.",
+}
+"""Answer instructions appended to the question (Appendix I; reversed order and abstention: App. M)."""
+
+ANSWER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "none": ("Yes", "No"),
+    "yes_no": ("Yes", "No"),
+    "no_yes": ("Yes", "No"),
+    "yes_no_uncertain": ("Yes", "No", "Uncertain"),
+}
+"""Answers the generated-answer parser accepts under each instruction."""
+
+FRAMINGS: dict[str, str] = {
+    "historical": (
+        "The report below describes an earlier study of the same patient; answer the question from "
+        "the current image and use the report as context only."
+    ),
+    "warning": (
+        "The report below may not describe this image and may be wrong; answer the question from the "
+        "image and treat the report as unverified context."
+    ),
+}
+"""One sentence placed before the report (Appendix D), paraphrased from the paper's description."""
+
+
+def text_block(request: ScoreRequest) -> str:
+    """The text block of a ModaLens prompt.
+
+    >>> text_block(ScoreRequest(None, "Does this chest X-ray show Edema?", report="No edema."))
+    'Report: No edema.\\n\\nQuestion: Does this chest X-ray show Edema?'
+    >>> text_block(ScoreRequest(None, "Does this chest X-ray show Edema?", instruction="yes_no"))
+    'Question: Does this chest X-ray show Edema? Answer with exactly Yes or No.'
+    """
+    question = f"Question: {request.question}"
+    instruction = INSTRUCTIONS[request.instruction]
+    if instruction:
+        question = f"{question} {instruction}"
+    if request.report is None:
+        return question
+    head = f"Report: {request.report}"
+    if request.framing is not None:
+        head = f"{FRAMINGS[request.framing]}\n{head}"
+    return f"{head}\n\n{question}"
+
+
+def score_messages(request: ScoreRequest) -> list[dict]:
+    """Chat messages (one user turn) for a score request, in the transformers content-block format."""
+    text = {"type": "text", "text": text_block(request)}
+    if request.image is None:
+        content = [text]
+    elif request.order == "image_first":
+        content = [{"type": "image"}, text]
+    else:
+        content = [text, {"type": "image"}]
+    return [{"role": "user", "content": content}]
+
+
+def report_messages(*, user_text: str, system_text: str | None = None,
+                    order: str = "image_first") -> list[dict]:
+    """Chat messages for report generation: an optional system turn and a user turn with one image.
+
+    The ShoViR reference code (``build_chat_messages``) uses system = the model prompt and user =
+    ["Analyze this image.", image] (text first); NV-Reason-CXR uses one user turn [image, text].
+    """
+    if order not in ("image_first", "text_first"):
+        raise ValueError(f"report prompt order {order!r} must be 'image_first' or 'text_first'")
+    text = {"type": "text", "text": user_text}
+    content = [{"type": "image"}, text] if order == "image_first" else [text, {"type": "image"}]
+    messages = []
+    if system_text:
+        messages.append({"role": "system", "content": [{"type": "text", "text": system_text}]})
+    messages.append({"role": "user", "content": content})
+    return messages

@@ -1,0 +1,306 @@
+"""Reference models with known behaviour: they validate the benchmark where real weights are absent.
+
+Each model turns a request into one evidence logit ``z`` for the asked finding and answers through
+the same readout arithmetic as a transformer (a two-token vocabulary ``yes``/``no`` with logits
+``log sigmoid(z)`` and ``log sigmoid(-z)``, so ``margin = z``). Reports are
+:func:`~shovir_core.models.report_text.template_report` of the findings with ``z > 0``.
+
+=====================  ==========================================  ===================================
+name                   evidence                                    stated behaviour (a test holds it)
+=====================  ==========================================  ===================================
+``ref-blind-prior``    demo label prevalence of the finding        ignores image and report: Delta_FN
+                                                                   = 0, every flip rate 0
+``ref-report-reader``  the report's mention/negation of the        ignores the image: swap flip rate 0
+                       finding (prior when no report)              in both report arms
+``ref-image-classifier``  the CNN's probability (``cnn.py``)       ignores the report: present ==
+                                                                   absent
+``ref-anchored@w``     ``w * report + (1 - w) * image`` with the   w = 1: report-present swap flip
+                       report present, ``image`` without           rate 0; w = 0: present == absent
+``ref-context-shortcut``  texture of the pixels outside the        OCO on c leaves its call of c
+                       finding's own boxes (``boxes`` input)       unchanged; DOCO changes it
+=====================  ==========================================  ===================================
+
+Parameters (priors, CNN weights, context thresholds) come from
+``python -m shovir_core.models.train_reference`` and live in ``shovir_core/resources/ref_*``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from .. import paths
+from ..labels import FINDINGS_13
+from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_gray_float
+from .prompts import ANSWER_OPTIONS
+from .readouts import TokenFamilies, parse_answer, yes_no_readout
+from .report_text import COMPOSITE, finding_of_question, read_report, template_report
+
+__all__ = [
+    "ReferenceModel", "BlindPrior", "ReportReader", "ImageClassifier", "Anchored", "ContextShortcut",
+    "REFERENCE_MODELS", "build_reference", "context_texture", "PARAMS_FILE", "WEIGHTS_FILE",
+]
+
+PARAMS_FILE = "ref_reference_models.json"
+WEIGHTS_FILE = "ref_image_classifier.safetensors"
+
+REPORT_LOGIT = 4.0
+"""Evidence of a positive (+) or negated (-) mention; an unmentioned finding gets ``-REPORT_LOGIT/2``."""
+CONTEXT_GAIN = 4.0
+"""Logit per calibration scale unit of the context texture above the finding's threshold."""
+_CLIP = 12.0
+
+_FAMILIES = TokenFamilies(0, 1, (0,), (1,), {0: "yes", 1: "no"})
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return float(np.log(p) - np.log1p(-p))
+
+
+def _sigmoid(z: float) -> float:
+    return float(1.0 / (1.0 + np.exp(-z)))
+
+
+@lru_cache(maxsize=1)
+def _load_params() -> dict:
+    path = paths.resources_root() / PARAMS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"reference-model parameters {path} are missing: run `python -m shovir_core.models.train_reference`"
+        )
+    return json.loads(path.read_text())
+
+
+def context_texture(gray: np.ndarray, boxes: Sequence[Box] | None, finding: str) -> float:
+    """Mean absolute gradient (|dx| + |dy|) of the pixels outside ``finding``'s boxes.
+
+    Boxes of other findings are kept; with no box of ``finding`` the whole image counts.
+    """
+    g = np.zeros_like(gray, dtype=np.float64)
+    g[:, :-1] += np.abs(np.diff(gray, axis=1))
+    g[:-1, :] += np.abs(np.diff(gray, axis=0))
+    mask = np.ones(gray.shape, dtype=bool)
+    h, w = gray.shape
+    for f, x1, y1, x2, y2 in boxes or ():
+        if f == finding:
+            mask[max(int(np.floor(y1)), 0):min(int(np.ceil(y2)), h), max(int(np.floor(x1)), 0):min(int(np.ceil(x2)), w)] = False
+    return float(g[mask].mean()) if mask.any() else float(g.mean())
+
+
+class ReferenceModel(VLM):
+    """Base of the reference models: evidence logit -> readouts, reports from positive calls."""
+
+    stated_behaviour: str = ""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.params = _load_params()
+
+    # evidence ------------------------------------------------------------------------------
+    def _finding_logits(self, image: np.ndarray | None, report: str | None,
+                        boxes: Sequence[Box] | None) -> dict[str, float]:
+        """Evidence logit for each of the 13 findings."""
+        raise NotImplementedError
+
+    def _evidence(self, logits: dict[str, float], finding: str) -> float:
+        if finding == COMPOSITE:
+            p_none = float(np.prod([1.0 - _sigmoid(logits[f]) for f in FINDINGS_13]))
+            return _logit(1.0 - p_none)
+        return logits[finding]
+
+    # protocol ------------------------------------------------------------------------------
+    def generate_reports(self, images, *, prompt=None, max_new_tokens=None, boxes=None) -> list[str]:
+        if boxes is not None and len(boxes) != len(images):
+            raise ValueError(f"{self.name}: {len(images)} images but {len(boxes)} box lists")
+        out = []
+        for i, image in enumerate(images):
+            logits = self._finding_logits(image, None, None if boxes is None else boxes[i])
+            out.append(template_report([f for f, z in logits.items() if z > 0]))
+        return out
+
+    def score_yes_no(self, requests: Sequence[ScoreRequest], *, answer_tokens: int = 0) -> list[dict]:
+        memo: dict[tuple, dict[str, float]] = {}
+        results = []
+        for req in requests:
+            finding = req.finding or finding_of_question(req.question)
+            if finding != COMPOSITE and finding not in FINDINGS_13:
+                raise ValueError(f"{self.name}: request {req.question!r}: unknown finding {finding!r}")
+            key = (image_fingerprint(req.image), req.report,
+                   json.dumps(req.boxes) if self.uses_boxes else None)
+            if key not in memo:
+                memo[key] = self._finding_logits(req.image, req.report, req.boxes if self.uses_boxes else None)
+            z = float(np.clip(self._evidence(memo[key], finding), -_CLIP, _CLIP))
+            row = np.array([-np.logaddexp(0.0, -z), -np.logaddexp(0.0, z)])
+            res = yes_no_readout(row, _FAMILIES)
+            res["top1_token"] = _FAMILIES.names[res["top1_id"]]
+            res["generated"] = res["answer"] = res["compliant"] = None
+            if answer_tokens > 0:
+                options = ANSWER_OPTIONS[req.instruction]
+                p = _sigmoid(z)
+                res["generated"] = "Uncertain" if "Uncertain" in options and 0.4 < p < 0.6 else \
+                    ("Yes" if z > 0 else "No")
+                res["answer"], res["compliant"] = parse_answer(res["generated"], options=options)
+            res["n_input_tokens"] = None
+            results.append(res)
+        return results
+
+    def identity(self) -> dict:
+        return {"name": self.name, "kind": "reference", "class": type(self).__name__,
+                "params_sha256": self.params["sha256"]}
+
+    def provenance(self) -> dict:
+        return {**self.identity(), "stated_behaviour": self.stated_behaviour,
+                "params_file": PARAMS_FILE, "trained_on": self.params.get("dataset")}
+
+
+class BlindPrior(ReferenceModel):
+    """Answers and reports from the demo label prevalence; ignores image and report."""
+
+    stated_behaviour = ("Ignores image and report: identical outputs under any perturbation or swap, "
+                        "so Delta_FN = 0, ShoViR flip rates 0 and ModaLens swap flip rate 0 in both arms.")
+
+    def _finding_logits(self, image, report, boxes):
+        return {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
+
+
+class ReportReader(BlindPrior):
+    """Answers from the report text only (label priors when the report is absent)."""
+
+    stated_behaviour = ("Ignores the image: ModaLens swap flip rate 0 with and without the report; "
+                        "report absent answers equal ref-blind-prior.")
+
+    def _finding_logits(self, image, report, boxes):
+        if report is None:
+            return super()._finding_logits(image, report, boxes)
+        read = read_report(report)
+        return {f: REPORT_LOGIT * v if v else -REPORT_LOGIT / 2 for f, v in read.items()}
+
+
+class ImageClassifier(ReferenceModel):
+    """The small CNN of :mod:`shovir_core.models.cnn`; ignores the report."""
+
+    stated_behaviour = "Ignores the report: report-present outputs equal report-absent outputs."
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._net = None
+
+    def _load(self):
+        if self._net is None:
+            import torch
+            from safetensors.torch import load_file
+
+            from .cnn import CLASSES, build_cnn
+
+            net = build_cnn(n_classes=len(CLASSES))
+            net.load_state_dict(load_file(str(paths.resources_root() / WEIGHTS_FILE)))
+            net.eval()
+            self._net, self._torch = net, torch
+        return self._net
+
+    def probabilities(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        """CNN probabilities, shape (n, len(cnn.CLASSES))."""
+        from .cnn import preprocess
+
+        net = self._load()
+        cfg = self.params["cnn"]
+        x = np.stack([(preprocess(to_gray_float(im)) - cfg["mean"]) / cfg["std"] for im in images])
+        with self._torch.no_grad():
+            logits = net(self._torch.from_numpy(x[:, None].astype(np.float32)))
+        return 1.0 / (1.0 + np.exp(-logits.double().numpy()))
+
+    def _finding_logits(self, image, report, boxes):
+        from .cnn import CLASSES
+
+        if image is None:
+            return {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
+        probs = dict(zip(CLASSES, self.probabilities([image])[0]))
+        return {f: _logit(float(probs[f])) if f in probs else _logit(self.params["priors"][f]) for f in FINDINGS_13}
+
+    def generate_reports(self, images, *, prompt=None, max_new_tokens=None, boxes=None) -> list[str]:
+        from .cnn import CLASSES
+
+        probs = self.probabilities(list(images)) if len(images) else np.zeros((0, len(CLASSES)))
+        return [template_report([c for c, p in zip(CLASSES, row) if p > 0.5]) for row in probs]
+
+
+class Anchored(ImageClassifier):
+    """Mixes report evidence (``ref-report-reader``) and image evidence (the CNN) with weight ``w``."""
+
+    stated_behaviour = ("w = 1: report-present swap flip rate 0 (answers follow the report only); "
+                        "w = 0: report-present outputs equal report-absent outputs.")
+
+    def __init__(self, name: str, *, w: float) -> None:
+        if not 0.0 <= w <= 1.0:
+            raise ValueError(f"{name}: anchoring weight w = {w} must lie in [0, 1]")
+        super().__init__(name)
+        self.w = float(w)
+        self._reader = ReportReader("ref-report-reader")
+
+    def _finding_logits(self, image, report, boxes):
+        img = super()._finding_logits(image, None, boxes)
+        if report is None:
+            return img
+        rep = self._reader._finding_logits(None, report, None)
+        return {f: self.w * rep[f] + (1.0 - self.w) * img[f] for f in FINDINGS_13}
+
+    def identity(self) -> dict:
+        return {**super().identity(), "w": self.w}
+
+
+class ContextShortcut(ReferenceModel):
+    """Predicts each finding from the texture of the pixels outside that finding's own boxes.
+
+    The boxes arrive with the request (``ScoreRequest.boxes``, ``generate_reports(boxes=...)``):
+    the boxes of the original image, also when the shown image is perturbed. Evidence for finding
+    ``f`` is ``CONTEXT_GAIN * (T_f - t_f) / s`` with ``T_f`` :func:`context_texture`, ``t_f`` the
+    demo quantile at ``1 - prevalence(f)`` and ``s`` the demo spread, so occluding ``f``'s own boxes
+    (OCO) never moves the call of ``f``, and occluding other findings' boxes (DOCO) does.
+    """
+
+    uses_boxes = True
+    stated_behaviour = ("OCO on class c leaves its call of c unchanged (OCO flip rate 0); DOCO noise outside "
+                        "B_c raises the texture and flips calls, so DOCO flip rate > OCO flip rate.")
+
+    def _finding_logits(self, image, report, boxes):
+        if image is None:
+            return {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
+        gray = to_gray_float(image)
+        ctx = self.params["context"]
+        return {f: CONTEXT_GAIN * (context_texture(gray, boxes, f) - ctx["thresholds"][f]) / ctx["scale"]
+                for f in FINDINGS_13}
+
+
+REFERENCE_MODELS = {
+    "ref-blind-prior": BlindPrior,
+    "ref-report-reader": ReportReader,
+    "ref-image-classifier": ImageClassifier,
+    "ref-anchored": Anchored,
+    "ref-context-shortcut": ContextShortcut,
+}
+
+
+def build_reference(name: str) -> ReferenceModel:
+    """Build a reference model by registry name (``ref-anchored@0.5`` sets ``w``; bare = 0.5)."""
+    base, _, arg = name.partition("@")
+    if base not in REFERENCE_MODELS:
+        raise KeyError(f"unknown reference model {name!r}; known: {sorted(REFERENCE_MODELS)}")
+    if base == "ref-anchored":
+        try:
+            w = float(arg) if arg else 0.5
+        except ValueError:
+            raise ValueError(f"{name!r}: the anchoring weight after '@' must be a number in [0, 1]") from None
+        return Anchored(f"ref-anchored@{w:g}", w=w)
+    if arg:
+        raise ValueError(f"{name!r}: only ref-anchored takes an '@' argument")
+    return REFERENCE_MODELS[base](name)
+
+
+def params_sha256(params: dict) -> str:
+    """Hash of the parameter record without its own hash field."""
+    body = {k: v for k, v in params.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
