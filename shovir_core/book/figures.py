@@ -34,7 +34,7 @@ def box_gallery(trials: pd.DataFrame, *, per_class: int = 1, ncols: int = 4, see
         for i in rng.choice(len(pool), size=min(per_class, len(pool)), replace=False):
             chosen.append((f, pool.iloc[int(i)]))
     nrows = int(np.ceil(len(chosen) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3 * ncols, 3.2 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3 * ncols, 3.5 * nrows), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     for ax, (f, row) in zip(axes.flat, chosen):
