@@ -1,0 +1,36 @@
+"""Metrics of both papers; names, directions and formats live in ``resources/metrics.yaml``.
+
+* :mod:`.text` — BLEU-1/4 (sacrebleu), ROUGE-L (rouge-score);
+* :mod:`.classification` — per-class F1, F1_14 / F1_5 (micro, macro), μ-F1;
+* :mod:`.shovir` — Δ_FN, Δ_X, flip rate FR^c_X;
+* :mod:`.modalens` — flip rates, margins, accuracies, κ, transitions, interaction;
+* :mod:`.external` — RadGraph F1, GREEN, BERTScore when local weights are present;
+* :mod:`.schema` — the metric schema loader.
+"""
+from .classification import (CLASS_SETS, binarize, confusion_by_class, f1_chexbert, f1_score, mu_f1,
+                             per_class_f1, report_label_f1)
+from .external import (EXTERNAL_METRICS, ExternalMetric, MetricResult, compute_external,
+                       external_availability, register_external_metric)
+from .modalens import (MODALITY_CELLS, accuracy, balanced_accuracy, cohen_kappa, confusion, flip_rate,
+                       flips, interaction_from_cells, majority_baseline, margin, margin_change_stats,
+                       modality_interaction, paired_difference, precision, ratio, response_bias_floor,
+                       sensitivity, share_larger_without_report, specificity, target_aligned_change,
+                       transitions)
+from .schema import MetricSpec, format_metric, metric_schema, metric_spec
+from .shovir import delta_fn, delta_x, flip_rate_by_class, pooled_flip_rate
+from .text import bleu, nlg_metrics, rouge_l
+
+__all__ = [
+    "bleu", "rouge_l", "nlg_metrics",
+    "CLASS_SETS", "binarize", "confusion_by_class", "per_class_f1", "f1_score", "f1_chexbert",
+    "report_label_f1", "mu_f1",
+    "delta_fn", "delta_x", "flip_rate_by_class", "pooled_flip_rate",
+    "flips", "flip_rate", "paired_difference", "ratio", "margin", "margin_change_stats",
+    "share_larger_without_report", "target_aligned_change", "confusion", "accuracy", "sensitivity",
+    "specificity", "precision", "balanced_accuracy", "majority_baseline", "cohen_kappa",
+    "response_bias_floor", "transitions", "modality_interaction", "interaction_from_cells",
+    "MODALITY_CELLS",
+    "MetricResult", "ExternalMetric", "EXTERNAL_METRICS", "register_external_metric",
+    "compute_external", "external_availability",
+    "MetricSpec", "metric_schema", "metric_spec", "format_metric",
+]

@@ -1,0 +1,114 @@
+"""The metric schema: names, display labels, directions and formats in one data file.
+
+``shovir_core/resources/metrics.yaml`` holds one entry per metric (in the manner of
+HELM's ``schema.yaml``); tables and glue read it through this module so that a
+metric is named and formatted the same way everywhere.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import yaml
+
+from .. import paths
+
+__all__ = ["MetricSpec", "metric_schema", "metric_spec", "format_metric", "SCHEMA_FILE"]
+
+SCHEMA_FILE = "metrics.yaml"
+_DIRECTIONS = ("higher", "lower", "none")
+_FIELDS = ("display", "direction", "format", "scale", "unit", "range", "description", "paper")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric of the schema.
+
+    Attributes
+    ----------
+    name : str
+        Schema key (``"flip_rate"``).
+    display : str
+        Header used in tables.
+    direction : {"higher", "lower", "none"}
+        Which way is better; ``"none"`` for descriptive quantities.
+    format : str
+        Format spec applied to ``value * scale``.
+    scale : float
+        Multiplier before formatting (100 for percentages and percentage points).
+    unit : str
+        Suffix after the formatted number (``"%"``, ``"pp"``, ``"x"`` or ``""``).
+    range : tuple
+        Admissible unscaled values ``(lo, hi)``; ``None`` for an open end.
+    description, paper : str
+        One-sentence definition and where the paper defines it.
+    """
+
+    name: str
+    display: str
+    direction: Literal["higher", "lower", "none"]
+    format: str
+    scale: float
+    unit: str
+    range: tuple[float | None, float | None]
+    description: str
+    paper: str
+
+    def format_value(self, value: float) -> str:
+        """Format ``value`` for display (``"4.70%"``, ``"+12.37 pp"``, ``"0.648"``); NaN gives ``"–"``."""
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "–"
+        text = format(float(value) * self.scale, self.format)
+        if self.unit == "%":
+            return text + "%"
+        return f"{text} {self.unit}" if self.unit in ("pp",) else text + self.unit
+
+    def check(self, value: float) -> float:
+        """Return ``value`` if it lies in the admissible range (NaN passes), else raise ValueError."""
+        v = float(value)
+        lo, hi = self.range
+        if not math.isnan(v) and ((lo is not None and v < lo - 1e-12) or (hi is not None and v > hi + 1e-12)):
+            raise ValueError(f"metric {self.name!r}: value {v} outside its range [{lo}, {hi}]")
+        return v
+
+
+def _parse(name: str, entry: dict) -> MetricSpec:
+    missing = [f for f in _FIELDS if f not in entry]
+    if missing:
+        raise ValueError(f"{SCHEMA_FILE}: metric {name!r} lacks {missing}")
+    if entry["direction"] not in _DIRECTIONS:
+        raise ValueError(f"{SCHEMA_FILE}: metric {name!r} has direction {entry['direction']!r}; use one of {_DIRECTIONS}")
+    format(1.0, entry["format"])  # raises on a bad spec
+    lo, hi = entry["range"]
+    return MetricSpec(name=name, display=str(entry["display"]), direction=entry["direction"],
+                      format=str(entry["format"]), scale=float(entry["scale"]), unit=str(entry["unit"]),
+                      range=(lo, hi), description=str(entry["description"]), paper=str(entry["paper"]))
+
+
+@lru_cache(maxsize=1)
+def metric_schema() -> dict[str, MetricSpec]:
+    """All metrics of ``resources/metrics.yaml`` by name (parsed and validated once)."""
+    raw = yaml.safe_load((paths.resources_root() / SCHEMA_FILE).read_text(encoding="utf-8"))
+    if not isinstance(raw, dict) or "metrics" not in raw:
+        raise ValueError(f"{SCHEMA_FILE}: expected a mapping with a 'metrics' key")
+    return {name: _parse(name, entry) for name, entry in raw["metrics"].items()}
+
+
+def metric_spec(name: str) -> MetricSpec:
+    """The schema entry of ``name``; unknown names raise a KeyError listing the known ones."""
+    schema = metric_schema()
+    try:
+        return schema[name]
+    except KeyError:
+        raise KeyError(f"unknown metric {name!r}; {SCHEMA_FILE} defines {sorted(schema)}") from None
+
+
+def format_metric(name: str, value: float) -> str:
+    """Format ``value`` as the schema says for metric ``name``.
+
+    >>> format_metric("flip_rate", 2105 / 44786)
+    '4.70%'
+    """
+    return metric_spec(name).format_value(value)
