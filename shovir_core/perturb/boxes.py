@@ -1,0 +1,277 @@
+"""Boxes: validation, IoU, the ShoViR box sets and random control boxes.
+
+Boxes are ``(finding, x1, y1, x2, y2)`` in pixels of the image, ``x`` along
+columns, with ``0 <= x1 < x2 <= width`` and ``0 <= y1 < y2 <= height``. A box
+covers the pixels it touches: columns ``floor(x1) .. ceil(x2) - 1`` and rows
+``floor(y1) .. ceil(y2) - 1`` (its *footprint*).
+
+Box sets (ShoViR §3, for an image with boxes B and target class c):
+
+* ``B_c`` = boxes labelled c;
+* ``B_c̄`` = boxes not labelled c whose IoU with every box of ``B_c`` is
+  ``< 0.15`` (paper; ``<= 0.15`` in the reference code's ``filter_bbox_doco.py``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "Box", "BoxError", "BoxSets", "validate_boxes", "iou", "box_sets", "footprint",
+    "union_mask", "random_boxes", "box_size_pool", "REFERENCE_SIZE_STATS",
+]
+
+REFERENCE_SIZE_STATS = {"width": (0.226, 0.137), "height": (0.250, 0.169), "clip": (0.026, 0.984)}
+"""Reference-code box sizes: (mean, sd) of truncated normals as fractions of the image
+width and height, clipped to ``clip`` ("empirical bbox size stats from PadChest-GR,
+2518 bboxes", ``preprocess.py`` @2a15203)."""
+
+
+class BoxError(ValueError):
+    """A malformed box; the message names the item and the box."""
+
+
+class Box(NamedTuple):
+    finding: str
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+
+    def as_list(self) -> list:
+        return [self.finding, float(self.x1), float(self.y1), float(self.x2), float(self.y2)]
+
+
+@dataclass(frozen=True)
+class BoxSets:
+    """The box sets of one (image, target class).
+
+    Attributes
+    ----------
+    target : tuple of Box
+        ``B_c``, the boxes labelled with the target class.
+    others : tuple of Box
+        ``B_c̄``, co-finding boxes that pass the IoU rule.
+    dropped : tuple of (Box, float)
+        Co-finding boxes removed by the IoU rule, with their largest IoU.
+    iou_threshold : float
+    inclusive : bool
+        Whether a co-finding box with IoU equal to the threshold is kept.
+    """
+
+    target: tuple[Box, ...]
+    others: tuple[Box, ...]
+    dropped: tuple[tuple[Box, float], ...]
+    iou_threshold: float
+    inclusive: bool
+
+    @property
+    def annotated(self) -> tuple[Box, ...]:
+        """``B_c ∪ B_c̄`` (the set whose size bounds the number of random boxes)."""
+        return self.target + self.others
+
+    @property
+    def doco_empty(self) -> bool:
+        """True when DOCO has nothing to occlude (the item is dropped from DOCO)."""
+        return not self.others
+
+
+def _where(item_id) -> str:
+    return f"item {item_id!r}" if item_id is not None else "boxes"
+
+
+def validate_boxes(boxes: Sequence, *, shape: tuple[int, ...] | None = None, item_id=None) -> list[Box]:
+    """Check boxes and return them as :class:`Box` tuples.
+
+    Raises
+    ------
+    BoxError
+        Naming the item and the box index: wrong length, non-string finding,
+        non-finite, inverted or zero-area coordinates, or a box outside the image.
+    """
+    if isinstance(boxes, (str, bytes)) or not isinstance(boxes, Sequence | np.ndarray | pd.Series):
+        raise BoxError(f"{_where(item_id)}: boxes must be a sequence of (finding, x1, y1, x2, y2), "
+                       f"got {type(boxes).__name__}")
+    out = []
+    for i, b in enumerate(boxes):
+        where = f"{_where(item_id)}, box {i}"
+        try:
+            finding, *coords = b
+        except TypeError:
+            raise BoxError(f"{where}: expected (finding, x1, y1, x2, y2), got {b!r}") from None
+        if len(coords) != 4:
+            raise BoxError(f"{where}: expected (finding, x1, y1, x2, y2), got {b!r}")
+        if not isinstance(finding, str) or not finding:
+            raise BoxError(f"{where}: finding must be a non-empty string, got {finding!r}")
+        try:
+            x1, y1, x2, y2 = (float(c) for c in coords)
+        except (TypeError, ValueError):
+            raise BoxError(f"{where}: coordinates must be numbers, got {coords!r}") from None
+        if not all(math.isfinite(c) for c in (x1, y1, x2, y2)):
+            raise BoxError(f"{where}: non-finite coordinates {[x1, y1, x2, y2]}")
+        if not (x1 < x2 and y1 < y2):
+            raise BoxError(f"{where}: need x1 < x2 and y1 < y2, got (x1, y1, x2, y2) = {(x1, y1, x2, y2)}")
+        if shape is not None:
+            h, w = shape[:2]
+            if x1 < 0 or y1 < 0 or x2 > w or y2 > h:
+                raise BoxError(f"{where}: (x1, y1, x2, y2) = {(x1, y1, x2, y2)} lies outside the "
+                               f"{w}x{h} image")
+        out.append(Box(finding, x1, y1, x2, y2))
+    return out
+
+
+def iou(a: Box | Sequence, b: Box | Sequence) -> float:
+    """Intersection over union of two boxes (``(finding, x1, y1, x2, y2)`` or ``(x1, y1, x2, y2)``).
+
+    >>> iou(("a", 0, 0, 2, 2), ("b", 1, 0, 3, 2))
+    0.3333333333333333
+    """
+    ax1, ay1, ax2, ay2 = (float(v) for v in (a[-4:]))
+    bx1, by1, bx2, by2 = (float(v) for v in (b[-4:]))
+    iw = max(0.0, min(ax2, bx2) - max(ax1, bx1))
+    ih = max(0.0, min(ay2, by2) - max(ay1, by1))
+    inter = iw * ih
+    union = (ax2 - ax1) * (ay2 - ay1) + (bx2 - bx1) * (by2 - by1) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def box_sets(boxes: Sequence, target: str, *, iou_threshold: float = 0.15, inclusive: bool = False,
+             item_id=None) -> BoxSets:
+    """``B_c`` and ``B_c̄`` of one image for target class ``target``.
+
+    Parameters
+    ----------
+    boxes : sequence of (finding, x1, y1, x2, y2)
+        Every annotated box of the image. A box carrying several findings
+        appears once per finding (same coordinates).
+    target : str
+        The target class c.
+    iou_threshold : float
+        A co-finding box is kept when its IoU with every target box is below
+        the threshold (``inclusive=True``: at most the threshold).
+    inclusive : bool
+        ``False`` is the paper's ``<``; ``True`` the reference code's ``<=``.
+    item_id : optional
+        Named in error messages.
+
+    Examples
+    --------
+    >>> s = box_sets([("A", 0, 0, 10, 10), ("B", 5, 0, 15, 10), ("B", 50, 50, 60, 60)], "A")
+    >>> len(s.target), len(s.others), len(s.dropped)
+    (1, 1, 1)
+    """
+    if not isinstance(target, str) or not target:
+        raise ValueError(f"{_where(item_id)}: target must be a class name, got {target!r}")
+    if not 0.0 <= float(iou_threshold) <= 1.0:
+        raise ValueError(f"iou_threshold must lie in [0, 1], got {iou_threshold!r}")
+    checked = validate_boxes(boxes, item_id=item_id)
+    target_boxes = tuple(b for b in checked if b.finding == target)
+    others, dropped = [], []
+    for b in checked:
+        if b.finding == target:
+            continue
+        worst = max((iou(b, t) for t in target_boxes), default=0.0)
+        keep = worst <= iou_threshold if inclusive else worst < iou_threshold
+        if keep:
+            others.append(b)
+        else:
+            dropped.append((b, worst))
+    return BoxSets(target_boxes, tuple(others), tuple(dropped), float(iou_threshold), bool(inclusive))
+
+
+def footprint(box: Box | Sequence, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """Pixel rows and columns a box covers: ``(r0, r1, c0, c1)``, end-exclusive, clipped to the image."""
+    h, w = shape[:2]
+    x1, y1, x2, y2 = (float(v) for v in box[-4:])
+    r0, r1 = max(0, math.floor(y1)), min(h, math.ceil(y2))
+    c0, c1 = max(0, math.floor(x1)), min(w, math.ceil(x2))
+    return r0, r1, c0, c1
+
+
+def union_mask(boxes: Sequence, shape: tuple[int, ...]) -> np.ndarray:
+    """Boolean ``(H, W)`` mask of the union of the boxes' footprints."""
+    mask = np.zeros(shape[:2], dtype=bool)
+    for b in boxes:
+        r0, r1, c0, c1 = footprint(b, shape)
+        mask[r0:r1, c0:c1] = True
+    return mask
+
+
+def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def _draw_size(rng: np.random.Generator, shape, size_pool, sizes: str) -> tuple[int, int]:
+    h, w = shape[:2]
+    if sizes == "dataset":
+        wf, hf = size_pool[rng.integers(len(size_pool))]
+    else:
+        lo, hi = REFERENCE_SIZE_STATS["clip"]
+        wf = float(np.clip(rng.normal(*REFERENCE_SIZE_STATS["width"]), lo, hi))
+        hf = float(np.clip(rng.normal(*REFERENCE_SIZE_STATS["height"]), lo, hi))
+    bw = min(max(1, int(round(w * float(wf)))), w)
+    bh = min(max(1, int(round(h * float(hf)))), h)
+    return bw, bh
+
+
+def random_boxes(shape: tuple[int, ...], avoid: Sequence, *, k: int, rng: np.random.Generator,
+                 size_pool: np.ndarray | None = None, sizes: str = "dataset",
+                 max_retries: int = 100) -> list[Box]:
+    """Place up to ``k`` random control boxes that overlap none of ``avoid``.
+
+    Each box draws a size (from ``size_pool`` rows ``(width_fraction,
+    height_fraction)`` when ``sizes="dataset"``, else the reference constants
+    :data:`REFERENCE_SIZE_STATS`) and a uniform position, and is rejected when
+    its footprint shares a pixel with the footprint of any box in ``avoid``;
+    after ``max_retries`` failed draws it is skipped. Random boxes may overlap
+    each other (as in the reference code). Returns the boxes actually placed,
+    labelled ``"random"``.
+    """
+    if sizes not in ("dataset", "reference"):
+        raise ValueError(f"sizes must be 'dataset' or 'reference', got {sizes!r}")
+    if sizes == "dataset":
+        pool = np.asarray(size_pool, dtype=float) if size_pool is not None else None
+        if pool is None or pool.ndim != 2 or pool.shape[1] != 2 or len(pool) == 0:
+            raise ValueError("sizes='dataset' needs size_pool: an (n, 2) array of (width, height) fractions "
+                             "(see box_size_pool)")
+        if not (np.isfinite(pool).all() and (pool > 0).all() and (pool <= 1).all()):
+            raise ValueError("size_pool fractions must lie in (0, 1]")
+        size_pool = pool
+    if k < 0 or max_retries < 1:
+        raise ValueError(f"need k >= 0 and max_retries >= 1, got k={k}, max_retries={max_retries}")
+    h, w = shape[:2]
+    blocked = [footprint(b, shape) for b in avoid]
+    placed = []
+    for _ in range(k):
+        for _ in range(max_retries):
+            bw, bh = _draw_size(rng, shape, size_pool, sizes)
+            x1 = int(rng.integers(0, w - bw + 1))
+            y1 = int(rng.integers(0, h - bh + 1))
+            cand = (y1, y1 + bh, x1, x1 + bw)
+            if not any(_overlaps(cand, b) for b in blocked):
+                placed.append(Box("random", float(x1), float(y1), float(x1 + bw), float(y1 + bh)))
+                break
+    return placed
+
+
+def box_size_pool(boxes: pd.DataFrame, images: pd.DataFrame) -> np.ndarray:
+    """The dataset's box-size distribution: ``(n, 2)`` width and height fractions.
+
+    ``boxes`` and ``images`` are a :class:`shovir_core.data.Dataset`'s tables;
+    a region labelled with several findings (several rows with the same
+    coordinates) counts once.
+    """
+    need_b, need_i = {"image_id", "x1", "y1", "x2", "y2"}, {"image_id", "width", "height"}
+    if not need_b <= set(boxes.columns) or not need_i <= set(images.columns):
+        raise ValueError(f"box_size_pool needs boxes columns {sorted(need_b)} and images columns {sorted(need_i)}")
+    b = boxes.drop_duplicates(["image_id", "x1", "y1", "x2", "y2"])
+    b = b.merge(images[["image_id", "width", "height"]], on="image_id", how="left", validate="many_to_one")
+    if b["width"].isna().any():
+        missing = b.loc[b["width"].isna(), "image_id"].iloc[0]
+        raise ValueError(f"box of image {missing!r} has no row in the images table")
+    pool = np.column_stack([(b["x2"] - b["x1"]) / b["width"], (b["y2"] - b["y1"]) / b["height"]])
+    return np.clip(pool.astype(float), 1e-9, 1.0)

@@ -1,0 +1,246 @@
+"""ShoViR conditions: Full Noise Image, RO, OCO and DOCO at blending strength p.
+
+Every function returns the perturbed image and a description (``info``) of how
+it was made: condition, class, p, seed, the random stream's key, the preset and
+all its options, the boxes used (and, for DOCO, those the IoU rule dropped), the
+noise statistics and the SHA-256 of the output's bytes.
+
+The random stream of an output depends on ``(seed, item_id, target,
+condition)`` only (:mod:`shovir_core.perturb.rng`); ``p`` is not part of it, so
+:func:`occlude` at any p and :func:`occlude_grid` over a grid of p blend the
+same noise field.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from .boxes import Box, box_sets, random_boxes, union_mask, validate_boxes
+from .noise import array_sha256, blend, cast, draw_noise, feathered_mask, kernel_margin
+from .presets import Preset, resolve_preset
+from .rng import item_rng, stream_key
+from .stats import SUPPORTED_DTYPES, matched_stats
+
+__all__ = [
+    "CONDITIONS", "OCCLUSIONS", "DEFAULT_PS", "EmptyBoxSetError", "occlude", "occlude_grid",
+    "full_noise", "prepare_image",
+]
+
+OCCLUSIONS = ("RO", "OCO", "DOCO")
+CONDITIONS = ("FullNoise",) + OCCLUSIONS
+DEFAULT_PS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+"""The paper's grid of blending strengths."""
+
+
+class EmptyBoxSetError(ValueError):
+    """The condition has no box to occlude for this item (OCO without B_c, DOCO without B_c̄)."""
+
+
+def prepare_image(image, preset: Preset, *, item_id=None) -> np.ndarray:
+    """Validate ``image`` and lay out its channels as ``preset.channels`` asks.
+
+    Accepts uint8 or uint16 arrays, ``(H, W)`` or ``(H, W, 3)``. With
+    ``channels="rgb"`` a grayscale image is replicated into three identical
+    channels (PIL's ``convert("RGB")``); otherwise the array is returned as is.
+    """
+    where = f"item {item_id!r}"
+    if not isinstance(image, np.ndarray):
+        raise TypeError(f"{where}: image must be a numpy array, got {type(image).__name__}")
+    if image.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{where}: image dtype {image.dtype} not supported (uint8 or uint16)")
+    if not (image.ndim == 2 or (image.ndim == 3 and image.shape[2] == 3)):
+        raise ValueError(f"{where}: image shape {image.shape} is neither (H, W) nor (H, W, 3)")
+    if min(image.shape[:2]) < 1:
+        raise ValueError(f"{where}: empty image of shape {image.shape}")
+    if preset.channels == "rgb" and image.ndim == 2:
+        return np.repeat(image[..., None], 3, axis=2)
+    return image
+
+
+def _check_p(p, item_id) -> float:
+    try:
+        value = float(p)
+    except (TypeError, ValueError):
+        raise ValueError(f"item {item_id!r}: p must be a number in [0, 1], got {p!r}") from None
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise ValueError(f"item {item_id!r}: p must lie in [0, 1], got {p!r}")
+    return value
+
+
+def _box_records(boxes: Sequence[Box], label: str) -> list[dict]:
+    return [{"finding": b.finding, "x1": b.x1, "y1": b.y1, "x2": b.x2, "y2": b.y2, "set": label} for b in boxes]
+
+
+def _noise_channels(source: np.ndarray, preset: Preset) -> int:
+    return 3 if (preset.channels == "rgb" or source.ndim == 3) else 1
+
+
+def _select_boxes(shape, checked, *, condition, target, preset, iou_threshold, size_pool, placement_rng,
+                  max_retries, item_id) -> tuple[list[Box], dict]:
+    sets = box_sets(checked, target, iou_threshold=iou_threshold, inclusive=preset.iou_inclusive, item_id=item_id)
+    extra: dict = {"n_target_boxes": len(sets.target), "n_other_boxes": len(sets.others),
+                   "iou_threshold": float(iou_threshold), "iou_inclusive": bool(preset.iou_inclusive)}
+    if condition == "OCO":
+        if not sets.target:
+            raise EmptyBoxSetError(f"item {item_id!r}: OCO has no box of target class {target!r}")
+        return list(sets.target), {**extra, "boxes": _box_records(sets.target, "B_c")}
+    if condition == "DOCO":
+        extra["dropped_by_iou"] = [{**_box_records([b], "B_cbar")[0], "max_iou": m} for b, m in sets.dropped]
+        if not sets.others:
+            rule = "<=" if preset.iou_inclusive else "<"
+            raise EmptyBoxSetError(
+                f"item {item_id!r}: DOCO has no co-finding box with IoU {rule} {iou_threshold} against "
+                f"the {target!r} boxes (item dropped from DOCO)")
+        return list(sets.others), {**extra, "boxes": _box_records(sets.others, "B_cbar")}
+    # RO: k ~ U{1..|B_c ∪ B_c̄|}, placed away from every annotated box
+    k = int(placement_rng.integers(1, max(len(sets.annotated), 1) + 1))
+    placed = random_boxes(shape, checked, k=k, rng=placement_rng, size_pool=size_pool,
+                          sizes=preset.ro_sizes, max_retries=max_retries)
+    return placed, {**extra, "k_requested": k, "n_placed": len(placed), "max_retries": int(max_retries),
+                    "size_source": preset.ro_sizes, "boxes": _box_records(placed, "random")}
+
+
+def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: str,
+                 ps: Sequence[float] = DEFAULT_PS, seed: int, item_id, preset: str | Preset | dict = "paper",
+                 size_pool: np.ndarray | None = None, iou_threshold: float = 0.15,
+                 max_retries: int = 100) -> list[tuple[np.ndarray, dict]]:
+    """Occlude one item under one condition for every strength in ``ps``.
+
+    The boxes, the statistics and the noise field are computed once and
+    blended for each p (a grid costs one noise draw plus one blend per p).
+
+    Parameters
+    ----------
+    image : ndarray, uint8 or uint16, (H, W) or (H, W, 3)
+    boxes : sequence of (finding, x1, y1, x2, y2)
+        Every annotated box of the image, in pixels.
+    condition : {"RO", "OCO", "DOCO"}
+    target : str
+        The target class c.
+    ps : sequence of float
+        Blending strengths in [0, 1]; p = 0 returns the input (in the preset's
+        channel layout) unchanged.
+    seed : int
+    item_id : str
+        The item's stable id (e.g. the image id); part of the random stream.
+    preset : str, Preset or dict
+        ``"paper"`` (default), ``"reference-code"``, or options (see
+        :func:`~shovir_core.perturb.presets.resolve_preset`).
+    size_pool : ndarray (n, 2), optional
+        RO box sizes as (width, height) fractions of the image, usually
+        :func:`~shovir_core.perturb.boxes.box_size_pool` of the dataset. Needed
+        when the preset draws RO sizes from the dataset (``ro_sizes="dataset"``).
+    iou_threshold : float
+        The DOCO IoU rule's threshold.
+    max_retries : int
+        RO placement attempts per box before it is skipped.
+
+    Returns
+    -------
+    list of (ndarray, dict)
+        One (image, info) per p, in the order of ``ps``.
+
+    Raises
+    ------
+    EmptyBoxSetError
+        OCO without a target box, DOCO without a surviving co-finding box.
+    BoxError, ValueError, TypeError
+        Malformed inputs, naming the item.
+    """
+    preset = resolve_preset(preset)
+    if condition not in OCCLUSIONS:
+        raise ValueError(f"item {item_id!r}: condition must be one of {OCCLUSIONS}, got {condition!r}")
+    if not isinstance(target, str) or not target:
+        raise ValueError(f"item {item_id!r}: target must be a class name, got {target!r}")
+    ps = [_check_p(p, item_id) for p in ps]
+    if not ps:
+        raise ValueError(f"item {item_id!r}: empty grid of p")
+    work = prepare_image(image, preset, item_id=item_id)
+    checked = validate_boxes(boxes, shape=work.shape, item_id=item_id)
+    effective = preset.for_random_occlusion() if condition == "RO" else preset
+    if condition == "RO" and preset.ro_sizes == "dataset" and size_pool is None:
+        raise ValueError(f"item {item_id!r}: RO with ro_sizes='dataset' needs size_pool (the dataset's "
+                         "box-size distribution, see box_size_pool); or use ro_sizes='reference'")
+    placement_rng, noise_rng = item_rng(seed, item_id, target, condition, n=2)
+    used, extra = _select_boxes(work.shape, checked, condition=condition, target=target, preset=preset,
+                                iou_threshold=iou_threshold, size_pool=size_pool,
+                                placement_rng=placement_rng, max_retries=max_retries, item_id=item_id)
+    h, w = work.shape[:2]
+    mask = union_mask(used, work.shape)
+    stats = matched_stats(image, preset=effective, exclude=mask, n_channels=_noise_channels(image, preset))
+    base_info = {
+        "item_id": item_id, "condition": condition, "target": target, "seed": int(seed),
+        "stream": stream_key(seed, item_id, target, condition), "preset": preset.name,
+        "options": effective.to_dict(), **extra, "noise": stats.to_dict(),
+        "shape": list(work.shape), "dtype": str(work.dtype),
+    }
+    outputs = []
+    if used and max(ps) > 0:
+        m = kernel_margin(effective.feather_radius)
+        rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+        r0, r1 = max(0, rows[0] - m), min(h, rows[-1] + 1 + m)
+        c0, c1 = max(0, cols[0] - m), min(w, cols[-1] + 1 + m)
+        alpha = feathered_mask(mask[r0:r1, c0:c1], effective.feather_radius)
+        noise = draw_noise((r1 - r0, c1 - c0), stats, effective, noise_rng)
+        base_info["window"] = [int(r0), int(r1), int(c0), int(c1)]
+        window_f32 = work[r0:r1, c0:c1].astype(np.float32)
+    for p in ps:
+        if p == 0 or not used:
+            out = work.copy()
+        else:
+            out = work.copy()
+            out[r0:r1, c0:c1] = blend(work[r0:r1, c0:c1], noise, alpha, p, rounding=effective.rounding,
+                                           image_f32=window_f32)
+        outputs.append((out, {**base_info, "p": p, "sha256": array_sha256(out)}))
+    return outputs
+
+
+def occlude(image: np.ndarray, boxes: Sequence, *, condition: str, target: str, p: float, seed: int, item_id,
+            preset: str | Preset | dict = "paper", size_pool: np.ndarray | None = None,
+            iou_threshold: float = 0.15, max_retries: int = 100) -> tuple[np.ndarray, dict]:
+    """Occlude one item under ``condition`` ("RO", "OCO", "DOCO") at strength ``p``.
+
+    Same parameters as :func:`occlude_grid` with a single ``p``; the output is
+    byte-identical to that p's entry of a grid.
+
+    Examples
+    --------
+    >>> img = np.full((32, 32), 100, dtype=np.uint8)
+    >>> out, info = occlude(img, [("Atelectasis", 4, 4, 12, 12)], condition="OCO",
+    ...                     target="Atelectasis", p=0.0, seed=0, item_id="x")
+    >>> bool((out == img).all()), info["condition"], info["boxes"][0]["set"]
+    (True, 'OCO', 'B_c')
+    """
+    return occlude_grid(image, boxes, condition=condition, target=target, ps=(p,), seed=seed, item_id=item_id,
+                        preset=preset, size_pool=size_pool, iou_threshold=iou_threshold,
+                        max_retries=max_retries)[0]
+
+
+def full_noise(image: np.ndarray, *, seed: int, item_id, preset: str | Preset | dict = "paper"
+               ) -> tuple[np.ndarray, dict]:
+    """The Full Noise Image: the whole image replaced by matched noise.
+
+    Examples
+    --------
+    >>> img = (np.arange(64 * 64) % 200).astype(np.uint8).reshape(64, 64)
+    >>> a, info = full_noise(img, seed=3, item_id="x")
+    >>> b, _ = full_noise(img, seed=3, item_id="x")
+    >>> a.dtype.name, bool((a == b).all()), info["condition"]
+    ('uint8', True, 'FullNoise')
+    """
+    preset = resolve_preset(preset)
+    work = prepare_image(image, preset, item_id=item_id)
+    stats = matched_stats(image, preset=preset, n_channels=_noise_channels(image, preset))
+    (noise_rng,) = item_rng(seed, item_id, None, "FullNoise", n=1)
+    noise = draw_noise(work.shape[:2], stats, preset, noise_rng)
+    out = cast(noise, work.dtype, preset.rounding)
+    info = {
+        "item_id": item_id, "condition": "FullNoise", "target": None, "p": 1.0, "seed": int(seed),
+        "stream": stream_key(seed, item_id, None, "FullNoise"), "preset": preset.name,
+        "options": preset.to_dict(), "boxes": [], "noise": stats.to_dict(),
+        "shape": list(work.shape), "dtype": str(work.dtype), "sha256": array_sha256(out),
+    }
+    return out, info
+

@@ -1,0 +1,209 @@
+"""ModaLens image-swap pairing: one substitute image per source case.
+
+The paper's rule (ModaLens §3, "Substitute sampling"), applied once per case
+with a seeded stream derived from (seed, source image id):
+
+1. ``"differs-positive-set"``: uniformly among the same patient's *other*
+   frontal studies whose CheXpert positive set differs from the source's;
+2. ``"any-other"``: otherwise, uniformly among any other study of the patient;
+3. ``"cross-patient"``: otherwise (single-study patients), uniformly among
+   frontal images of other patients whose positive set differs.
+
+View and time are not matched. The structural similarity (SSIM,
+:func:`skimage.metrics.structural_similarity`) between source and substitute is
+computed on greyscale images resized to ``ssim_size`` x ``ssim_size`` (the paper:
+896 x 896) and a substitute with SSIM above ``ssim_threshold`` (0.9) is
+rejected and the next candidate of the tier (then the next tier) is tried.
+
+The cohort is a DataFrame with one row per image and the columns
+
+``image_id``   the image (the case id of a source);
+``study_id``   its study (tiers 1-2 need a *different* study);
+``patient_id`` its patient;
+``view``       view position (``PA``/``AP`` are frontal, see ``frontal_views``);
+``positive``   the study's positive label set (iterable of class names, or a
+               ``|``-joined string; empty for no positive finding);
+``path``       the image file, used for SSIM unless ``load_image`` is given.
+
+:func:`cohort_from_dataset` builds it from a :class:`shovir_core.data.Dataset`.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+from skimage.metrics import structural_similarity
+
+from ..labels import FINDINGS_13
+from .rng import item_rng
+
+__all__ = [
+    "TIERS", "FRONTAL_VIEWS", "COHORT_COLUMNS", "cohort_from_dataset", "sample_substitutes", "pair_ssim",
+    "ssim_image",
+]
+
+TIERS = ("differs-positive-set", "any-other", "cross-patient")
+FRONTAL_VIEWS = ("PA", "AP")
+COHORT_COLUMNS = ("image_id", "study_id", "patient_id", "view", "positive")
+
+
+def cohort_from_dataset(dataset) -> pd.DataFrame:
+    """The pairing cohort of a :class:`~shovir_core.data.Dataset`.
+
+    ``positive`` is the tuple of the 13 findings whose label code is 1 (blank,
+    negative and uncertain are not positive).
+    """
+    labels = dataset.labels.reindex(dataset.images["image_id"])
+    pos = labels[list(FINDINGS_13)].to_numpy(dtype=float) == 1.0
+    cohort = dataset.images[["image_id", "study_id", "patient_id", "view", "path"]].copy()
+    cohort["positive"] = [tuple(c for c, flag in zip(FINDINGS_13, row) if flag) for row in pos]
+    return cohort.reset_index(drop=True)
+
+
+def _as_set(value) -> frozenset:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return frozenset()
+    if isinstance(value, str):
+        return frozenset(s.strip() for s in value.split("|") if s.strip())
+    if isinstance(value, Iterable):
+        return frozenset(str(v) for v in value)
+    raise ValueError(f"positive label set must be an iterable of class names or a '|'-joined string, got {value!r}")
+
+
+def ssim_image(image: np.ndarray, *, size: int) -> np.ndarray:
+    """Greyscale float image in [0, 1], resized (bilinear) to ``size`` x ``size``."""
+    arr = np.asarray(image)
+    if arr.dtype.kind not in "ui":
+        raise TypeError(f"SSIM needs an integer image, got dtype {arr.dtype}")
+    scale = float(np.iinfo(arr.dtype).max)
+    grey = arr.astype(np.float32) / scale
+    if grey.ndim == 3:  # ITU-R 601-2 luma, as PIL's convert("L")
+        grey = grey[..., :3] @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    resized = Image.fromarray(grey, mode="F").resize((size, size), Image.Resampling.BILINEAR)
+    return np.clip(np.asarray(resized, dtype=np.float32), 0.0, 1.0)
+
+
+def pair_ssim(a: np.ndarray, b: np.ndarray, *, size: int = 896) -> float:
+    """SSIM of two images at ``size`` x ``size`` greyscale (data range 1, 7x7 window)."""
+    return float(structural_similarity(ssim_image(a, size=size), ssim_image(b, size=size), data_range=1.0))
+
+
+def _default_loader(cohort: pd.DataFrame) -> Callable[[str], np.ndarray]:
+    if "path" not in cohort.columns:
+        raise ValueError("sample_substitutes: the cohort needs a 'path' column for SSIM, or pass load_image")
+    paths = dict(zip(cohort["image_id"], cohort["path"]))
+
+    def load(image_id: str) -> np.ndarray:
+        with Image.open(paths[image_id]) as im:
+            return np.asarray(im)
+
+    return load
+
+
+def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str] | None = None,
+                       ssim_size: int = 896, ssim_threshold: float = 0.9,
+                       frontal_views: Iterable[str] = FRONTAL_VIEWS,
+                       load_image: Callable[[str], np.ndarray] | None = None) -> pd.DataFrame:
+    """Draw one substitute image per source case (the ModaLens three-tier rule).
+
+    Parameters
+    ----------
+    cohort : DataFrame
+        One row per image with the columns described in the module docstring.
+    seed : int
+        The substitute seed (the paper: 0, with redraws 1 and 2). Each case's
+        draw depends on (seed, source image id) only, never on row order.
+    sources : iterable of str, optional
+        Source image ids (cases); default every frontal image of the cohort.
+    ssim_size : int
+        Side of the square greyscale images SSIM is computed on.
+    ssim_threshold : float
+        Substitutes with SSIM above it are rejected.
+    frontal_views : iterable of str
+        Views counted as frontal (tiers 1 and 3 and default sources).
+    load_image : callable, optional
+        ``image_id -> ndarray``; default reads the cohort's ``path``.
+
+    Returns
+    -------
+    DataFrame
+        One row per source, sorted by source image id: ``image_id, study_id,
+        patient_id, view, positive`` of the source, ``sub_image_id,
+        sub_study_id, sub_patient_id, sub_view, sub_positive``, ``tier`` (1-3,
+        0 when no candidate remains), ``tier_name``, ``pair_type`` (same / cross
+        patient), ``n_candidates`` (in the chosen tier), ``n_rejected_ssim``,
+        ``ssim``, ``ssim_size``, ``ssim_threshold``, ``seed``.
+    """
+    missing = [c for c in COHORT_COLUMNS if c not in cohort.columns]
+    if missing:
+        raise ValueError(f"sample_substitutes: cohort lacks columns {missing} (need {list(COHORT_COLUMNS)})")
+    if cohort["image_id"].duplicated().any():
+        raise ValueError(f"sample_substitutes: duplicate image_id {cohort['image_id'][cohort['image_id'].duplicated()].iloc[0]!r}")
+    if not (isinstance(ssim_size, (int, np.integer)) and ssim_size >= 7):
+        raise ValueError(f"ssim_size must be an integer >= 7 (the SSIM window), got {ssim_size!r}")
+    frontal_views = {str(v).upper() for v in frontal_views}
+    df = cohort.assign(
+        image_id=cohort["image_id"].astype(str), study_id=cohort["study_id"].astype(str),
+        patient_id=cohort["patient_id"].astype(str),
+        _pos=[_as_set(v) for v in cohort["positive"]],
+        _frontal=cohort["view"].astype(str).str.upper().isin(frontal_views),
+    ).sort_values("image_id", kind="stable").set_index("image_id", drop=False)
+    if sources is None:
+        sources = df.index[df["_frontal"]].tolist()
+    else:
+        sources = sorted({str(s) for s in sources})
+        unknown = [s for s in sources if s not in df.index]
+        if unknown:
+            raise ValueError(f"sample_substitutes: source image {unknown[0]!r} is not in the cohort")
+    loader = load_image or _default_loader(cohort)
+    by_patient = {k: v.index.tolist() for k, v in df.groupby("patient_id", sort=True)}
+    frontal_ids = df.index[df["_frontal"]].to_numpy()
+    frontal_pos = df.loc[frontal_ids, "_pos"].tolist()
+    rows = []
+    for src in sources:
+        s = df.loc[src]
+        same = [i for i in by_patient[s.patient_id] if df.at[i, "study_id"] != s.study_id]
+        tiers = (
+            [i for i in same if df.at[i, "_frontal"] and df.at[i, "_pos"] != s._pos],
+            same,
+            [i for i, pos in zip(frontal_ids, frontal_pos)
+             if pos != s._pos and df.at[i, "patient_id"] != s.patient_id],
+        )
+        (rng,) = item_rng(seed, src, "substitute", n=1)
+        src_img = None
+        chosen, tier, n_cand, n_rej, score = None, 0, 0, 0, float("nan")
+        for t, cands in enumerate(tiers, start=1):
+            if not cands:
+                continue
+            n_cand = len(cands)
+            for j in rng.permutation(len(cands)):
+                cand = cands[j]
+                if src_img is None:
+                    src_img = ssim_image(loader(src), size=ssim_size)
+                value = float(structural_similarity(src_img, ssim_image(loader(cand), size=ssim_size),
+                                                    data_range=1.0))
+                if value > ssim_threshold:
+                    n_rej += 1
+                    continue
+                chosen, tier, score = cand, t, value
+                break
+            if chosen is not None:
+                break
+        sub = df.loc[chosen] if chosen is not None else None
+        rows.append({
+            "image_id": src, "study_id": s.study_id, "patient_id": s.patient_id, "view": s.view,
+            "positive": "|".join(sorted(s._pos)),
+            "sub_image_id": chosen, "sub_study_id": None if sub is None else sub.study_id,
+            "sub_patient_id": None if sub is None else sub.patient_id,
+            "sub_view": None if sub is None else sub.view,
+            "sub_positive": None if sub is None else "|".join(sorted(sub._pos)),
+            "tier": tier, "tier_name": TIERS[tier - 1] if tier else "none",
+            "pair_type": None if sub is None else ("same-patient" if sub.patient_id == s.patient_id
+                                                   else "cross-patient"),
+            "n_candidates": n_cand if chosen is not None else 0, "n_rejected_ssim": n_rej,
+            "ssim": score, "ssim_size": int(ssim_size), "ssim_threshold": float(ssim_threshold),
+            "seed": int(seed),
+        })
+    return pd.DataFrame(rows)
