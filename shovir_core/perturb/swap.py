@@ -173,19 +173,21 @@ def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str
         )
         (rng,) = item_rng(seed, src, "substitute", n=1)
         src_img = None
-        chosen, tier, n_cand, n_rej, score = None, 0, 0, 0, float("nan")
+        chosen, tier, n_cand, score, rejected = None, 0, 0, float("nan"), set()
         for t, cands in enumerate(tiers, start=1):
             if not cands:
                 continue
             n_cand = len(cands)
             for j in rng.permutation(len(cands)):
                 cand = cands[j]
+                if cand in rejected:  # already rejected in an earlier tier
+                    continue
                 if src_img is None:
                     src_img = ssim_image(loader(src), size=ssim_size)
                 value = float(structural_similarity(src_img, ssim_image(loader(cand), size=ssim_size),
                                                     data_range=1.0))
                 if value > ssim_threshold:
-                    n_rej += 1
+                    rejected.add(cand)
                     continue
                 chosen, tier, score = cand, t, value
                 break
@@ -202,7 +204,7 @@ def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str
             "tier": tier, "tier_name": TIERS[tier - 1] if tier else "none",
             "pair_type": None if sub is None else ("same-patient" if sub.patient_id == s.patient_id
                                                    else "cross-patient"),
-            "n_candidates": n_cand if chosen is not None else 0, "n_rejected_ssim": n_rej,
+            "n_candidates": n_cand if chosen is not None else 0, "n_rejected_ssim": len(rejected),
             "ssim": score, "ssim_size": int(ssim_size), "ssim_threshold": float(ssim_threshold),
             "seed": int(seed),
         })

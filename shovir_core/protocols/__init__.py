@@ -16,7 +16,9 @@ from ..records.schema import SHORT_HASH
 __all__ = ["REGISTRY", "get_protocol", "resolve", "run", "run_id", "is_complete"]
 
 REGISTRY: dict[str, str] = {
+    "modalens": "shovir_core.protocols.modalens",
     "cohort": "shovir_core.protocols.cohort",
+    "perturbations": "shovir_core.protocols.perturbations",
 }
 
 

@@ -1,0 +1,212 @@
+"""The ``perturbations`` protocol: the record behind the Perturbations chapter.
+
+One record holds three kinds of trial rows (column ``kind``):
+
+``box_sets``    one row per (image, class with a box) of the box dataset: the
+                sizes of ``B_c`` and ``B_c̄`` after the IoU rule, the co-finding
+                boxes the rule dropped, and whether DOCO drops the item;
+``gallery``     the gallery item(s) under Baseline, Full Noise and RO / OCO /
+                DOCO at every p, for every preset: the PNG written to the
+                record's ``artifacts/`` folder, the SHA-256 of its pixels and of
+                the file, the boxes used and the full description (``info``);
+``substitute``  one row per source case of the pairing cohort: the ModaLens
+                substitute, its tier and the SSIM of the pair.
+
+Trial ids are built from item ids (``boxes/<image>/<class>``,
+``gallery/<preset>/<image>/<class>/<condition>/p<pp>``, ``swap/<image>``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+from tqdm.auto import tqdm
+
+from ..data import load_dataset
+from ..perturb import (
+    DEFAULT_PS, box_sets, box_size_pool, cohort_from_dataset, full_noise, occlude_grid, resolve_preset,
+    sample_substitutes,
+)
+from ..perturb.noise import array_sha256
+from ..records import Run, RunWriter, load_run, spec_hash
+
+__all__ = ["resolve_spec", "execute", "choose_gallery", "PROTOCOL", "DEFAULTS"]
+
+PROTOCOL = "perturbations"
+DEFAULTS = {
+    "dataset": "demo",
+    "cohort_dataset": "demo-64px",
+    "seed": 0,
+    "presets": ["paper", "reference-code"],
+    "ps": list(DEFAULT_PS),
+    "iou_threshold": 0.15,
+    "iou_inclusive": False,
+    "gallery": None,
+    "substitute_seed": 0,
+    "ssim_size": 896,
+    "ssim_threshold": 0.9,
+    "n_cases": None,
+    "chunk_size": 100,
+}
+
+
+def choose_gallery(dataset, *, iou_threshold: float, inclusive: bool) -> list[list[str]]:
+    """One ``[image_id, target]`` for the gallery, chosen by rule (not by hand).
+
+    Among the (image, class) pairs whose DOCO set is non-empty, the image with
+    the most distinct box findings, then the most boxes, then the smallest
+    image id; its target is the class with the largest ``B_c`` area.
+    """
+    best = None
+    for image_id, group in dataset.boxes.groupby("image_id", sort=True):
+        boxes = dataset.boxes_of(image_id)
+        for target in sorted(group["finding"].unique()):
+            sets = box_sets(boxes, target, iou_threshold=iou_threshold, inclusive=inclusive, item_id=image_id)
+            if sets.doco_empty:
+                continue
+            area = sum((b.x2 - b.x1) * (b.y2 - b.y1) for b in sets.target)
+            key = (-group["finding"].nunique(), -len(group), image_id, -area, target)
+            if best is None or key < best[0]:
+                best = (key, [image_id, target])
+    if best is None:
+        raise ValueError(f"{dataset.name}: no image has a co-finding box passing the IoU rule; give 'gallery'")
+    return [best[1]]
+
+
+def resolve_spec(spec: dict) -> dict:
+    unknown = set(spec) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"{PROTOCOL}: unknown spec keys {sorted(unknown)} (allowed: {sorted(DEFAULTS)})")
+    out = {**DEFAULTS, **spec}
+    out["ps"] = [float(p) for p in out["ps"]]
+    if not out["ps"] or any(not 0 <= p <= 1 for p in out["ps"]):
+        raise ValueError(f"{PROTOCOL}: ps must be a non-empty list of values in [0, 1], got {out['ps']}")
+    out["presets"] = [resolve_preset(p).to_dict() if isinstance(p, dict) else resolve_preset(p).name
+                      for p in out["presets"]]
+    ds = load_dataset(out["dataset"])
+    cohort = load_dataset(out["cohort_dataset"])
+    if out["gallery"] is None:
+        out["gallery"] = choose_gallery(ds, iou_threshold=out["iou_threshold"], inclusive=out["iou_inclusive"])
+    out["gallery"] = [[str(i), str(t)] for i, t in out["gallery"]]
+    known = set(ds.images["image_id"])
+    for image_id, _ in out["gallery"]:
+        if image_id not in known:
+            raise ValueError(f"{PROTOCOL}: gallery image {image_id!r} is not in dataset {out['dataset']!r}")
+    out["dataset_sha256"] = ds.manifest_hash
+    out["cohort_sha256"] = cohort.manifest_hash
+    return out
+
+
+def _box_rows(ds, spec) -> list[dict]:
+    rows = []
+    patients = dict(zip(ds.images["image_id"], ds.images["patient_id"]))
+    for image_id, group in ds.boxes.groupby("image_id", sort=True):
+        boxes = ds.boxes_of(image_id)
+        for target in sorted(group["finding"].unique()):
+            s = box_sets(boxes, target, iou_threshold=spec["iou_threshold"], inclusive=spec["iou_inclusive"],
+                         item_id=image_id)
+            rows.append({
+                "trial_id": f"boxes/{image_id}/{target}", "kind": "box_sets", "image_id": image_id,
+                "patient_id": str(patients[image_id]), "target": target, "n_boxes": len(boxes),
+                "n_target_boxes": len(s.target), "n_other_boxes": len(s.others),
+                "n_dropped_iou": len(s.dropped), "doco_dropped": s.doco_empty,
+                "dropped_max_iou": json.dumps([round(m, 6) for _, m in s.dropped]),
+            })
+    return rows
+
+
+def _write_png(array: np.ndarray, path: Path) -> str:
+    """Write ``array`` as PNG atomically; return the SHA-256 of the file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        Image.fromarray(array).save(tmp, format="PNG")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _gallery_rows(ds, spec, preset_spec, record_path: Path) -> list[dict]:
+    preset = resolve_preset(preset_spec)
+    pool = box_size_pool(ds.boxes, ds.images)
+    rows = []
+    for image_id, target in spec["gallery"]:
+        image, boxes = ds.load_image(image_id), ds.boxes_of(image_id)
+        annotated = [{"finding": f, "x1": x1, "y1": y1, "x2": x2, "y2": y2} for f, x1, y1, x2, y2 in boxes]
+        outputs = [("Baseline", 0.0, image, {"item_id": image_id, "condition": "Baseline", "p": 0.0, "boxes": [],
+                                             "shape": list(image.shape), "dtype": str(image.dtype)})]
+        out, info = full_noise(image, seed=spec["seed"], item_id=image_id, preset=preset)
+        outputs.append(("FullNoise", 1.0, out, info))
+        for condition in ("RO", "OCO", "DOCO"):
+            grid = occlude_grid(image, boxes, condition=condition, target=target, ps=spec["ps"], seed=spec["seed"],
+                                item_id=image_id, preset=preset, size_pool=pool,
+                                iou_threshold=spec["iou_threshold"])
+            outputs += [(condition, p, o, i) for p, (o, i) in zip(spec["ps"], grid)]
+        for condition, p, array, info in outputs:
+            pp = int(round(100 * p))
+            rel = Path("artifacts") / preset.name / image_id / target.replace(" ", "_") / f"{condition}_p{pp:03d}.png"
+            png_sha = _write_png(array, record_path / rel)
+            rows.append({
+                "trial_id": f"gallery/{preset.name}/{image_id}/{target}/{condition}/p{pp:03d}", "kind": "gallery",
+                "image_id": image_id, "target": target, "condition": condition, "p": float(p),
+                "preset": preset.name, "artifact": rel.as_posix(), "sha256": array_sha256(array),
+                "png_sha256": png_sha, "boxes_used": json.dumps(info.get("boxes", [])),
+                "boxes_annotated": json.dumps(annotated), "info": json.dumps(info, default=str),
+            })
+    return rows
+
+
+def _substitute_rows(cohort_ds, spec, done: frozenset[str], progress: bool) -> Iterator[pd.DataFrame]:
+    cohort = cohort_from_dataset(cohort_ds)
+    frontal = cohort[cohort["view"].str.upper().isin(["PA", "AP"])]
+    sources = sorted(frontal["image_id"])
+    if spec["n_cases"] is not None:
+        sources = sources[: int(spec["n_cases"])]
+    todo = [s for s in sources if f"swap/{s}" not in done]
+    size = int(spec["chunk_size"])
+    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+    for chunk in tqdm(chunks, desc="substitutes", unit="chunk", disable=not progress):
+        pairs = sample_substitutes(cohort, seed=spec["substitute_seed"], sources=chunk, ssim_size=spec["ssim_size"],
+                                   ssim_threshold=spec["ssim_threshold"])
+        pairs.insert(0, "kind", "substitute")
+        pairs.insert(0, "trial_id", "swap/" + pairs["image_id"])
+        yield pairs
+
+
+def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
+    ds = load_dataset(spec["dataset"])
+    cohort_ds = load_dataset(spec["cohort_dataset"])
+    for key, d in (("dataset_sha256", ds), ("cohort_sha256", cohort_ds)):
+        if d.manifest_hash != spec[key]:
+            raise RuntimeError(f"{PROTOCOL}: dataset {d.name!r} changed since the spec was resolved")
+    manifest = {**ds.manifest(), "cohort": cohort_ds.manifest()}
+    seeds = {"perturbation": spec["seed"], "substitute": spec["substitute_seed"]}
+    with RunWriter(PROTOCOL, name, spec, dataset=manifest, seeds=seeds,
+                   credentialed=ds.credentialed or cohort_ds.credentialed) as writer:
+        if not writer.is_complete:
+            box_rows = _box_rows(ds, spec)
+            writer.append([r for r in box_rows if r["trial_id"] not in writer.done_ids])
+            for preset in tqdm(spec["presets"], desc="gallery", unit="preset", disable=not progress):
+                rows = _gallery_rows(ds, spec, preset, writer.path)
+                writer.append([r for r in rows if r["trial_id"] not in writer.done_ids])
+            for chunk in _substitute_rows(cohort_ds, spec, writer.done_ids, progress):
+                writer.append(chunk)
+            trials = Run(writer.path).trials
+            subs = trials[trials["kind"] == "substitute"]
+            writer.complete(
+                n_box_items=int((trials["kind"] == "box_sets").sum()),
+                n_doco_dropped=int(trials.loc[trials["kind"] == "box_sets", "doco_dropped"].astype(bool).sum()),
+                n_gallery_images=int((trials["kind"] == "gallery").sum()),
+                n_cases=int(len(subs)),
+            )
+    return load_run(PROTOCOL, name, spec_hash(spec))
