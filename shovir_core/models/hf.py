@@ -1,0 +1,345 @@
+"""The transformers backend: any ``AutoModelForImageTextToText`` checkpoint behind the protocol.
+
+Prompts go through the processor's own chat template (:mod:`~shovir_core.models.prompts`).
+Batches are left-padded and decoded greedily. Yes/no readouts come from the logits at the first
+generated position; questions that share a prompt prefix (the all-14 design: 14 questions after the
+same image and report) reuse that prefix's key/value cache (:meth:`HFVLM.score_yes_no`).
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .prompts import ANSWER_OPTIONS, report_messages, score_messages
+from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
+from .readouts import TokenFamilies, parse_answer, yes_no_readout
+from .registry import ModelNotAvailableError, ModelSpec
+
+__all__ = ["HFVLM", "pick_device_dtype"]
+
+_IMAGE_PROCESSOR_KEYS = ("size", "crop_size", "do_pan_and_scan", "min_pixels", "max_pixels", "patch_size",
+                         "merge_size", "temporal_patch_size", "image_mean", "image_std", "resample", "do_resize",
+                         "do_center_crop", "do_convert_rgb", "image_grid_pinpoints")
+
+
+_TOKEN_ALIGNED = ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids")
+
+
+def pick_device_dtype(spec_dtype: str, *, device: str | None = None, dtype: str | None = None):
+    """CUDA with the spec's dtype when available, else CPU float32 (explicit values win)."""
+    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    name = dtype or (spec_dtype if dev.type == "cuda" else "float32")
+    return dev, getattr(torch, name)
+
+
+def _pil(image: np.ndarray):
+    from PIL import Image
+
+    return Image.fromarray(to_rgb_uint8(image))
+
+
+class HFVLM(VLM):
+    """A transformers vision-language model behind :class:`~shovir_core.models.protocol.VLM`.
+
+    Parameters
+    ----------
+    spec
+        The registry entry (prompts, decoding, answer-token ids).
+    model, processor
+        A loaded ``*ForConditionalGeneration`` and its processor.
+    source
+        Where the weights came from (local path and resolved revision, or the tiny-model seed);
+        recorded in :meth:`provenance`.
+    batch_size
+        Requests per forward pass (left-padded).
+    prefix_reuse
+        Reuse the key/value cache of a prompt prefix shared by several requests.
+    """
+
+    def __init__(self, spec: ModelSpec, model, processor, *, source: dict, batch_size: int = 8,
+                 prefix_reuse: bool = True) -> None:
+        self.spec, self.model, self.processor, self.source = spec, model, processor, source
+        self.name = spec.name
+        self.tokenizer = processor.tokenizer
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.batch_size, self.prefix_reuse = int(batch_size), bool(prefix_reuse)
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.families = TokenFamilies.from_tokenizer(
+            lambda s: self.tokenizer.encode(s, add_special_tokens=False),
+            lambda i: self.tokenizer.convert_ids_to_tokens(int(i)), model=spec.name)
+        if spec.families:
+            self.families.check(spec.families, model=spec.name)
+        self.stats = {"prefill_tokens": 0, "forward_passes": 0, "requests": 0}
+        """Counters: prompt tokens run through the model, forward passes, requests scored."""
+
+    # construction --------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, spec: ModelSpec, path: str | Path, *, device: str | None = None,
+                        dtype: str | None = None, **kwargs) -> "HFVLM":
+        """Load a local checkpoint folder (never downloads) and check its pinned revision."""
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        path = Path(path)
+        resolved = path.name if re.fullmatch(r"[0-9a-f]{40}", path.name) else None
+        if spec.revision and resolved and not resolved.startswith(spec.revision):
+            raise ModelNotAvailableError(
+                f"model {spec.name!r}: the cached checkpoint {path} is revision {resolved[:12]}, the registry pins "
+                f"{spec.revision}; point local_path= or ${'SHOVIR_MODEL_DIR'} at the pinned revision")
+        dev, torch_dtype = pick_device_dtype(spec.dtype, device=device, dtype=dtype)
+        processor = AutoProcessor.from_pretrained(path, local_files_only=True, **spec.processor_kwargs)
+        model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True, dtype=torch_dtype)
+        model.to(dev).eval()
+        source = {"kind": "checkpoint", "local_path": str(path), "resolved_revision": resolved,
+                  "revision_verified": bool(resolved and spec.revision)}
+        return cls(spec, model, processor, source=source, **kwargs)
+
+    # identity ------------------------------------------------------------------------------
+    def _processor_settings(self) -> dict:
+        ip = getattr(self.processor, "image_processor", None)
+        settings = {"class": type(self.processor).__name__,
+                    "image_seq_length": getattr(self.processor, "image_seq_length", None)}
+        if ip is not None:
+            d = ip.to_dict()
+            settings["image_processor"] = {"class": type(ip).__name__,
+                                           **{k: d[k] for k in _IMAGE_PROCESSOR_KEYS if k in d}}
+        return json.loads(json.dumps(settings, default=str))
+
+    def _chat_template(self) -> str:
+        return self.processor.chat_template or self.tokenizer.chat_template or ""
+
+    def identity(self) -> dict:
+        return {
+            "name": self.name, "model_id": self.spec.hf_id, "revision": self.spec.revision,
+            "source": {k: v for k, v in self.source.items() if k != "local_path"},
+            "dtype": str(self.dtype).removeprefix("torch."), "device_type": self.device.type,
+            "processor": self._processor_settings(),
+            "chat_template_sha256": hashlib.sha256(self._chat_template().encode()).hexdigest(),
+            "chat_template_kwargs": self.spec.chat_template_kwargs,
+        }
+
+    def provenance(self) -> dict:
+        import transformers
+
+        tok = self.tokenizer
+        return {
+            **self.identity(), "adapter": "hf", "architecture": type(self.model).__name__,
+            "device": str(self.device), "local_path": self.source.get("local_path"),
+            "transformers": transformers.__version__, "torch": torch.__version__,
+            "tokenizer": {"class": type(tok).__name__, "vocab_size": len(tok), "padding_side": tok.padding_side,
+                          "special_tokens": {k: v for k, v in tok.special_tokens_map.items()},
+                          "special_token_ids": {t: int(i) for t, i in zip(tok.all_special_tokens, tok.all_special_ids)}},
+            "answer_tokens": {"yes_id": self.families.yes_id, "no_id": self.families.no_id,
+                              "yes_family": list(self.families.yes_family), "no_family": list(self.families.no_family),
+                              "names": {str(k): v for k, v in self.families.names.items()}},
+            "decoding": {"greedy": not self.spec.do_sample, "report_max_new_tokens": self.spec.max_new_tokens,
+                         "padding": "left", "batch_size": self.batch_size, "prefix_reuse": self.prefix_reuse},
+            "report_prompt": {"system": self.spec.report_system, "user": self.spec.report_user,
+                              "order": self.spec.report_order},
+        }
+
+    # prompts -------------------------------------------------------------------------------
+    def render(self, request: ScoreRequest) -> str:
+        """The exact prompt string of a score request (the model's chat template)."""
+        return self.processor.apply_chat_template(score_messages(request), tokenize=False, add_generation_prompt=True,
+                                                  **self.spec.chat_template_kwargs)
+
+    def render_report(self, prompt: str | None = None) -> str:
+        """The exact prompt string of a report request (placeholder for the image included)."""
+        messages = report_messages(user_text=self.spec.report_user if prompt is None else prompt,
+                                   system_text=self.spec.report_system, order=self.spec.report_order)
+        return self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                  **self.spec.chat_template_kwargs)
+
+    def input_key(self, request=None, *, image=None, prompt=None) -> str:
+        text = self.render(request) if request is not None else self.render_report(prompt)
+        pixels = request.image if request is not None else image
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        digest = hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()
+        return json.dumps({"tokens": digest, "n_tokens": len(ids), "pixels": image_fingerprint(pixels)})
+
+    def _encode(self, texts: list[str], images: list[np.ndarray | None]):
+        """Processor inputs of a batch that either all carry an image or none do (left-padded)."""
+        kwargs = dict(text=texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        if images[0] is not None:
+            kwargs["images"] = [[_pil(im)] for im in images]
+        batch = self.processor(**kwargs)
+        return {k: (v.to(self.device) if torch.is_tensor(v) else v) for k, v in batch.items()}
+
+    def _to_model(self, batch: dict) -> dict:
+        out = dict(batch)
+        if "pixel_values" in out and torch.is_floating_point(out["pixel_values"]):
+            out["pixel_values"] = out["pixel_values"].to(self.dtype)
+        return out
+
+    # readouts ------------------------------------------------------------------------------
+    def _readout(self, row: torch.Tensor) -> dict:
+        logits = row.detach().float().cpu().numpy()
+        res = yes_no_readout(logits, self.families)
+        res["top1_token"] = self.tokenizer.convert_ids_to_tokens(res["top1_id"])
+        return res
+
+    def _finish(self, res: dict, request: ScoreRequest, n_tokens: int, generated: str | None) -> dict:
+        res["generated"] = generated
+        res["answer"], res["compliant"] = parse_answer(generated, options=ANSWER_OPTIONS[request.instruction])
+        res["n_input_tokens"] = int(n_tokens)
+        return res
+
+    @torch.no_grad()
+    def _score_naive(self, requests: list[ScoreRequest], answer_tokens: int) -> list[dict]:
+        """One left-padded batch: forward (or greedy generate) over the full prompts."""
+        texts = [self.render(r) for r in requests]
+        batch = self._encode(texts, [r.image for r in requests])
+        lengths = batch["attention_mask"].sum(dim=1).tolist()
+        self.stats["prefill_tokens"] += int(sum(lengths))
+        self.stats["forward_passes"] += 1
+        generated: list[str | None] = [None] * len(requests)
+        if answer_tokens > 0:
+            from transformers import GenerationConfig
+
+            gen = GenerationConfig(max_new_tokens=answer_tokens, do_sample=False, output_logits=True,
+                                   return_dict_in_generate=True, pad_token_id=self.tokenizer.pad_token_id,
+                                   eos_token_id=self.tokenizer.eos_token_id)
+            out = self.model.generate(**self._to_model(batch), generation_config=gen)
+            first = out.logits[0]
+            new = out.sequences[:, batch["input_ids"].shape[1]:]
+            generated = [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+        else:
+            first = self.model(**self._to_model(batch), use_cache=False, logits_to_keep=1).logits[:, -1, :]
+        return [self._finish(self._readout(first[i]), r, lengths[i], generated[i]) for i, r in enumerate(requests)]
+
+    def _shared_prefix(self, ids: list[list[int]]) -> int:
+        """Length of the common token prefix of a group, ending after its last image token."""
+        n = min(len(x) for x in ids) - 1
+        ref = np.asarray(ids[0][:n])
+        for other in ids[1:]:
+            diff = np.nonzero(ref != np.asarray(other[:n]))[0]
+            if diff.size:
+                n = int(diff[0])
+                ref = ref[:n]
+        image_ids = set(getattr(self.processor, "image_token_ids", None) or [])
+        image_ids |= {i for i in (getattr(self.processor, "image_token_id", None),
+                                  getattr(self.model.config, "image_token_id", None)) if i is not None}
+        image_pos = [j for j, t in enumerate(ids[0]) if t in image_ids]
+        if image_pos and image_pos[-1] >= n:
+            return 0  # the image is not inside the shared prefix (text first): no reuse
+        return n
+
+    @torch.no_grad()
+    def _score_prefix_group(self, requests: list[ScoreRequest]) -> list[dict] | None:
+        """Score requests sharing a prompt prefix: prefill it once, then run the suffixes as a batch."""
+        texts = [self.render(r) for r in requests]
+        full = [self._encode([t], [r.image]) for t, r in zip(texts, requests)]
+        ids = [f["input_ids"][0].tolist() for f in full]
+        n = self._shared_prefix(ids)
+        if n == 0:
+            return None
+        prefix = {}
+        for key, value in full[0].items():
+            if key in _TOKEN_ALIGNED:
+                prefix[key] = value[:, :n]
+            else:
+                prefix[key] = value
+        inner = getattr(self.model, "model", None)
+        if getattr(inner, "rope_deltas", None) is not None:
+            inner.rope_deltas = None  # multimodal RoPE state of an earlier batch must not leak into this one
+        out = self.model(**self._to_model(prefix), use_cache=True, logits_to_keep=1)
+        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+        self.stats["prefill_tokens"] += n
+        self.stats["forward_passes"] += 1
+        results: list[dict] = []
+        for start in range(0, len(requests), self.batch_size):
+            chunk = list(range(start, min(start + self.batch_size, len(requests))))
+            suffixes = [ids[i][n:] for i in chunk]
+            width = max(len(s) for s in suffixes)
+            pad = self.tokenizer.pad_token_id
+            suffix_ids = torch.tensor([s + [pad] * (width - len(s)) for s in suffixes], device=self.device)
+            mask = torch.zeros((len(chunk), n + width), dtype=torch.long, device=self.device)
+            mask[:, :n] = 1
+            for row, s in enumerate(suffixes):
+                mask[row, n:n + len(s)] = 1
+            past = copy.deepcopy(cache)
+            past.batch_repeat_interleave(len(chunk))
+            positions = torch.arange(n, n + width, device=self.device)
+            extra = {}
+            deltas = getattr(inner, "rope_deltas", None)
+            if deltas is not None:  # multimodal RoPE (Qwen-VL): text positions shifted by the prefix's delta
+                extra["position_ids"] = (positions.view(1, 1, -1) + deltas.to(self.device).view(1, -1, 1)).expand(
+                    3, len(chunk), -1)
+            logits = self.model(input_ids=suffix_ids, attention_mask=mask, cache=past, use_cache=True,
+                                cache_position=positions, **extra).logits
+            self.stats["prefill_tokens"] += int(sum(len(s) for s in suffixes))
+            self.stats["forward_passes"] += 1
+            for row, i in enumerate(chunk):
+                res = self._readout(logits[row, len(suffixes[row]) - 1])
+                results.append(self._finish(res, requests[i], len(ids[i]), None))
+        return results
+
+    def score_yes_no(self, requests: Sequence[ScoreRequest], *, answer_tokens: int = 0) -> list[dict]:
+        """Readouts per request; see :data:`~shovir_core.models.protocol.SCORE_KEYS`.
+
+        Requests with the same image (or no image) that share a prompt prefix holding the whole
+        image are scored with one prefix prefill and a batch of suffixes when ``prefix_reuse`` is on
+        and ``answer_tokens == 0``; everything else runs in left-padded batches. Both give the same
+        logits (within floating-point tolerance; a test holds them to 1e-4 in float32).
+        """
+        requests = list(requests)
+        if answer_tokens < 0:
+            raise ValueError(f"{self.name}: answer_tokens must be >= 0, got {answer_tokens}")
+        self.stats["requests"] += len(requests)
+        results: list[dict | None] = [None] * len(requests)
+        rest: list[int] = []
+        if self.prefix_reuse and answer_tokens == 0:
+            groups: dict[tuple, list[int]] = defaultdict(list)
+            for i, r in enumerate(requests):
+                groups[(image_fingerprint(r.image), r.order, r.report, r.framing)].append(i)
+            for idx in groups.values():
+                scored = self._score_prefix_group([requests[i] for i in idx]) if len(idx) > 1 else None
+                if scored is None:
+                    rest += idx
+                else:
+                    for i, res in zip(idx, scored):
+                        results[i] = res
+        else:
+            rest = list(range(len(requests)))
+        by_kind: dict[bool, list[int]] = defaultdict(list)
+        for i in rest:
+            by_kind[requests[i].image is None].append(i)
+        for idx in by_kind.values():
+            for start in range(0, len(idx), self.batch_size):
+                chunk = idx[start:start + self.batch_size]
+                for i, res in zip(chunk, self._score_naive([requests[i] for i in chunk], answer_tokens)):
+                    results[i] = res
+        return results  # type: ignore[return-value]
+
+    @torch.no_grad()
+    def generate_reports(self, images: Sequence[np.ndarray], *, prompt: str | None = None,
+                         max_new_tokens: int | None = None, boxes: Sequence[Sequence[Box]] | None = None) -> list[str]:
+        """Greedy reports (the spec's sampling flag is recorded but decoding here is greedy)."""
+        from transformers import GenerationConfig
+
+        images = list(images)
+        n_new = int(max_new_tokens or self.spec.max_new_tokens)
+        text = self.render_report(prompt)
+        gen = GenerationConfig(max_new_tokens=n_new, do_sample=False, pad_token_id=self.tokenizer.pad_token_id,
+                               eos_token_id=self.tokenizer.eos_token_id)
+        reports: list[str] = []
+        for start in range(0, len(images), self.batch_size):
+            chunk = images[start:start + self.batch_size]
+            batch = self._encode([text] * len(chunk), chunk)
+            self.stats["prefill_tokens"] += int(batch["attention_mask"].sum())
+            self.stats["forward_passes"] += 1
+            out = self.model.generate(**self._to_model(batch), generation_config=gen)
+            new = out[:, batch["input_ids"].shape[1]:]
+            reports += [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+        return reports
