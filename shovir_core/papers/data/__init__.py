@@ -1,0 +1,1 @@
+"""Data files of the papers' published numbers (YAML/CSV), read through importlib.resources."""
