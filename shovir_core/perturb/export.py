@@ -15,7 +15,7 @@ from typing import Sequence
 
 import pandas as pd
 from PIL import Image
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .boxes import box_size_pool
 from .conditions import CONDITIONS, DEFAULT_PS, EmptyBoxSetError, full_noise, occlude_grid

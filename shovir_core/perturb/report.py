@@ -9,7 +9,7 @@ import pandas as pd
 
 from .swap import TIERS
 
-__all__ = ["box_set_counts", "tier_counts", "gallery_frame", "plot_gallery", "verify_gallery"]
+__all__ = ["box_set_counts", "tier_counts", "gallery_frame", "plot_gallery", "verify_gallery", "noise_table"]
 
 _CONDITION_ROWS = ("RO", "OCO", "DOCO")
 
@@ -73,6 +73,24 @@ def gallery_frame(run) -> pd.DataFrame:
     g["boxes_used"] = g["boxes_used"].map(json.loads)
     g["boxes_annotated"] = g["boxes_annotated"].map(json.loads)
     return g.reset_index(drop=True)
+
+
+def noise_table(gallery: pd.DataFrame) -> pd.DataFrame:
+    """Noise statistics of the gallery's Full Noise and OCO (p = 1) outputs, per preset.
+
+    Columns: the statistics region, pixels used, trimming percentiles, the
+    trimmed mean / median / SD, the centre and scale of the Gaussian, and
+    the first 12 hex digits of the output's SHA-256.
+    """
+    g = gallery[gallery["condition"].isin(["FullNoise", "OCO"]) & (gallery["p"] == 1.0)]
+    rows = []
+    for r in g.itertuples():
+        n = json.loads(r.info)["noise"]
+        rows.append({"preset": r.preset, "condition": r.condition, "region": n["region"],
+                     "pixels": n["n_pixels"], "P_low": n["p_low"][0], "P_high": n["p_high"][0],
+                     "trimmed mean": n["mean"][0], "trimmed median": n["median"][0], "trimmed SD": n["std"][0],
+                     "centre": n["center"][0], "scale": n["scale"][0], "sha256": r.sha256[:12]})
+    return pd.DataFrame(rows).set_index(["preset", "condition"]).round(3)
 
 
 def verify_gallery(gallery: pd.DataFrame) -> int:

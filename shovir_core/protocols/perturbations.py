@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from PIL import Image
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from ..data import load_dataset
 from ..perturb import (
