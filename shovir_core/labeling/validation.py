@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..metrics.classification import f1_score, per_class_f1
 
-__all__ = ["score_labels", "micro_f1"]
+__all__ = ["score_labels", "micro_f1", "validation_scores", "side_by_side", "micro_f1_difference"]
 
 
 def score_labels(pred: pd.DataFrame, reference: pd.DataFrame, *, classes: Sequence[str] | None = None,
@@ -52,3 +52,102 @@ def micro_f1(table: pd.DataFrame) -> float:
     if table.empty:
         return float(np.nan)
     return f1_score(table, average="micro")
+
+
+def _frames(trials: pd.DataFrame, labeller: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    ref_cols = [c for c in trials.columns if c.startswith("ref.")]
+    if not ref_cols:
+        raise ValueError("trials hold no reference columns 'ref.<class>'")
+    classes = [c[len("ref."):] for c in ref_cols]
+    missing = [f"{labeller}.{c}" for c in classes if f"{labeller}.{c}" not in trials.columns]
+    if missing:
+        raise ValueError(f"trials hold no codes of labeller {labeller!r} (missing {missing[:3]})")
+    ref = trials[ref_cols].set_axis(classes, axis=1)
+    pred = trials[[f"{labeller}.{c}" for c in classes]].set_axis(classes, axis=1)
+    return pred, ref
+
+
+def _split_rows(trials: pd.DataFrame, split: str) -> pd.DataFrame:
+    if split == "all":
+        return trials
+    if split not in set(trials["split"]):
+        raise ValueError(f"no trials in split {split!r}; have {sorted(set(trials['split']))}")
+    return trials[trials["split"] == split]
+
+
+def validation_scores(trials: pd.DataFrame, *, labellers: Sequence[str], splits: Sequence[str] = ("dev", "test", "all"),
+                      uncertain: Sequence[str] = ("negative", "positive")) -> pd.DataFrame:
+    """Long table of per-class and micro scores from a ``labeller-validation`` record.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``split labeller uncertain class tp fp fn tn support n precision recall f1``;
+        ``class == "micro"`` rows pool the counts over classes.
+    """
+    rows = []
+    for split in splits:
+        sub = _split_rows(trials, split)
+        for lab in labellers:
+            pred, ref = _frames(sub, lab)
+            for u in uncertain:
+                t = score_labels(pred, ref, uncertain=u)
+                micro = t[["tp", "fp", "fn", "tn", "support", "n"]].sum().to_frame("micro").T
+                p, r = micro.tp / (micro.tp + micro.fp), micro.tp / (micro.tp + micro.fn)
+                micro = micro.assign(precision=p, recall=r, f1=micro_f1(t))
+                both = pd.concat([t, micro]).rename_axis("class").reset_index()
+                rows.append(both.assign(split=split, labeller=lab, uncertain=u))
+    cols = ["split", "labeller", "uncertain", "class", "tp", "fp", "fn", "tn", "support", "n",
+            "precision", "recall", "f1"]
+    return pd.concat(rows, ignore_index=True)[cols]
+
+
+def side_by_side(scores: pd.DataFrame, *, split: str = "test", uncertain: str = "negative") -> pd.DataFrame:
+    """Wide table: rows classes (+ ``micro``), columns (labeller, precision / recall / F1), plus support."""
+    sub = scores[(scores["split"] == split) & (scores["uncertain"] == uncertain)]
+    if sub.empty:
+        raise ValueError(f"no scores for split {split!r} with uncertain={uncertain!r}")
+    wide = sub.pivot(index="class", columns="labeller", values=["precision", "recall", "f1"])
+    wide = wide.swaplevel(0, 1, axis=1).sort_index(axis=1, level=0, sort_remaining=False)
+    order = [c for c in dict.fromkeys(sub["class"]) if c != "micro"] + ["micro"]
+    support = sub.drop_duplicates("class").set_index("class")["support"]
+    wide = wide.loc[order]
+    wide.insert(0, ("reference", "positives"), support.loc[order].astype(int))
+    return wide
+
+
+def micro_f1_difference(trials: pd.DataFrame, *, a: str, b: str, split: str = "test",
+                        uncertain: str = "negative", n_draws: int = 10_000,
+                        rng: np.random.Generator) -> dict[str, float]:
+    """Micro-F1 of labeller ``a`` minus ``b`` with a report-level percentile bootstrap interval.
+
+    Reports are resampled with replacement; each draw recomputes both micro-F1s
+    from the resampled TP / FP / FN sums, so the interval is that of the paired
+    difference.
+    """
+    from ..metrics.classification import binarize
+    from ..stats import cluster_bootstrap
+
+    sub = _split_rows(trials, split)
+    cols = {}
+    for lab in (a, b):
+        pred, ref = _frames(sub, lab)
+        keep = ref.notna().to_numpy()
+        p = binarize(pred, classes=list(pred.columns), uncertain=uncertain).to_numpy() == 1
+        r = ref.to_numpy() == 1
+        cols[f"tp_{lab}"] = (p & r & keep).sum(1)
+        cols[f"fp_{lab}"] = (p & ~r & keep).sum(1)
+        cols[f"fn_{lab}"] = (~p & r & keep).sum(1)
+    frame = pd.DataFrame(cols).assign(report=sub["report_id"].to_numpy())
+
+    def statistic(s):
+        fa = 2 * s[f"tp_{a}"] / (2 * s[f"tp_{a}"] + s[f"fp_{a}"] + s[f"fn_{a}"])
+        fb = 2 * s[f"tp_{b}"] / (2 * s[f"tp_{b}"] + s[f"fp_{b}"] + s[f"fn_{b}"])
+        return {"f1_a": fa, "f1_b": fb, "diff": fa - fb}
+
+    res = cluster_bootstrap(frame, cluster="report", sums={k: k for k in cols}, statistic=statistic,
+                            n_draws=n_draws, rng=rng)
+    est, lo, hi = res.interval("diff")
+    return {"diff": est, "lo": lo, "hi": hi, "f1_a": res.estimates[(None, "f1_a")],
+            "f1_b": res.estimates[(None, "f1_b")], "n_reports": int(len(frame)), "n_draws": n_draws,
+            "seed": res.seed}

@@ -18,6 +18,7 @@ __all__ = ["REGISTRY", "get_protocol", "resolve", "run", "run_id", "is_complete"
 REGISTRY: dict[str, str] = {
     "modalens": "shovir_core.protocols.modalens",
     "cohort": "shovir_core.protocols.cohort",
+    "labeller-validation": "shovir_core.protocols.labeller_validation",
     "audit": "shovir_core.protocols.audit",
     "perturbations": "shovir_core.protocols.perturbations",
 }
