@@ -20,6 +20,7 @@ REGISTRY: dict[str, str] = {
     "cohort": "shovir_core.protocols.cohort",
     "labeller-validation": "shovir_core.protocols.labeller_validation",
     "audit": "shovir_core.protocols.audit",
+    "shovir": "shovir_core.protocols.shovir",
     "perturbations": "shovir_core.protocols.perturbations",
 }
 

@@ -1,0 +1,207 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # ShoViR Figures 2 and 3: occluding the evidence of one finding
+#
+# The disease-level test blends matched noise into boxes at strength p ∈ {0, .2, …, 1}: into the
+# boxes of the target finding c (OCO), into the boxes of the *other* findings of the image that do
+# not overlap c's boxes (DOCO), or into random control boxes placed away from every annotated box
+# (RO). A model that grounds c in c's own region should keep its call of c under RO and drop it
+# under OCO; a model that infers c from co-occurring findings drops it under DOCO. Figure 2 shows
+# the class-weighted μ-F1 against p, Figure 3(a) the drop against RO (Δ_X) and the flip rate FR at
+# p = 1 with bootstrap intervals, Figure 3(b) per-class F1 averaged across models. A validation
+# section asserts that the reference models land where their construction says.
+#
+# Choices where the paper is silent (see `shovir_core.protocols.shovir_tables`): F1_c is computed on
+# class c's subset against the reference label of c; μ-F1 weights classes by their number of items
+# in each condition's subset; Δ_DOCO compares DOCO with RO on the DOCO items; FR micro-pools
+# (image, class) pairs; intervals are percentile bootstraps that resample images. On the demo the
+# reference labels are the NIH labels, so every evaluated item is positive and F1_c reflects missed
+# findings only.
+
+# %% tags=["parameters"]
+profile = "demo"
+run_ids = None
+n_draws = 2000
+bootstrap_seed = 3
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from shovir_core import book
+from shovir_core.protocols import shovir_tables as sv
+
+runs = book.load_runs("shovir_figures", profile=profile, run_ids=run_ids)
+trials = sv.trials_of(runs)
+per_class = sv.per_class(trials)
+curves = sv.mu_f1_curves(per_class)
+shortcut = sv.shortcut_metrics(trials, p=1.0, n_draws=n_draws, rng=np.random.default_rng(bootstrap_seed))
+
+# %% [markdown]
+# ## Items per class and the DOCO drop rule
+#
+# An item is an (image, target class) pair. DOCO needs at least one co-finding box whose IoU with
+# every target box is below 0.15; items without one are dropped from DOCO only.
+
+# %% tags=["nbval-check-output"]
+counts = sv.run_counts(runs)
+book.show(counts.drop_duplicates("class").set_index("class")[["images_in_class", "doco_items", "doco_dropped"]],
+          runs=runs)
+
+# %%
+first = counts.drop_duplicates("class")
+book.glue("sv.fig.n_doco_items", int(first["doco_items"].sum()), runs=runs)
+book.glue("sv.fig.n_doco_dropped", int(first["doco_dropped"].sum()), runs=runs)
+
+# %% [markdown]
+# Of the evaluated items, {glue:text}`sv.fig.n_doco_dropped` have no co-finding box and are
+# dropped from DOCO, which keeps {glue:text}`sv.fig.n_doco_items` (per full-set model).
+
+# %% [markdown]
+# ## Figure 2: μ-F1 against occlusion strength
+
+# %%
+grid = sns.relplot(curves.assign(p=curves["p"] * 100), x="p", y="mu_f1", hue="condition", style="condition",
+                   col="model", col_wrap=min(4, curves["model"].nunique()), kind="line", markers=True,
+                   height=3.0, aspect=1.1, hue_order=["RO", "OCO", "DOCO"], style_order=["RO", "OCO", "DOCO"])
+grid.set_axis_labels("occlusion strength p (%)", "μ-F1 (class-weighted)")
+grid.set_titles("{col_name}")
+grid.set(ylim=(-0.02, 1.02), xticks=[0, 20, 40, 60, 80, 100])
+grid.figure.suptitle("Figure 2: μ-F1 against p for RO, OCO and DOCO", y=1.03)
+plt.show()
+
+# %% tags=["nbval-check-output"]
+wide = curves.pivot_table(index=["model", "condition"], columns="p", values="mu_f1", sort=False)
+book.show(wide.round(3), runs=runs)
+
+# %%
+# structural check: at p = 0 RO and OCO show the clean image on the same items, so they agree
+p0 = curves[np.isclose(curves["p"], 0.0)].pivot(index="model", columns="condition", values="mu_f1")
+assert np.allclose(p0["RO"], p0["OCO"]), "p = 0 must equal the clean image under RO and OCO"
+clean = trials[(trials["level"] == "disease") & np.isclose(trials["p"], 0.0)]
+baseline_hash = trials[trials["condition"] == "Baseline"].drop_duplicates("image_id").set_index("image_id")["input_sha256"]
+assert (clean["input_sha256"].to_numpy() == baseline_hash.reindex(clean["image_id"]).to_numpy()).all(), \
+    "p = 0 inputs are byte-identical to the Baseline image"
+for row in curves.itertuples():
+    book.glue(f"sv.fig2.{sv.key_part(row.model)}.{row.condition}.p{int(round(row.p * 100)):03d}", float(row.mu_f1),
+              runs=runs)
+
+# %% [markdown]
+# ## Figure 3(a): Δ_X and flip rate at p = 1
+#
+# Δ_X = μ-F1(RO) − μ-F1(X) and FR = share of (image, c) pairs with c positive and called under RO
+# that X no longer calls. *RO-control* is random occlusion against the clean image: how many calls
+# random noise alone removes. Bars show the estimate, whiskers the 95% percentile bootstrap interval.
+
+# %%
+plot3a = shortcut[shortcut["arm"].isin(["OCO", "DOCO", "RO-control"])]
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+models = list(dict.fromkeys(plot3a["model"]))
+arms = ["OCO", "DOCO", "RO-control"]
+width = 0.8 / len(arms)
+for ax, (stat, label) in zip(axes, [("delta", "Δ_X = μ-F1(RO) − μ-F1(X)"), ("fr", "flip rate FR")]):
+    for k, arm in enumerate(arms):
+        sub = plot3a[plot3a["arm"] == arm].set_index("model").reindex(models)
+        y = np.arange(len(models)) + (k - (len(arms) - 1) / 2) * width
+        err = np.vstack([sub[stat] - sub[f"{stat}_lo"], sub[f"{stat}_hi"] - sub[stat]])
+        ax.barh(y, sub[stat], height=width, xerr=np.nan_to_num(err), label=arm, capsize=2,
+                color=sns.color_palette()[k])
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_xlabel(label)
+    ax.set_yticks(np.arange(len(models)), models)
+axes[0].set_title("Δ_X at p = 1 (higher: the arm costs more F1 than RO)")
+axes[1].set_title("FR at p = 1 (share of calls lost)")
+axes[1].legend(title="arm", loc="lower right")
+fig.suptitle("Figure 3(a): shortcut metrics with 95% bootstrap intervals", y=1.02)
+fig.tight_layout()
+plt.show()
+
+# %% tags=["nbval-check-output"]
+cols = ["n_items", "n_eligible", "n_flipped", "delta", "delta_lo", "delta_hi", "fr", "fr_lo", "fr_hi"]
+book.show(shortcut.set_index(["model", "arm"])[cols].round(3), runs=runs)
+print(shortcut["bootstrap"].iloc[0])
+
+# %%
+for row in shortcut.itertuples():
+    for stat in ("delta", "delta_lo", "delta_hi", "fr", "fr_lo", "fr_hi"):
+        value = getattr(row, stat)
+        if pd.notna(value):
+            book.glue(f"sv.fig3a.{sv.key_part(row.model)}.{sv.key_part(row.arm)}.{stat}", float(value), runs=runs)
+    book.glue(f"sv.fig3a.{sv.key_part(row.model)}.{sv.key_part(row.arm)}.n_eligible", int(row.n_eligible), runs=runs)
+
+# %% [markdown]
+# ## Figure 3(b): per-class F1 averaged across models
+#
+# Baseline is OCO at p = 0 (the clean image on the OCO items); RO, OCO and DOCO at p = 1.
+
+# %%
+by_class = sv.per_class_across_models(per_class, p=1.0)
+fig, ax = plt.subplots(figsize=(9, 4))
+sns.barplot(by_class, x="class", y="f1_mean", hue="condition", ax=ax)
+ax.set_title(f"Figure 3(b): per-class F1 at p = 1, mean over {by_class['n_models'].max()} models")
+ax.set_xlabel("")
+ax.set_ylabel("F1 (mean across models)")
+ax.set_ylim(0, 1)
+ax.tick_params(axis="x", rotation=30)
+fig.tight_layout()
+plt.show()
+
+# %% tags=["nbval-check-output"]
+book.show(by_class.pivot(index="class", columns="condition", values="f1_mean").round(3), runs=runs)
+
+# %%
+for row in by_class.to_dict("records"):
+    if pd.notna(row["f1_mean"]):
+        book.glue(f"sv.fig3b.{sv.key_part(row['class'])}.{row['condition']}", float(row["f1_mean"]), runs=runs)
+
+# %% [markdown]
+# ## Validation: the reference models land where their construction says
+#
+# * `ref-blind-prior` writes its report from label priors and never looks at the image: Δ_FN = 0
+#   and no call flips under any occlusion.
+# * `ref-image-classifier` reads the pixels: occluding the target's own boxes (OCO) removes more
+#   calls than random occlusion of the same kind removes from the clean image (RO-control).
+# * `ref-context-shortcut` predicts a finding from the pixels outside its own boxes: occluding the
+#   co-finding boxes (DOCO) removes more calls than occluding the target's boxes (OCO).
+#
+# These cells assert it, so a broken perturbation, labeller or metric fails the build.
+
+# %% tags=["nbval-check-output"]
+sc = shortcut.set_index(["model", "arm"])
+checks = []
+if "ref-blind-prior" in runs:
+    t1 = sv.table1(trials[trials["model"] == "ref-blind-prior"])
+    checks.append(("ref-blind-prior", "Δ_FN (F1_14) = 0", float(t1[("Δ_FN", "f1_14_micro")].iloc[0]) == 0.0))
+    flips = int(sc.loc["ref-blind-prior", "n_flipped"].sum())
+    checks.append(("ref-blind-prior", "no flips under RO, OCO or DOCO", flips == 0))
+if "ref-image-classifier" in runs:
+    fr = sc.loc["ref-image-classifier", "fr"]
+    checks.append(("ref-image-classifier", "FR(OCO) > FR(RO-control)", bool(fr["OCO"] > fr["RO-control"])))
+if "ref-context-shortcut" in runs:
+    fr = sc.loc["ref-context-shortcut", "fr"]
+    checks.append(("ref-context-shortcut", "FR(DOCO) > FR(OCO)", bool(fr["DOCO"] > fr["OCO"])))
+validation = pd.DataFrame(checks, columns=["model", "expected behaviour", "holds"])
+book.show(validation, runs=runs)
+
+# %%
+failed = validation[~validation["holds"]]
+assert failed.empty, "reference models off their stated behaviour:\n" + failed.to_string()
+
+# %% [markdown]
+# ## Records read
+
+# %%
+book.show(book.runs_table(runs), runs=runs)
