@@ -76,19 +76,23 @@ def _load_params() -> dict:
 
 
 def context_texture(gray: np.ndarray, boxes: Sequence[Box] | None, finding: str) -> float:
-    """Mean absolute gradient (|dx| + |dy|) of the pixels outside ``finding``'s boxes.
+    """Mean absolute horizontal plus vertical pixel difference outside ``finding``'s boxes.
 
-    Boxes of other findings are kept; with no box of ``finding`` the whole image counts.
+    Only differences between two pixels that both lie outside every box of ``finding`` count, so
+    pixels inside those boxes cannot move the value; boxes of other findings are kept. With no box
+    of ``finding`` the whole image counts.
     """
-    g = np.zeros_like(gray, dtype=np.float64)
-    g[:, :-1] += np.abs(np.diff(gray, axis=1))
-    g[:-1, :] += np.abs(np.diff(gray, axis=0))
-    mask = np.ones(gray.shape, dtype=bool)
-    h, w = gray.shape
+    g = np.asarray(gray, dtype=np.float64)
+    keep = np.ones(g.shape, dtype=bool)
+    h, w = g.shape
     for f, x1, y1, x2, y2 in boxes or ():
         if f == finding:
-            mask[max(int(np.floor(y1)), 0):min(int(np.ceil(y2)), h), max(int(np.floor(x1)), 0):min(int(np.ceil(x2)), w)] = False
-    return float(g[mask].mean()) if mask.any() else float(g.mean())
+            keep[max(int(np.floor(y1)), 0):min(int(np.ceil(y2)), h), max(int(np.floor(x1)), 0):min(int(np.ceil(x2)), w)] = False
+    dx, dy = np.abs(np.diff(g, axis=1)), np.abs(np.diff(g, axis=0))
+    kx, ky = keep[:, :-1] & keep[:, 1:], keep[:-1, :] & keep[1:, :]
+    if not kx.any() or not ky.any():
+        return float(dx.mean() + dy.mean())
+    return float(dx[kx].mean() + dy[ky].mean())
 
 
 class ReferenceModel(VLM):
@@ -185,9 +189,12 @@ class ImageClassifier(ReferenceModel):
 
     stated_behaviour = "Ignores the report: report-present outputs equal report-absent outputs."
 
+    _MEMO_SIZE = 4096
+
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self._net = None
+        self._memo: dict[str, np.ndarray] = {}
 
     def _load(self):
         if self._net is None:
@@ -218,7 +225,12 @@ class ImageClassifier(ReferenceModel):
 
         if image is None:
             return {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
-        probs = dict(zip(CLASSES, self.probabilities([image])[0]))
+        key = image_fingerprint(image)
+        if key not in self._memo:  # the same image is asked many questions (all-14 design, both report arms)
+            if len(self._memo) >= self._MEMO_SIZE:
+                self._memo.pop(next(iter(self._memo)))
+            self._memo[key] = self.probabilities([image])[0]
+        probs = dict(zip(CLASSES, self._memo[key]))
         return {f: _logit(float(probs[f])) if f in probs else _logit(self.params["priors"][f]) for f in FINDINGS_13}
 
     def generate_reports(self, images, *, prompt=None, max_new_tokens=None, boxes=None) -> list[str]:

@@ -44,7 +44,7 @@ def context_calibration(grays: list[np.ndarray], boxes: list[list], priors: dict
     allv = np.concatenate(list(values.values()))
     q75, q25 = np.percentile(allv, [75, 25])
     return {
-        "statistic": "mean |dx|+|dy| of [0,1] pixels outside the finding's boxes",
+        "statistic": "mean |dx| + mean |dy| over [0,1] pixel pairs outside the finding's boxes",
         "thresholds": {f: float(np.quantile(values[f], 1.0 - priors[f])) for f in FINDINGS_13},
         "scale": float(max(q75 - q25, 1e-6)),
     }

@@ -1,0 +1,155 @@
+"""Reference models hold their stated behaviour on the demo NIH box images."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from shovir_core import paths
+from shovir_core.data import load_dataset
+from shovir_core.labels import FINDINGS_13, apply_policy
+from shovir_core.models import ScoreRequest, get_model, read_report, template_report
+from shovir_core.models.reference import PARAMS_FILE, WEIGHTS_FILE, context_texture, params_sha256
+
+QUESTIONS = [(f, f"Does this chest X-ray show {f}?") for f in FINDINGS_13] + [
+    ("composite", "Is any acute cardiopulmonary finding present on this chest X-ray?")]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    ds = load_dataset("demo")
+    ids = ds.images["image_id"].tolist()[:30]
+    images = {i: ds.load_image(i) for i in ids}
+    labels = apply_policy(ds.labels.loc[ids, list(FINDINGS_13)], "u-negative")
+    reports = {i: template_report([f for f in FINDINGS_13 if labels.loc[i, f] == 1]) for i in ids}
+    return ds, ids, images, reports
+
+
+def _noise_in(image, boxes, rng):
+    """Hard-edged matched noise (mean/std of the 1st-99th percentile pixels) inside boxes (p = 1)."""
+    out = image.astype(np.float64).copy()
+    lo, hi = np.percentile(image, [1, 99])
+    core = image[(image >= lo) & (image <= hi)]
+    for _, x1, y1, x2, y2 in boxes:
+        sl = np.s_[int(y1):int(np.ceil(y2)), int(x1):int(np.ceil(x2))]
+        out[sl] = rng.normal(core.mean(), core.std(), out[sl].shape)
+    return np.clip(np.round(out), 0, 255).astype(np.uint8)
+
+
+def _swap_flips(model, demo, *, report: bool) -> float:
+    ds, ids, images, reports = demo
+    flips = []
+    for k, src in enumerate(ids):
+        sub = ids[(k + 1) % len(ids)]
+        reqs = [ScoreRequest(images[side], q, report=reports[src] if report else None, finding=f)
+                for side in (src, sub) for f, q in QUESTIONS]
+        out = model.score_yes_no(reqs)
+        n = len(QUESTIONS)
+        flips += [out[i]["readout"] != out[i + n]["readout"] for i in range(n)]
+    return float(np.mean(flips))
+
+
+def _f1(reports, ids, labels):
+    pred = np.array([[read_report(reports[i])[f] == 1 for f in FINDINGS_13] for i in ids])
+    true = labels.loc[ids, list(FINDINGS_13)].to_numpy() == 1
+    tp, fp, fn = (pred & true).sum(), (pred & ~true).sum(), (~pred & true).sum()
+    return 2 * tp / max(2 * tp + fp + fn, 1)
+
+
+def test_resources_match_their_recorded_hashes():
+    params = json.loads((paths.resources_root() / PARAMS_FILE).read_text())
+    weights = (paths.resources_root() / WEIGHTS_FILE).read_bytes()
+    assert hashlib.sha256(weights).hexdigest() == params["cnn"]["weights_sha256"]
+    assert params_sha256(params) == params["sha256"]
+    assert len(weights) <= 2_000_000
+
+
+def test_blind_prior_is_blind(demo):
+    ds, ids, images, _ = demo
+    model = get_model("ref-blind-prior")
+    rng = np.random.default_rng(0)
+    noise = [rng.integers(0, 256, images[i].shape, dtype=np.uint8) for i in ids]
+    base = dict(zip(ids, model.generate_reports([images[i] for i in ids])))
+    full_noise = dict(zip(ids, model.generate_reports(noise)))
+    labels = apply_policy(ds.labels, "u-negative")
+    assert _f1(base, ids, labels) - _f1(full_noise, ids, labels) == 0.0  # Delta_FN = 0
+    assert _swap_flips(model, demo, report=True) == 0.0
+    assert _swap_flips(model, demo, report=False) == 0.0
+
+
+def test_report_reader_ignores_the_image_and_reads_the_report(demo):
+    model = get_model("ref-report-reader")
+    assert _swap_flips(model, demo, report=True) == 0.0
+    assert _swap_flips(model, demo, report=False) == 0.0
+    yes = model.score_yes_no([ScoreRequest(None, "Is Edema present?", report="There is edema.")])[0]
+    no = model.score_yes_no([ScoreRequest(None, "Is Edema present?", report="No edema.")])[0]
+    assert yes["readout"] == "yes" and no["readout"] == "no"
+
+
+def test_image_classifier_ignores_the_report_and_reads_the_image(demo):
+    ds, ids, images, reports = demo
+    model = get_model("ref-image-classifier")
+    present = model.score_yes_no([ScoreRequest(images[i], q, report=reports[i], finding=f)
+                                  for i in ids[:10] for f, q in QUESTIONS])
+    absent = model.score_yes_no([ScoreRequest(images[i], q, finding=f) for i in ids[:10] for f, q in QUESTIONS])
+    assert present == absent
+    assert _swap_flips(model, demo, report=False) > 0.0
+
+
+def test_anchored_extremes(demo):
+    ds, ids, images, reports = demo
+    w1 = get_model("ref-anchored@1")
+    assert _swap_flips(w1, demo, report=True) == 0.0
+    assert _swap_flips(w1, demo, report=False) > 0.0
+    w0 = get_model("ref-anchored@0")
+    present = w0.score_yes_no([ScoreRequest(images[i], q, report=reports[i], finding=f)
+                               for i in ids[:10] for f, q in QUESTIONS])
+    absent = w0.score_yes_no([ScoreRequest(images[i], q, finding=f) for i in ids[:10] for f, q in QUESTIONS])
+    assert present == absent
+    half = get_model("ref-anchored@0.5")
+    assert half.w == 0.5 and half.name == "ref-anchored@0.5"
+    with pytest.raises(ValueError, match="must lie in"):
+        get_model("ref-anchored@1.5")
+
+
+def test_context_shortcut_flips_under_doco_not_oco(demo):
+    ds, *_ = demo
+    model = get_model("ref-context-shortcut")
+    rng = np.random.default_rng(1)
+    flips = {"OCO": [], "DOCO": []}
+    multi = ds.boxes.groupby("image_id")["finding"].nunique()
+    for image_id in multi[multi >= 2].index:
+        image, boxes = ds.load_image(image_id), ds.boxes_of(image_id)
+        for c in sorted({b[0] for b in boxes}):
+            own = [b for b in boxes if b[0] == c]
+            other = [b for b in boxes if b[0] != c]
+            for cond, occluded in (("OCO", own), ("DOCO", other)):
+                pert = _noise_in(image, occluded, rng)
+                base, after = model.score_yes_no([
+                    ScoreRequest(img, f"Does this chest X-ray show {c}?", boxes=tuple(boxes)) for img in (image, pert)])
+                flips[cond].append(base["readout"] != after["readout"])
+                if cond == "OCO":  # its own boxes are invisible to it: the evidence does not move at all
+                    assert base["margin"] == after["margin"]
+    assert np.mean(flips["OCO"]) == 0.0
+    assert np.mean(flips["DOCO"]) > np.mean(flips["OCO"])
+
+
+def test_context_texture_ignores_only_the_finding_boxes():
+    img = np.zeros((20, 20))
+    img[2:6, 2:6] = 1.0
+    inside = [("Edema", 0, 0, 8, 8)]
+    assert context_texture(img, inside, "Edema") == 0.0
+    assert context_texture(img, inside, "Cardiomegaly") > 0.0
+
+
+def test_cnn_training_is_deterministic():
+    from shovir_core.models.train_reference import train_cnn
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 1, 32, 32)).astype(np.float32)
+    y = (rng.random((8, 3)) > 0.5).astype(float)
+    a, _ = train_cnn(x, y, epochs=1, seed=5, batch_size=4)
+    b, _ = train_cnn(x, y, epochs=1, seed=5, batch_size=4)
+    assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
