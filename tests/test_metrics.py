@@ -203,3 +203,22 @@ def test_external_metric_unavailable_is_explicit(monkeypatch, tmp_path):
         assert "does not exist" in missing.reason
     finally:
         M.EXTERNAL_METRICS.pop("toy_overlap")
+
+
+def test_report_metrics_reference_options(monkeypatch):
+    for var in ("SHOVIR_RADGRAPH_WEIGHTS", "SHOVIR_GREEN_WEIGHTS"):
+        monkeypatch.delenv(var, raising=False)
+    hyps = ["Mild cardiomegaly. No pleural effusion.", "Small left pleural effusion."]
+    refs = ["Cardiomegaly. No effusion.", "No effusion. Lungs are clear."]
+    out = M.report_metrics(hyps, refs)
+    # labels of the reference reports: effusion appears only in hypothesis 2 -> one FP
+    assert out["per_class"].loc["Cardiomegaly", "tp"] == 1 and out["per_class"].loc["Pleural Effusion", "fp"] == 1
+    assert {"bleu1", "bleu4", "rouge_l", "f1_14_micro", "f1_5_macro"} <= set(out)
+    assert set(out["unavailable"]) == {"f1_radgraph", "green"} and "f1_radgraph" not in out
+    dataset = pd.DataFrame({c: [np.nan, np.nan] for c in CHEXPERT_CLASSES})
+    dataset.loc[:, "Pleural Effusion"] = [0.0, 1.0]
+    dataset.loc[:, "Cardiomegaly"] = [1.0, 0.0]
+    out_ds = M.report_metrics(hyps, refs, reference="dataset", reference_labels=dataset)
+    assert out_ds["f1_5_micro"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="needs reference_labels"):
+        M.report_metrics(hyps, refs, reference="dataset")

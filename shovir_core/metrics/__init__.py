@@ -5,6 +5,7 @@
 * :mod:`.shovir` — Δ_FN, Δ_X, flip rate FR^c_X;
 * :mod:`.modalens` — flip rates, margins, accuracies, κ, transitions, interaction;
 * :mod:`.external` — RadGraph F1, GREEN, BERTScore when local weights are present;
+* :mod:`.report` — all report-generation metrics of ShoViR Table 1 in one call;
 * :mod:`.schema` — the metric schema loader.
 """
 from .classification import (CLASS_SETS, binarize, confusion_by_class, f1_chexbert, f1_score, mu_f1,
@@ -16,6 +17,7 @@ from .modalens import (MODALITY_CELLS, accuracy, balanced_accuracy, cohen_kappa,
                        modality_interaction, paired_difference, precision, ratio, response_bias_floor,
                        sensitivity, share_larger_without_report, specificity, target_aligned_change,
                        transitions)
+from .report import ReportScores, report_metrics
 from .schema import MetricSpec, format_metric, metric_schema, metric_spec
 from .shovir import delta_fn, delta_x, flip_rate_by_class, pooled_flip_rate
 from .text import bleu, nlg_metrics, rouge_l
@@ -32,5 +34,6 @@ __all__ = [
     "MODALITY_CELLS",
     "MetricResult", "ExternalMetric", "EXTERNAL_METRICS", "register_external_metric",
     "compute_external", "external_availability",
+    "report_metrics", "ReportScores",
     "MetricSpec", "metric_schema", "metric_spec", "format_metric",
 ]

@@ -151,7 +151,7 @@ def report_label_f1(pred: pd.DataFrame, ref: pd.DataFrame, *, uncertain: Uncerta
     """The four ShoViR label metrics: ``f1_14_micro``, ``f1_14_macro``, ``f1_5_micro``, ``f1_5_macro``.
 
     Which reference is used (labels of the reference report, or the dataset's
-    labels) is the caller's choice; :func:`shovir_core.metrics.text.report_metrics`
+    labels) is the caller's choice; :func:`shovir_core.metrics.report.report_metrics`
     labels the reference reports by default.
     """
     out = {}
