@@ -173,6 +173,7 @@ _POINT_ONLY = {"implied_rate"}
 class _Compiled:
     def __init__(self, text: str, values: Mapping[str, Reported]):
         self.text, self.values = text, values
+        self._selections: dict[tuple, Selection] = {}
         try:
             self.tree = ast.parse(text.strip(), mode="eval")
         except SyntaxError as exc:
@@ -243,11 +244,14 @@ class _Compiled:
 
     def _select(self, keys: dict) -> Selection:
         keys = {k: str(v) for k, v in keys.items()}
-        items = tuple(it for it in self.values.values()
-                      if all(it.keys.get(k) == v for k, v in keys.items()))
-        if not items:
-            raise ExpressionError(f"{self.text!r}: select({keys}) matches no value")
-        return Selection(items)
+        cache_key = tuple(sorted(keys.items()))
+        if cache_key not in self._selections:
+            items = tuple(it for it in self.values.values()
+                          if all(it.keys.get(k) == v for k, v in keys.items()))
+            if not items:
+                raise ExpressionError(f"{self.text!r}: select({keys}) matches no value")
+            self._selections[cache_key] = Selection(items)
+        return self._selections[cache_key]
 
 
 def _as_result(v, text):

@@ -1,5 +1,19 @@
 """Look published values up by their keys, for "paper vs this run" columns.
 
+Keys carried by the values (every value can also be fetched by ``id``):
+
+* ShoViR ``table="1"``: ``dataset`` (``MIMIC``, ``PadChest``), ``model`` (as printed, e.g.
+  ``MAIRA-2``), ``arm`` (``baseline``, ``full_noise``, ``delta_fn``), ``metric`` (``F1_14``,
+  ``F1_5``, ``F1_RG``, ``GREEN``, ``BLEU_1``, ``BLEU_4``, ``ROUGE_L``);
+* ShoViR ``figure="2"`` (μ-F1 at p=100%: ``dataset, model, condition, p, metric``),
+  ``figure="3a"`` (``dataset, model, condition`` OCO/DOCO, ``metric`` FR/delta_F1) and
+  ``figure="3b"`` (``dataset, class, condition, metric``) for the values the text states;
+* ModaLens ``table`` in ``2, 3, 4, 5, 15, 17`` with ``design`` (``all14``, ``one_q``, ``f13``),
+  ``order``, ``report`` (``present``/``absent``), ``readout``, ``prompt``, ``image``, ``finding``
+  and ``metric`` (``flip_rate``, ``paired_diff``, ``ratio``, ``accuracy``, ``balanced_accuracy``).
+
+``published(paper)`` with no selector lists every value with its key columns.
+
 Examples
 --------
 >>> published_value("shovir", table="1", dataset="MIMIC", model="RaDialog", arm="baseline", metric="F1_14")
