@@ -47,9 +47,8 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
     checks = papers.audit(paper).rename(columns={"id": "check_id"})
     checks.insert(0, "trial_id", checks["check_id"])
     counts = checks["status"].value_counts()
-    with RunWriter(PROTOCOL, name, spec, model={"id": "audit", "paper": papers.PAPERS[paper]}) as writer:
+    with RunWriter(PROTOCOL, name, spec) as writer:
         writer.append(checks)
         writer.complete(n_checks=len(checks), n_passed=int(counts.get("passed", 0)),
-                        n_flagged=int(counts.get("flagged", 0)), n_values=len(papers.load_values(paper)),
-                        data_files=list(papers.data_files(paper)))
+                        n_flagged=int(counts.get("flagged", 0)), n_values=len(papers.load_values(paper)))
     return load_run(PROTOCOL, name, spec_hash(spec))
