@@ -222,3 +222,16 @@ def test_report_metrics_reference_options(monkeypatch):
     assert out_ds["f1_5_micro"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="needs reference_labels"):
         M.report_metrics(hyps, refs, reference="dataset")
+
+
+def test_auroc_matches_sklearn_and_aurc_by_hand():
+    rng = np.random.default_rng(5)
+    t = rng.integers(0, 2, 200)
+    s = t + rng.normal(0, 1, 200)
+    s[:20] = np.round(s[:20])  # some ties
+    assert M.auroc(s, t) == pytest.approx(skm.roc_auc_score(t, s))
+    assert np.isnan(M.auroc([0.1, 0.2], [1, 1]))
+    conf = np.array([0.9, 0.8, 0.7, 0.6])
+    correct = np.array([1, 0, 1, 1])
+    assert M.aurc(conf, correct) == pytest.approx(np.mean([0 / 1, 1 / 2, 1 / 3, 1 / 4]))
+    assert M.aurc(conf, np.ones(4)) == 0.0

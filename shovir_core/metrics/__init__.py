@@ -12,7 +12,7 @@ from .classification import (CLASS_SETS, binarize, confusion_by_class, f1_chexbe
                              per_class_f1, report_label_f1)
 from .external import (EXTERNAL_METRICS, ExternalMetric, MetricResult, compute_external,
                        external_availability, register_external_metric)
-from .modalens import (MODALITY_CELLS, accuracy, balanced_accuracy, cohen_kappa, confusion, flip_rate,
+from .modalens import (MODALITY_CELLS, accuracy, aurc, auroc, balanced_accuracy, cohen_kappa, confusion, flip_rate,
                        flips, interaction_from_cells, majority_baseline, margin, margin_change_stats,
                        modality_interaction, paired_difference, precision, ratio, response_bias_floor,
                        sensitivity, share_larger_without_report, specificity, target_aligned_change,
@@ -31,7 +31,7 @@ __all__ = [
     "share_larger_without_report", "target_aligned_change", "confusion", "accuracy", "sensitivity",
     "specificity", "precision", "balanced_accuracy", "majority_baseline", "cohen_kappa",
     "response_bias_floor", "transitions", "modality_interaction", "interaction_from_cells",
-    "MODALITY_CELLS",
+    "MODALITY_CELLS", "auroc", "aurc",
     "MetricResult", "ExternalMetric", "EXTERNAL_METRICS", "register_external_metric",
     "compute_external", "external_availability",
     "report_metrics", "ReportScores",

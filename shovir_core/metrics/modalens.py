@@ -16,7 +16,7 @@ __all__ = [
     "share_larger_without_report", "target_aligned_change", "confusion", "accuracy",
     "sensitivity", "specificity", "precision", "balanced_accuracy", "majority_baseline",
     "cohen_kappa", "response_bias_floor", "transitions", "modality_interaction",
-    "interaction_from_cells", "MODALITY_CELLS",
+    "interaction_from_cells", "MODALITY_CELLS", "auroc", "aurc",
 ]
 
 MODALITY_CELLS = ("full", "report+q", "image+q", "q")
@@ -271,3 +271,40 @@ def modality_interaction(trials: pd.DataFrame, *, cell: str = "cell", pred: str 
     out = {f"ba_{k}": v for k, v in ba.items()}
     out.update(interaction_from_cells(ba))
     return out
+
+
+def auroc(scores, target) -> float:
+    """Area under the ROC curve of continuous ``scores`` (e.g. margins) for binary ``target``.
+
+    Computed by the Mann-Whitney rank statistic (ties count one half); NaN when a
+    class is absent.
+    """
+    from scipy.stats import rankdata
+
+    x = np.asarray(scores, dtype=float).ravel()
+    t = _binary(target, "target")
+    _same_len(scores=x, target=t)
+    if np.isnan(x).any():
+        raise ValueError("scores contain NaN")
+    n_pos, n_neg = int(t.sum()), int((~t).sum())
+    if not n_pos or not n_neg:
+        return float("nan")
+    ranks = rankdata(x)
+    return float((ranks[t].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def aurc(confidence, correct) -> float:
+    """Area under the risk-coverage curve (selective prediction; lower is better).
+
+    Trials are sorted by decreasing ``confidence``; at coverage k/n the risk is the
+    error rate of the k most confident trials; AURC is the mean risk over k = 1..n.
+    Ties in confidence are broken by keeping the original order of the trials.
+    """
+    c = np.asarray(confidence, dtype=float).ravel()
+    ok = _binary(correct, "correct")
+    _same_len(confidence=c, correct=ok)
+    if np.isnan(c).any():
+        raise ValueError("confidence contains NaN")
+    order = np.argsort(-c, kind="stable")
+    errors = np.cumsum(~ok[order])
+    return float(np.mean(errors / np.arange(1, len(c) + 1)))
