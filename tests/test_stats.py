@@ -90,8 +90,19 @@ def test_joint_substitute_seed_resampling():
     assert est == pytest.approx(df.flip_A.mean())
     assert lo < est < hi
     assert res.unit == "patient x seed"
+    # replay the draws: the same generator gives the same counts and seed splits
+    rng2 = np.random.default_rng(1)
+    counts = S.draw_counts(df.patient.nunique(), n_draws=2_000, rng=rng2)
+    split = S.split_counts(counts, 3, rng=rng2)
+    per = df.groupby(["patient", "seed"]).flip_A.agg(["sum", "size"]).unstack("seed")
+    num = np.einsum("bks,ks->b", split, per["sum"].to_numpy())
+    den = np.einsum("bks,ks->b", split, per["size"].to_numpy())
+    np.testing.assert_allclose(res.draws[(None, "fr")], num / den)
     parts = S.split_counts(np.array([[3, 0, 5]]), 3, rng=np.random.default_rng(0))
     assert parts.shape == (1, 3, 3) and parts.sum(-1).tolist() == [[3, 0, 5]]
+    many = S.split_counts(np.full((20_000, 1), 6), 3, rng=np.random.default_rng(2))[:, 0, :]
+    np.testing.assert_allclose(many.mean(0), 2.0, atol=0.05)  # Multinomial(6, 1/3): mean 2
+    np.testing.assert_allclose(many.var(0), 6 * (1 / 3) * (2 / 3), atol=0.08)
 
 
 def test_item_bootstrap_resamples_rows_or_items():
