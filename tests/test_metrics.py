@@ -235,3 +235,12 @@ def test_auroc_matches_sklearn_and_aurc_by_hand():
     correct = np.array([1, 0, 1, 1])
     assert M.aurc(conf, correct) == pytest.approx(np.mean([0 / 1, 1 / 2, 1 / 3, 1 / 4]))
     assert M.aurc(conf, np.ones(4)) == 0.0
+
+
+def test_display_frame_uses_schema():
+    df = pd.DataFrame({"model": ["a"], "flip_rate": [2105 / 44786], "paired_diff": [0.1237]})
+    out = M.display_frame(df)
+    assert list(out.columns) == ["model", "Flip rate", "Paired difference"]
+    assert out.iloc[0].tolist() == ["a", "4.70%", "+12.37 pp"]
+    with pytest.raises(ValueError, match="lacks metric columns"):
+        M.display_frame(df, {"kappa": "cohen_kappa"})

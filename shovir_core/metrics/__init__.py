@@ -18,7 +18,7 @@ from .modalens import (MODALITY_CELLS, accuracy, aurc, auroc, balanced_accuracy,
                        sensitivity, share_larger_without_report, specificity, target_aligned_change,
                        transitions)
 from .report import ReportScores, report_metrics
-from .schema import MetricSpec, format_metric, metric_schema, metric_spec
+from .schema import MetricSpec, display_frame, format_metric, metric_schema, metric_spec
 from .shovir import delta_fn, delta_x, flip_rate_by_class, pooled_flip_rate
 from .text import bleu, nlg_metrics, rouge_l
 
@@ -35,5 +35,5 @@ __all__ = [
     "MetricResult", "ExternalMetric", "EXTERNAL_METRICS", "register_external_metric",
     "compute_external", "external_availability",
     "report_metrics", "ReportScores",
-    "MetricSpec", "metric_schema", "metric_spec", "format_metric",
+    "MetricSpec", "metric_schema", "metric_spec", "format_metric", "display_frame",
 ]

@@ -7,15 +7,17 @@ metric is named and formatted the same way everywhere.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+import pandas as pd
 import yaml
 
 from .. import paths
 
-__all__ = ["MetricSpec", "metric_schema", "metric_spec", "format_metric", "SCHEMA_FILE"]
+__all__ = ["MetricSpec", "metric_schema", "metric_spec", "format_metric", "display_frame", "SCHEMA_FILE"]
 
 SCHEMA_FILE = "metrics.yaml"
 _DIRECTIONS = ("higher", "lower", "none")
@@ -112,3 +114,30 @@ def format_metric(name: str, value: float) -> str:
     '4.70%'
     """
     return metric_spec(name).format_value(value)
+
+
+def display_frame(frame: pd.DataFrame, metrics: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Format metric columns as the schema says and rename them to their display names.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        Numeric metric columns (other columns pass through unchanged).
+    metrics : mapping, optional
+        Column -> schema metric name; by default every column named like a
+        schema metric is formatted.
+
+    >>> display_frame(pd.DataFrame({"flip_rate": [0.047], "ratio": [3.63]})).iloc[0].tolist()
+    ['4.70%', '3.6x']
+    """
+    mapping = dict(metrics) if metrics is not None else {c: c for c in frame.columns if c in metric_schema()}
+    missing = [c for c in mapping if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame lacks metric columns {missing}")
+    out = frame.copy()
+    names = {}
+    for col, name in mapping.items():
+        spec = metric_spec(name)
+        out[col] = [spec.format_value(v) for v in frame[col]]
+        names[col] = spec.display
+    return out.rename(columns=names)
