@@ -132,14 +132,24 @@ def _tokenizer(name: str, vocab_size: int = 640):
     return tok
 
 
-def _processor(name: str, tok, *, image_tokens: int):
+def _gemma_vision(side: int, dims: dict | None) -> tuple[int, int]:
+    """(image size, patch size) of the tiny Gemma3 vision tower: ``side`` x ``side`` pooled tokens."""
+    dims = dims or {}
+    size = int(dims.get("image_size", max(32, 4 * side)))
+    patch = int(dims.get("patch_size", size // side))
+    if size % patch or (size // patch) % side:
+        raise ValueError(f"tiny-gemma3: image_size {size} / patch_size {patch} does not pool to {side} x {side} tokens")
+    return size, patch
+
+
+def _processor(name: str, tok, *, image_tokens: int, dims: dict | None = None):
     side = int(round(image_tokens ** 0.5))
     if side * side != image_tokens:
         raise ValueError(f"{name}: image_tokens must be a square number, got {image_tokens}")
     if name == "tiny-gemma3":
         from transformers import Gemma3ImageProcessorPil, Gemma3Processor
 
-        size = max(32, 4 * side)
+        size = _gemma_vision(side, dims)[0]
         ip = Gemma3ImageProcessorPil(size={"height": size, "width": size}, do_pan_and_scan=False)
         return Gemma3Processor(ip, tok, chat_template=tok.chat_template, image_seq_length=image_tokens)
     if name == "tiny-llava":
@@ -177,11 +187,11 @@ def _config(name: str, tok, *, image_tokens: int, dims: dict | None):
     ids = tok.convert_tokens_to_ids
     d = {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "intermediate": 128, "vocab": len(tok)}
     d.update(dims or {})
-    head_dim = d["hidden"] // d["heads"]
+    head_dim = int(d.get("head_dim", d["hidden"] // d["heads"]))
     if name == "tiny-gemma3":
         from transformers import Gemma3Config
 
-        size = max(32, 4 * side)
+        size, patch = _gemma_vision(side, dims)
         return Gemma3Config(
             text_config=dict(vocab_size=d["vocab"], hidden_size=d["hidden"], intermediate_size=d["intermediate"],
                              num_hidden_layers=d["layers"], num_attention_heads=d["heads"],
@@ -192,7 +202,7 @@ def _config(name: str, tok, *, image_tokens: int, dims: dict | None):
                              pad_token_id=ids("<pad>"), bos_token_id=ids("<bos>"), eos_token_id=ids("<eos>")),
             vision_config=dict(hidden_size=d.get("vision_hidden", 32), intermediate_size=d.get("vision_intermediate", 64),
                                num_hidden_layers=d.get("vision_layers", 2), num_attention_heads=d.get("vision_heads", 2),
-                               image_size=size, patch_size=size // side if size // side * side == size else 4),
+                               image_size=size, patch_size=patch),
             mm_tokens_per_image=image_tokens, boi_token_id=ids("<start_of_image>"), eoi_token_id=ids("<end_of_image>"),
             image_token_id=ids("<image_soft_token>"), pad_token_id=ids("<pad>"), bos_token_id=ids("<bos>"),
             eos_token_id=ids("<eos>"),
@@ -231,12 +241,16 @@ def _config(name: str, tok, *, image_tokens: int, dims: dict | None):
 def _randomise(model, *, seed: int, std: float) -> None:
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
+    gens: dict = {}
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" in name:
                 continue
-            param.copy_(torch.randn(param.shape, generator=gen, dtype=torch.float32).to(param.dtype) * std)
+            dev = param.device
+            if dev not in gens:
+                gens[dev] = torch.Generator(device=dev).manual_seed(seed)
+            param.copy_(torch.randn(param.shape, generator=gens[dev], device=dev, dtype=torch.float32).to(param.dtype)
+                        * std)
 
 
 def tiny_model_and_processor(name: str, *, seed: int = 0, image_tokens: int = 16, dims: dict | None = None,
@@ -252,9 +266,12 @@ def tiny_model_and_processor(name: str, *, seed: int = 0, image_tokens: int = 16
     image_tokens
         Image tokens per image (a square number); 256 mirrors MedGemma's prompt structure.
     dims
-        Overrides of the text dimensions (``hidden``, ``layers``, ``heads``, ``kv_heads``,
-        ``intermediate``, ``vocab``, and for Gemma3 ``vision_*``); used by the benchmark to build
-        MedGemma-4B-sized random models.
+        Overrides of the text dimensions (``hidden``, ``layers``, ``heads``, ``kv_heads``, ``head_dim``,
+        ``intermediate``, ``vocab``; for Gemma3 also ``sliding_window``, ``layer_types``,
+        ``vision_hidden``, ``vision_intermediate``, ``vision_layers``, ``vision_heads``, ``image_size``,
+        ``patch_size``); used by the benchmark to build MedGemma-4B-sized random models.
+    std
+        Standard deviation of the random weights.
     """
     import torch
     from transformers import AutoModelForImageTextToText
@@ -262,25 +279,26 @@ def tiny_model_and_processor(name: str, *, seed: int = 0, image_tokens: int = 16
     if name not in TINY_NAMES:
         raise KeyError(f"unknown tiny model {name!r}; known: {TINY_NAMES}")
     tok = _tokenizer(name)
-    processor = _processor(name, tok, image_tokens=image_tokens)
+    processor = _processor(name, tok, image_tokens=image_tokens, dims=dims)
     config = _config(name, tok, image_tokens=image_tokens, dims=dims)
     torch_dtype = getattr(torch, dtype) if dtype else torch.float32
-    with torch.random.fork_rng(devices=[]):
+    target = torch.device(device or "cpu")
+    with torch.random.fork_rng(devices=[target] if target.type == "cuda" else []), target:
         model = AutoModelForImageTextToText.from_config(config, dtype=torch_dtype)
     _randomise(model, seed=seed, std=std)
-    model.to(device or "cpu").eval()
+    model.eval()
     digest = hashlib.sha256(config.to_json_string(use_diff=False).encode()).hexdigest()
     return model, processor, digest
 
 
 def build_tiny(name: str, *, seed: int = 0, device: str | None = None, dtype: str | None = None,
-               image_tokens: int = 16, dims: dict | None = None):
+               image_tokens: int = 16, dims: dict | None = None, std: float = 0.1, batch_size: int = 8):
     """The tiny model as an :class:`~shovir_core.models.hf.HFVLM` (the registry's ``tiny-*`` names)."""
     from .hf import HFVLM
     from .registry import REGISTRY
 
     model, processor, digest = tiny_model_and_processor(name, seed=seed, device=device, dtype=dtype,
-                                                        image_tokens=image_tokens, dims=dims)
+                                                        image_tokens=image_tokens, dims=dims, std=std)
     return HFVLM(REGISTRY[name], model, processor,
                  source={"kind": "tiny-random", "seed": seed, "config_sha256": digest, "image_tokens": image_tokens,
-                         "dims": dims or {}})
+                         "dims": dims or {}, "std": std}, batch_size=batch_size)
