@@ -78,6 +78,7 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
         if not ok:
             raise RuntimeError(f"{PROTOCOL}: labeller {lab!r} is unavailable here: {reason}")
     reports = load_iu_reports(path)
+    n_extract = len(reports)
     text = report_text(reports, sections=tuple(spec["sections"]))
     reports = reports[text.str.len() > 0]
     ref = mesh_reference(reports)
@@ -93,7 +94,7 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
             row.update({f"{lab}.{c}": float(df.loc[rid, c]) for c in CHEXPERT_CLASSES})
         rows.append(row)
     dataset = {"name": "iu-xray-" + spec["reports"].removeprefix("iu-"), "sha256": spec["reports_sha256"],
-               "path": str(path.relative_to(paths.repo_root())), "n_reports": int(len(load_iu_reports(path))),
+               "path": str(path.relative_to(paths.repo_root())), "n_reports": int(n_extract),
                "license": IU_LICENSE, "citation": IU_CITATION, "credentialed": False}
     with RunWriter(PROTOCOL, name, spec, dataset=dataset, model={"labellers": spec["labellers"]}) as writer:
         writer.append(rows)
