@@ -53,7 +53,7 @@ labellers = runs["iu"].manifest["spec"]["labellers"]
 scores = validation.validation_scores(trials, labellers=labellers)
 counts = (scores[(scores.labeller == labellers[0]) & (scores.uncertain == "negative")]
           .pivot(index="class", columns="split", values="support").astype(int))
-counts = book.show(counts, runs=runs)
+book.show(counts, runs=runs)
 
 # %%
 n_reports = trials.groupby("split").size()
@@ -72,7 +72,8 @@ book.glue("lv.n_classes", int(len(counts) - 1), runs=runs)
 
 # %% tags=["nbval-check-output"]
 table = validation.side_by_side(scores, split="test", uncertain="negative")
-table = book.show(table.round(3), runs=runs)
+table = table.round(3)
+book.show(table, runs=runs)
 
 # %%
 micro = scores[scores["class"] == "micro"].set_index(["split", "labeller", "uncertain"])["f1"]

@@ -67,14 +67,14 @@ fig = report.plot_gallery(gallery, preset="reference-code", image_id=image_id, t
 
 # %% tags=["nbval-check-output"]
 noise = report.noise_table(gallery)
-_ = book.show(noise, runs=runs)
+book.show(noise, runs=runs)
 
 # %%
 paper = gallery[gallery["preset"] == "paper"]
 baseline_sha = paper.loc[paper["condition"] == "Baseline", "sha256"].iloc[0]
 assert (paper.loc[paper["p"] == 0, "sha256"] == baseline_sha).all(), "p = 0 returns the input unchanged"
 assert (paper.loc[(paper["p"] > 0) & (paper["condition"] != "Baseline"), "sha256"] != baseline_sha).all()
-assert set(gallery["preset"]) == set(spec["presets"])
+assert set(gallery["preset"]) == {p["name"] for p in spec["presets"]}
 paper_fn = noise.loc[("paper", "FullNoise")]
 for key, value in {
     "pt.gallery.image_id": image_id, "pt.gallery.target": target, "pt.gallery.n_images": int(len(gallery)),
@@ -94,7 +94,7 @@ for key, value in {
 
 # %% tags=["nbval-check-output"]
 counts = report.box_set_counts(trials)
-_ = book.show(counts, runs=runs)
+book.show(counts, runs=runs)
 
 # %%
 body = counts.drop("total")
@@ -123,7 +123,7 @@ for key, value in {
 
 # %% tags=["nbval-check-output"]
 tiers = report.tier_counts(trials)
-_ = book.show(tiers.round(3), runs=runs)
+book.show(tiers.round(3), runs=runs)
 
 # %%
 subs = trials[trials["kind"] == "substitute"]
@@ -166,4 +166,4 @@ fig.tight_layout()
 # ## Records read
 
 # %%
-_ = book.show(book.runs_table(runs), runs=runs)
+book.show(book.runs_table(runs), runs=runs)

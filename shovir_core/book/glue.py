@@ -55,13 +55,15 @@ def glue(key: str, value, *, runs, display: bool = False):
     return value
 
 
-def show(obj, *, runs):
-    """Display a table or figure after the credentialed-data check; returns ``obj``."""
+def show(obj, *, runs) -> None:
+    """Display a table or figure after the credentialed-data check.
+
+    Returns nothing, so a cell ending in ``book.show(...)`` displays the object once.
+    """
     from IPython.display import display
 
     assert_aggregate(obj, runs, what="table")
     display(obj)
-    return obj
 
 
 def runs_table(runs) -> pd.DataFrame:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from rouge_score import rouge_scorer
-from sacrebleu.metrics import BLEU
+
+# rouge-score imports nltk (seconds): both scorers load on first use, so importing the
+# metrics package stays light.
 
 __all__ = ["bleu", "rouge_l", "nlg_metrics"]
 
@@ -54,6 +55,8 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str], *, max_order: int
     hyps, refs = _pairs(hypotheses, references)
     if max_order < 1:
         raise ValueError(f"max_order must be >= 1, got {max_order}")
+    from sacrebleu.metrics import BLEU
+
     metric = BLEU(max_ngram_order=max_order, lowercase=lowercase, tokenize=tokenize,
                   effective_order=False)
     return float(metric.corpus_score(hyps, [refs]).score / 100.0)
@@ -63,6 +66,8 @@ def rouge_l(hypotheses: Sequence[str], references: Sequence[str], *, use_stemmer
             per_sample: bool = False):
     """Mean ROUGE-L F-measure over pairs (rouge-score); ``per_sample=True`` returns the array too."""
     hyps, refs = _pairs(hypotheses, references)
+    from rouge_score import rouge_scorer
+
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=use_stemmer)
     scores = np.array([scorer.score(r, h)["rougeL"].fmeasure for h, r in zip(hyps, refs)])
     return (float(scores.mean()), scores) if per_sample else float(scores.mean())
