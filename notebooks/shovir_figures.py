@@ -34,6 +34,8 @@ profile = "demo"
 run_ids = None
 n_draws = 2000
 bootstrap_seed = 3
+paper_dataset = None
+paper_models = {}
 
 # %%
 import matplotlib.pyplot as plt
@@ -166,6 +168,18 @@ book.show(by_class.pivot(index="class", columns="condition", values="f1_mean").r
 for row in by_class.to_dict("records"):
     if pd.notna(row["f1_mean"]):
         book.glue(f"sv.fig3b.{sv.key_part(row['class'])}.{row['condition']}", float(row["f1_mean"]), runs=runs)
+
+# %% [markdown]
+# ## Published values
+#
+# Where this profile runs the paper's models on the paper's dataset, each value the paper states
+# for Figures 2 and 3(a) stands beside the run's value.
+
+# %% tags=["nbval-check-output"]
+if paper_dataset:
+    book.show(sv.paper_figures(paper_dataset, paper_models, shortcut=shortcut, curves=curves).round(3), runs=runs)
+else:
+    print(f"profile {profile!r}: no model of this profile is in the paper; no published value to compare")
 
 # %% [markdown]
 # ## Validation: the reference models land where their construction says

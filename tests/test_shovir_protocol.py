@@ -200,3 +200,13 @@ def test_paper_table1_lookup():
     assert paper.loc["maira", ("Δ_FN", "f1_5_micro")] == pytest.approx(0.569)
     with pytest.raises(ValueError, match="no published"):
         shovir_tables.paper_table1("NIH", {})
+
+
+def test_paper_figures_beside_run_values():
+    shortcut = pd.DataFrame({"model": ["maira"], "arm": ["OCO"], "fr": [0.5], "delta": [0.1]})
+    curves = pd.DataFrame({"model": ["maira"], "condition": ["OCO"], "p": [1.0], "mu_f1": [0.4]})
+    side = shovir_tables.paper_figures("MIMIC", {"maira": "MAIRA-2"}, shortcut=shortcut, curves=curves)
+    got = side.set_index(["figure", "metric"])
+    assert got.loc[("3a", "FR"), "paper"] == pytest.approx(0.542) and got.loc[("3a", "FR"), "run"] == 0.5
+    assert got.loc[("3a", "delta_F1"), "run"] == 0.1
+    assert got.loc[("2", "mu_F1"), "paper"] == pytest.approx(0.49) and got.loc[("2", "mu_F1"), "run"] == 0.4

@@ -34,7 +34,7 @@ from .shovir import label_columns
 __all__ = [
     "trials_of", "image_level", "table1", "per_class", "mu_f1_curves", "shortcut_metrics",
     "per_class_across_models", "paper_table1", "external_metric_status", "TABLE1_METRICS", "run_counts",
-    "key_part",
+    "key_part", "paper_figures",
 ]
 
 TABLE1_METRICS = ("f1_14_micro", "f1_5_micro", "f1_radgraph", "green", "bleu1", "bleu4", "rouge_l")
@@ -322,3 +322,44 @@ def key_part(text: str) -> str:
     'medgemma_1_5_4b'
     """
     return "".join(ch if ch.isalnum() else "_" for ch in str(text))
+
+
+def paper_figures(dataset: str, models: Mapping[str, str], *, shortcut: pd.DataFrame | None = None,
+                  curves: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The values the paper states for Figures 2 and 3(a), beside this run's values.
+
+    Parameters
+    ----------
+    dataset : {"MIMIC", "PadChest"}
+    models : mapping
+        Run key -> the paper's model name.
+    shortcut, curves : DataFrame, optional
+        :func:`shortcut_metrics` and :func:`mu_f1_curves` of the run; their values
+        fill the ``run`` column.
+
+    Returns
+    -------
+    DataFrame
+        One row per stated value: ``figure, model, condition, metric, paper, run``.
+    """
+    from ..papers.published import published
+
+    back = {name: key for key, name in models.items()}
+    rows = []
+    for figure, metric_map in (("2", {"mu_F1": "mu_f1"}), ("3a", {"FR": "fr", "delta_F1": "delta"})):
+        table = published("shovir", figure=figure, dataset=dataset)
+        for v in table.to_dict("records"):
+            key = back.get(v["model"])
+            if key is None or v["metric"] not in metric_map:
+                continue
+            run_value = np.nan
+            if figure == "3a" and shortcut is not None:
+                hit = shortcut[(shortcut["model"] == key) & (shortcut["arm"] == v["condition"])]
+                run_value = float(hit[metric_map[v["metric"]]].iloc[0]) if len(hit) else np.nan
+            if figure == "2" and curves is not None:
+                hit = curves[(curves["model"] == key) & (curves["condition"] == v["condition"])
+                             & np.isclose(curves["p"], float(v["p"]) / 100)]
+                run_value = float(hit["mu_f1"].iloc[0]) if len(hit) else np.nan
+            rows.append({"figure": figure, "model": key, "condition": v["condition"], "metric": v["metric"],
+                         "paper": float(v["value"]), "run": run_value})
+    return pd.DataFrame(rows, columns=["figure", "model", "condition", "metric", "paper", "run"])
