@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from PIL import Image
 
 from shovir_core.perturb import (
     DEFAULT_PS, PRESETS, BoxError, EmptyBoxSetError, box_sets, full_noise, iou, occlude, occlude_grid,
 )
 from shovir_core.perturb.boxes import footprint, random_boxes, union_mask
+from shovir_core.perturb.conditions import prepare_image
 from shovir_core.perturb.noise import kernel_margin
 
 FINDINGS = ["Atelectasis", "Cardiomegaly", "Edema"]
@@ -59,7 +61,13 @@ def cases(draw, *, spread=True):
 
 
 def as_layout(image, preset):
-    return np.repeat(image[..., None], 3, axis=2) if PRESETS[preset].channels == "rgb" else image
+    """The preset's baseline written out as the reference code does it (float32 min-max, PIL RGB)."""
+    if preset == "paper":
+        return image
+    x = image.astype(np.float32)
+    lo, hi = float(x.min()), float(x.max())
+    x = (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
+    return np.asarray(Image.fromarray((x * 255).astype(np.uint8)).convert("RGB"))
 
 
 def run(case, ps, seed=0, item_id="item"):
@@ -73,7 +81,7 @@ def run(case, ps, seed=0, item_id="item"):
 def test_p_zero_is_identity(case):
     (out, info), = run(case, [0.0])
     expected = as_layout(case[0], case[4])
-    assert out.dtype == case[0].dtype
+    assert out.dtype == (case[0].dtype if case[4] == "paper" else np.uint8)
     assert np.array_equal(out, expected)
     assert info["sha256"]
 
@@ -88,9 +96,9 @@ def test_pixels_outside_the_union_are_unchanged(case, p):
     if margin:  # dilate the union by the feather margin (square, a superset of the kernel's support)
         from scipy.ndimage import maximum_filter
         mask = maximum_filter(mask, size=2 * margin + 1)
-    expected = as_layout(image, preset)
+    expected = prepare_image(image, preset)
     assert np.array_equal(out[~mask], expected[~mask])
-    assert out.dtype == image.dtype
+    assert out.dtype == expected.dtype
 
 
 @SETTINGS
@@ -105,7 +113,7 @@ def test_pixels_inside_the_union_change_at_p_one(case):
         r0, r1, c0, c1 = footprint((b["x1"], b["y1"], b["x2"], b["y2"]), image.shape)
         core[r0 + margin:max(r0 + margin, r1 - margin), c0 + margin:max(c0 + margin, c1 - margin)] = True
     assume(core.sum() >= 20)
-    expected = as_layout(image, preset)
+    expected = prepare_image(image, preset)
     changed = (out != expected).any(axis=-1) if out.ndim == 3 else out != expected
     assert changed[core].mean() > 0.5
 
@@ -121,7 +129,7 @@ def test_grid_and_single_p_share_one_noise_field(case):
         assert np.array_equal(single, out)
         assert sinfo["sha256"] == info["sha256"] and sinfo["boxes"] == info["boxes"]
     # x' = (1 - p) x + p n on the union: every p interpolates towards the p = 1 output
-    base = as_layout(image, preset).astype(float)
+    base = prepare_image(image, preset).astype(float)
     noise = grid[-1][0].astype(float)
     tolerance = 1.0 if PRESETS[preset].feather_radius == 0 else None
     for p, (out, _) in zip(DEFAULT_PS, grid):
@@ -321,6 +329,7 @@ def test_uint16_and_rgb_inputs_keep_their_dtype():
         for preset in ("paper", "reference-code"):
             out, info = occlude(image, [("A", 3, 3, 20, 20)], condition="OCO", target="A", p=0.7, seed=0,
                                 item_id="dt", preset=preset)
-            assert out.dtype == image.dtype and info["dtype"] == str(image.dtype)
+            expected = image.dtype if preset == "paper" else np.uint8  # reference: 8-bit RGB
+            assert out.dtype == expected and info["dtype"] == str(np.dtype(expected))
             assert out.shape[:2] == image.shape[:2]
             assert math.isfinite(info["noise"]["center"][0])

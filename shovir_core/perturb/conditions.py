@@ -38,13 +38,7 @@ class EmptyBoxSetError(ValueError):
     """The condition has no box to occlude for this item (OCO without B_c, DOCO without B_c̄)."""
 
 
-def prepare_image(image, preset: Preset, *, item_id=None) -> np.ndarray:
-    """Validate ``image`` and lay out its channels as ``preset.channels`` asks.
-
-    Accepts uint8 or uint16 arrays, ``(H, W)`` or ``(H, W, 3)``. With
-    ``channels="rgb"`` a grayscale image is replicated into three identical
-    channels (PIL's ``convert("RGB")``); otherwise the array is returned as is.
-    """
+def _validated(image, item_id) -> np.ndarray:
     where = f"item {item_id!r}"
     if not isinstance(image, np.ndarray):
         raise TypeError(f"{where}: image must be a numpy array, got {type(image).__name__}")
@@ -54,9 +48,38 @@ def prepare_image(image, preset: Preset, *, item_id=None) -> np.ndarray:
         raise ValueError(f"{where}: image shape {image.shape} is neither (H, W) nor (H, W, 3)")
     if min(image.shape[:2]) < 1:
         raise ValueError(f"{where}: empty image of shape {image.shape}")
+    return image
+
+
+def _scaled(image: np.ndarray, preset: Preset) -> np.ndarray:
+    if preset.input_scaling == "none":
+        return image
+    x = image.astype(np.float32)
+    lo, hi = float(x.min()), float(x.max())
+    if hi <= lo:
+        return np.zeros(image.shape, dtype=np.uint8)
+    x = (x - np.float32(lo)) / np.float32(hi - lo)  # the reference's order of operations
+    x *= np.float32(255)
+    return x.astype(np.uint8)
+
+
+def _layout(image: np.ndarray, preset: Preset) -> np.ndarray:
     if preset.channels == "rgb" and image.ndim == 2:
         return np.repeat(image[..., None], 3, axis=2)
     return image
+
+
+def prepare_image(image, preset: str | Preset | dict = "paper", *, item_id=None) -> np.ndarray:
+    """The preset's baseline of ``image`` (what p = 0 returns).
+
+    Validates the input (uint8 or uint16, ``(H, W)`` or ``(H, W, 3)``), applies
+    the preset's ``input_scaling`` (``"minmax-uint8"``: the reference code's 8-bit
+    conversion) and channel layout (``"rgb"``: a grayscale image is replicated
+    into three identical channels, as PIL's ``convert("RGB")``). With the paper
+    preset this is the input itself.
+    """
+    preset = resolve_preset(preset)
+    return _layout(_scaled(_validated(image, item_id), preset), preset)
 
 
 def _check_p(p, item_id) -> float:
@@ -120,8 +143,9 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
     target : str
         The target class c.
     ps : sequence of float
-        Blending strengths in [0, 1]; p = 0 returns the input (in the preset's
-        channel layout) unchanged.
+        Blending strengths in [0, 1]; p = 0 returns the input unchanged (the
+        preset's baseline, :func:`prepare_image`: the input itself with the
+        paper preset).
     seed : int
     item_id : str
         The item's stable id (e.g. the image id); part of the random stream.
@@ -157,7 +181,8 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
     ps = [_check_p(p, item_id) for p in ps]
     if not ps:
         raise ValueError(f"item {item_id!r}: empty grid of p")
-    work = prepare_image(image, preset, item_id=item_id)
+    source = _scaled(_validated(image, item_id), preset)
+    work = _layout(source, preset)
     checked = validate_boxes(boxes, shape=work.shape, item_id=item_id)
     effective = preset.for_random_occlusion() if condition == "RO" else preset
     if condition == "RO" and preset.ro_sizes == "dataset" and size_pool is None:
@@ -169,7 +194,7 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
                                 placement_rng=placement_rng, max_retries=max_retries, item_id=item_id)
     h, w = work.shape[:2]
     mask = union_mask(used, work.shape)
-    stats = matched_stats(image, preset=effective, exclude=mask, n_channels=_noise_channels(image, preset))
+    stats = matched_stats(source, preset=effective, exclude=mask, n_channels=_noise_channels(source, preset))
     base_info = {
         "item_id": item_id, "condition": condition, "target": target, "seed": int(seed),
         "stream": stream_key(seed, item_id, target, condition), "preset": preset.name,
@@ -231,8 +256,9 @@ def full_noise(image: np.ndarray, *, seed: int, item_id, preset: str | Preset | 
     ('uint8', True, 'FullNoise')
     """
     preset = resolve_preset(preset)
-    work = prepare_image(image, preset, item_id=item_id)
-    stats = matched_stats(image, preset=preset, n_channels=_noise_channels(image, preset))
+    source = _scaled(_validated(image, item_id), preset)
+    work = _layout(source, preset)
+    stats = matched_stats(source, preset=preset, n_channels=_noise_channels(source, preset))
     (noise_rng,) = item_rng(seed, item_id, None, "FullNoise", n=1)
     noise = draw_noise(work.shape[:2], stats, preset, noise_rng)
     out = cast(noise, work.dtype, preset.rounding)

@@ -22,7 +22,14 @@ option              ``"paper"``            ``"reference-code"``
 ``iou_inclusive``   ``False`` (IoU < t)    ``True`` (IoU <= t)
 ``ro_sizes``        ``"dataset"``          ``"reference"`` (PadChest-GR constants)
 ``ro_noise``        ``"matched"``          ``"plain"`` (untrimmed mean/std, no blur/feather)
+``input_scaling``   ``"none"``             ``"minmax-uint8"`` (min-max to 8 bits first)
 ==================  =====================  ======================================
+
+With ``input_scaling="minmax-uint8"`` the input is first mapped to
+``floor(255 * (x - min) / (max - min))`` as ``uint8`` (the reference code's
+``_to_uint8_rgb``; a constant image becomes zeros), so the preset's baseline
+(p = 0) is that 8-bit image and every output is ``uint8``. With ``"none"`` the
+input's dtype (uint8 or uint16) is kept.
 
 Smoothing uses :func:`scipy.ndimage.gaussian_filter` with ``sigma = radius``
 (Pillow's ``GaussianBlur(radius)`` takes the standard deviation as its radius
@@ -83,6 +90,9 @@ class Preset:
         smoothing, no feathering).
     min_pixels : int
         Fewer trimmed (or outside) pixels than this fall back to all pixels.
+    input_scaling : {"none", "minmax-uint8"}
+        ``"minmax-uint8"`` rescales the input to 8 bits (min-max, truncated)
+        before anything else, as the reference code does.
     """
 
     name: str = "paper"
@@ -98,12 +108,14 @@ class Preset:
     ro_sizes: Literal["dataset", "reference"] = "dataset"
     ro_noise: Literal["matched", "plain"] = "matched"
     min_pixels: int = 32
+    input_scaling: Literal["none", "minmax-uint8"] = "none"
 
     def __post_init__(self) -> None:
         choices = {
             "center": ("mean", "median"), "stats_region": ("image", "outside"),
             "channels": ("image", "rgb"), "rounding": ("round", "truncate"),
             "ro_sizes": ("dataset", "reference"), "ro_noise": ("matched", "plain"),
+            "input_scaling": ("none", "minmax-uint8"),
         }
         for field, allowed in choices.items():
             if getattr(self, field) not in allowed:
@@ -149,7 +161,7 @@ PRESETS: dict[str, Preset] = {
     "reference-code": Preset(
         name="reference-code", center="median", trim=(1.0, 99.0), min_std=1.0, smooth_radius=2.0,
         stats_region="outside", feather_radius=6.0, channels="rgb", rounding="truncate",
-        iou_inclusive=True, ro_sizes="reference", ro_noise="plain",
+        iou_inclusive=True, ro_sizes="reference", ro_noise="plain", input_scaling="minmax-uint8",
     ),
 }
 """The two named presets; ``"paper"`` is the default everywhere."""

@@ -5,8 +5,9 @@ One record holds three kinds of trial rows (column ``kind``):
 ``box_sets``    one row per (image, class with a box) of the box dataset: the
                 sizes of ``B_c`` and ``B_c̄`` after the IoU rule, the co-finding
                 boxes the rule dropped, and whether DOCO drops the item;
-``gallery``     the gallery item(s) under Baseline, Full Noise and RO / OCO /
-                DOCO at every p, for every preset: the PNG written to the
+``gallery``     the gallery item(s) under Baseline (the preset's input, see
+                :func:`~shovir_core.perturb.conditions.prepare_image`), Full
+                Noise and RO / OCO / DOCO at every p, for every preset: the PNG written to the
                 record's ``artifacts/`` folder, the SHA-256 of its pixels and of
                 the file, the boxes used and the full description (``info``);
 ``substitute``  one row per source case of the pairing cohort: the ModaLens
@@ -34,6 +35,7 @@ from ..perturb import (
     DEFAULT_PS, box_sets, box_size_pool, cohort_from_dataset, full_noise, occlude_grid, resolve_preset,
     sample_substitutes,
 )
+from ..perturb.conditions import prepare_image
 from ..perturb.noise import array_sha256
 from ..records import Run, RunWriter, load_run, spec_hash
 
@@ -88,8 +90,11 @@ def resolve_spec(spec: dict) -> dict:
     out["ps"] = [float(p) for p in out["ps"]]
     if not out["ps"] or any(not 0 <= p <= 1 for p in out["ps"]):
         raise ValueError(f"{PROTOCOL}: ps must be a non-empty list of values in [0, 1], got {out['ps']}")
-    out["presets"] = [resolve_preset(p).to_dict() if isinstance(p, dict) else resolve_preset(p).name
-                      for p in out["presets"]]
+    # every option of every preset enters the spec (and its hash), not only the preset's name
+    out["presets"] = [resolve_preset(p).to_dict() for p in out["presets"]]
+    names = [p["name"] for p in out["presets"]]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{PROTOCOL}: duplicate presets {names}")
     ds = load_dataset(out["dataset"])
     cohort = load_dataset(out["cohort_dataset"])
     if out["gallery"] is None:
@@ -143,8 +148,10 @@ def _gallery_rows(ds, spec, preset_spec, record_path: Path) -> list[dict]:
     for image_id, target in spec["gallery"]:
         image, boxes = ds.load_image(image_id), ds.boxes_of(image_id)
         annotated = [{"finding": f, "x1": x1, "y1": y1, "x2": x2, "y2": y2} for f, x1, y1, x2, y2 in boxes]
-        outputs = [("Baseline", 0.0, image, {"item_id": image_id, "condition": "Baseline", "p": 0.0, "boxes": [],
-                                             "shape": list(image.shape), "dtype": str(image.dtype)})]
+        baseline = prepare_image(image, preset, item_id=image_id)
+        outputs = [("Baseline", 0.0, baseline, {"item_id": image_id, "condition": "Baseline", "p": 0.0, "boxes": [],
+                                                "preset": preset.name, "options": preset.to_dict(),
+                                                "shape": list(baseline.shape), "dtype": str(baseline.dtype)})]
         out, info = full_noise(image, seed=spec["seed"], item_id=image_id, preset=preset)
         outputs.append(("FullNoise", 1.0, out, info))
         for condition in ("RO", "OCO", "DOCO"):
