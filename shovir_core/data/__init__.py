@@ -23,10 +23,26 @@ DEMO_DATASETS = {"demo": "nih-bbox", "demo-bbox": "nih-bbox", "demo-64px": "nih-
 
 _ADAPTERS: dict[str, Callable[..., Dataset]] = {}
 
+# Built-in adapters of credentialed datasets, imported on first use.
+_BUILTIN: dict[str, tuple[str, str]] = {
+    "mimic": ("shovir_core.data.mimic", "load_mimic_imagenome"),
+    "mimic-jpg": ("shovir_core.data.mimic_jpg", "load_mimic_jpg"),
+    "padchest": ("shovir_core.data.padchest", "load_padchest_gr"),
+}
+
 
 def register_adapter(name: str, loader: Callable[..., Dataset]) -> None:
     """Register a loader reachable as ``load_dataset("<name>:<path>")``."""
     _ADAPTERS[name] = loader
+
+
+def _adapter(name: str) -> Callable[..., Dataset] | None:
+    if name not in _ADAPTERS and name in _BUILTIN:
+        import importlib
+
+        module, func = _BUILTIN[name]
+        _ADAPTERS[name] = getattr(importlib.import_module(module), func)
+    return _ADAPTERS.get(name)
 
 
 def load_dataset(source: str | Path, **kwargs) -> Dataset:
@@ -40,13 +56,13 @@ def load_dataset(source: str | Path, **kwargs) -> Dataset:
     """
     if isinstance(source, str) and source in DEMO_DATASETS:
         return load_nih_folder(paths.demo_data_root() / DEMO_DATASETS[source], name=source)
-    if isinstance(source, str) and ":" in source and source.split(":", 1)[0] in _ADAPTERS:
+    if isinstance(source, str) and ":" in source and _adapter(source.split(":", 1)[0]) is not None:
         adapter, path = source.split(":", 1)
-        return _ADAPTERS[adapter](Path(path), **kwargs)
+        return _adapter(adapter)(Path(path), **kwargs)
     path = Path(source)
     if not path.exists():
         raise DatasetError(
             f"dataset {str(source)!r} not found: give one of {sorted(DEMO_DATASETS)}, "
-            f"'<adapter>:<path>' with adapter in {sorted(_ADAPTERS) or '[]'}, or an NIH-format folder"
+            f"'<adapter>:<path>' with adapter in {sorted(set(_ADAPTERS) | set(_BUILTIN))}, or an NIH-format folder"
         )
     return load_nih_folder(path)

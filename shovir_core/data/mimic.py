@@ -194,11 +194,3 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
                    reports=report_df, credentialed=True, citation=MIMIC_CITATION,
                    licence=MIMIC_LICENCE, extra_files=extra)
 
-
-def _register() -> None:
-    from . import register_adapter
-
-    register_adapter("mimic", load_mimic_imagenome)
-
-
-_register()

@@ -213,11 +213,3 @@ def load_padchest_gr(root: str | Path, *, samples: str | Path = "verified_sample
                    reports=report_df, credentialed=True, citation=PADCHEST_CITATION,
                    licence=PADCHEST_LICENCE, extra_files=extra)
 
-
-def _register() -> None:
-    from . import register_adapter
-
-    register_adapter("padchest", load_padchest_gr)
-
-
-_register()
