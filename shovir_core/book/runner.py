@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .. import paths
 from ..records import READ_LOG_ENV
