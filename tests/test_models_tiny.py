@@ -85,7 +85,7 @@ def test_image_block_expands_to_image_tokens(tiny, images):
 
 
 def test_prefix_reuse_equals_naive_path(tiny, images):
-    questions = [f"Does this chest X-ray show {f}?" for f in FINDINGS_13[:4]]
+    questions = [f"Does this chest X-ray show {f}?" for f in FINDINGS_13[:3]]
     requests = [ScoreRequest(im, q, report=rep) for im in images for rep in (REPORT, None) for q in questions]
     requests += [ScoreRequest(None, q, report=REPORT) for q in questions[:3]]
     requests += [ScoreRequest(images[0], q, report=REPORT, order="text_first") for q in questions[:3]]

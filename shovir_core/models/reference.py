@@ -16,8 +16,8 @@ name                   evidence                                    stated behavi
                                                                    absent
 ``ref-anchored@w``     ``w * report + (1 - w) * image`` with the   w = 1: report-present swap flip
                        report present, ``image`` without           rate 0; w = 0: present == absent
-``ref-context-shortcut``  texture of the pixels outside the        OCO on c leaves its call of c
-                       finding's own boxes (``boxes`` input)       unchanged; DOCO changes it
+``ref-context-shortcut``  smoothness of the pixels outside the     OCO on c leaves its call of c
+                       finding's own boxes (``boxes`` input)       unchanged; DOCO turns calls off
 =====================  ==========================================  ===================================
 
 Parameters (priors, CNN weights, context thresholds) come from
@@ -50,7 +50,9 @@ WEIGHTS_FILE = "ref_image_classifier.safetensors"
 REPORT_LOGIT = 4.0
 """Evidence of a positive (+) or negated (-) mention; an unmentioned finding gets ``-REPORT_LOGIT/2``."""
 CONTEXT_GAIN = 4.0
-"""Logit per calibration scale unit of the context texture above the finding's threshold."""
+"""Logit per calibration scale unit by which the context texture lies below the finding's threshold."""
+CONTEXT_CAP = 0.05
+"""Largest local contrast one pixel contributes to the context texture (about 13 of 255 grey levels)."""
 _CLIP = 12.0
 
 _FAMILIES = TokenFamilies(0, 1, (0,), (1,), {0: "yes", 1: "no"})
@@ -76,11 +78,12 @@ def _load_params() -> dict:
 
 
 def context_texture(gray: np.ndarray, boxes: Sequence[Box] | None, finding: str) -> float:
-    """Mean absolute horizontal plus vertical pixel difference outside ``finding``'s boxes.
+    """Mean clipped local contrast ``min(|dx| + |dy|, CONTEXT_CAP)`` outside ``finding``'s boxes.
 
-    Only differences between two pixels that both lie outside every box of ``finding`` count, so
-    pixels inside those boxes cannot move the value; boxes of other findings are kept. With no box
-    of ``finding`` the whole image counts.
+    A pixel counts when it and its right and lower neighbours all lie outside every box of
+    ``finding``, so pixels inside those boxes cannot move the value; boxes of other findings are
+    kept. With no box of ``finding`` the whole image counts. Clipping bounds what one noisy pixel
+    can add, so the value grows with the share of the context that is disturbed.
     """
     g = np.asarray(gray, dtype=np.float64)
     keep = np.ones(g.shape, dtype=bool)
@@ -88,11 +91,9 @@ def context_texture(gray: np.ndarray, boxes: Sequence[Box] | None, finding: str)
     for f, x1, y1, x2, y2 in boxes or ():
         if f == finding:
             keep[max(int(np.floor(y1)), 0):min(int(np.ceil(y2)), h), max(int(np.floor(x1)), 0):min(int(np.ceil(x2)), w)] = False
-    dx, dy = np.abs(np.diff(g, axis=1)), np.abs(np.diff(g, axis=0))
-    kx, ky = keep[:, :-1] & keep[:, 1:], keep[:-1, :] & keep[1:, :]
-    if not kx.any() or not ky.any():
-        return float(dx.mean() + dy.mean())
-    return float(dx[kx].mean() + dy[ky].mean())
+    contrast = np.minimum(np.abs(np.diff(g, axis=1))[:-1, :] + np.abs(np.diff(g, axis=0))[:, :-1], CONTEXT_CAP)
+    valid = keep[:-1, :-1] & keep[:-1, 1:] & keep[1:, :-1]
+    return float(contrast[valid].mean() if valid.any() else contrast.mean())
 
 
 class ReferenceModel(VLM):
@@ -269,21 +270,23 @@ class ContextShortcut(ReferenceModel):
 
     The boxes arrive with the request (``ScoreRequest.boxes``, ``generate_reports(boxes=...)``):
     the boxes of the original image, also when the shown image is perturbed. Evidence for finding
-    ``f`` is ``CONTEXT_GAIN * (T_f - t_f) / s`` with ``T_f`` :func:`context_texture`, ``t_f`` the
-    demo quantile at ``1 - prevalence(f)`` and ``s`` the demo spread, so occluding ``f``'s own boxes
-    (OCO) never moves the call of ``f``, and occluding other findings' boxes (DOCO) does.
+    ``f`` is ``CONTEXT_GAIN * (t_f - T_f) / s`` with ``T_f`` :func:`context_texture`, ``t_f`` the
+    demo quantile at ``prevalence(f)`` and ``s`` the demo spread: a smooth, typical context reads as
+    the finding, a disturbed one does not. Noise outside ``B_c`` (DOCO, RO) raises ``T_c`` and turns
+    calls of ``c`` off; noise inside ``B_c`` (OCO) cannot move them.
     """
 
     uses_boxes = True
-    stated_behaviour = ("OCO on class c leaves its call of c unchanged (OCO flip rate 0); DOCO noise outside "
-                        "B_c raises the texture and flips calls, so DOCO flip rate > OCO flip rate.")
+    stated_behaviour = ("OCO on class c (hard-edged) leaves its call of c unchanged: OCO flip rate 0 against the "
+                        "baseline and, since RO noise only lowers the evidence, against RO too; DOCO noise outside "
+                        "B_c turns calls of c off, so DOCO flip rate > OCO flip rate.")
 
     def _finding_logits(self, image, report, boxes):
         if image is None:
             return {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
         gray = to_gray_float(image)
         ctx = self.params["context"]
-        return {f: CONTEXT_GAIN * (context_texture(gray, boxes, f) - ctx["thresholds"][f]) / ctx["scale"]
+        return {f: CONTEXT_GAIN * (ctx["thresholds"][f] - context_texture(gray, boxes, f)) / ctx["scale"]
                 for f in FINDINGS_13}
 
 

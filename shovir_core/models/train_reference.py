@@ -37,15 +37,15 @@ def label_priors(labels) -> dict[str, float]:
 
 
 def context_calibration(grays: list[np.ndarray], boxes: list[list], priors: dict[str, float]) -> dict:
-    """Per-finding thresholds (quantile at 1 - prior) and the spread of the context texture."""
+    """Per-finding thresholds (quantile at the prior: that share reads positive) and the texture spread."""
     from .reference import context_texture
 
     values = {f: np.array([context_texture(g, b, f) for g, b in zip(grays, boxes)]) for f in FINDINGS_13}
     allv = np.concatenate(list(values.values()))
     q75, q25 = np.percentile(allv, [75, 25])
     return {
-        "statistic": "mean |dx| + mean |dy| over [0,1] pixel pairs outside the finding's boxes",
-        "thresholds": {f: float(np.quantile(values[f], 1.0 - priors[f])) for f in FINDINGS_13},
+        "statistic": "mean of min(|dx| + |dy|, 0.05) over [0,1] pixels outside the finding's boxes",
+        "thresholds": {f: float(np.quantile(values[f], priors[f])) for f in FINDINGS_13},
         "scale": float(max(q75 - q25, 1e-6)),
     }
 
