@@ -65,8 +65,11 @@ def test_token_families_from_tokenizer_and_paper_check():
 
 @pytest.mark.parametrize("text, options, expected", [
     ("Yes", ("Yes", "No"), ("Yes", True)),
-    ("  **No**.", ("Yes", "No"), ("No", True)),
+    ("  **No**.", ("Yes", "No"), ("No", False)),
+    ("No.", ("Yes", "No"), ("No", True)),
+    ("Yes, there is an effusion", ("Yes", "No"), ("Yes", True)),
     ("yes, there is", ("Yes", "No"), ("Yes", False)),
+    ("Nodule present", ("Yes", "No"), ("unscoreable", False)),
     ("Based on the provided report", ("Yes", "No"), ("unscoreable", False)),
     ("Uncertain", ("Yes", "No"), ("unscoreable", False)),
     ("Uncertain.", ("Yes", "No", "Uncertain"), ("Uncertain", True)),

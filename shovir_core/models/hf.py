@@ -21,7 +21,7 @@ import torch
 from .prompts import ANSWER_OPTIONS, report_messages, score_messages
 from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
 from .readouts import TokenFamilies, parse_answer, yes_no_readout
-from .registry import ModelNotAvailableError, ModelSpec
+from .registry import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec
 
 __all__ = ["HFVLM", "pick_device_dtype"]
 
@@ -38,6 +38,34 @@ def pick_device_dtype(spec_dtype: str, *, device: str | None = None, dtype: str 
     dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     name = dtype or (spec_dtype if dev.type == "cuda" else "float32")
     return dev, getattr(torch, name)
+
+
+class _OnceImageProcessor:
+    """Stands in for a processor's image processor while one image is encoded with many prompts.
+
+    The first call is computed; later calls with the same image objects and options return a shallow
+    copy of it. Every other attribute is the wrapped processor's.
+    """
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self._memo: dict = {}
+
+    def __call__(self, images=None, *args, **kwargs):
+        flat, stack = [], [images]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, (list, tuple)):
+                stack.extend(item)
+            else:
+                flat.append(id(item))
+        key = (tuple(flat), repr(args), repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
+        if key not in self._memo:
+            self._memo[key] = self._inner(images, *args, **kwargs)
+        return copy.copy(self._memo[key])
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
 
 
 def _pil(image: np.ndarray):
@@ -95,7 +123,7 @@ class HFVLM(VLM):
         if spec.revision and resolved and not resolved.startswith(spec.revision):
             raise ModelNotAvailableError(
                 f"model {spec.name!r}: the cached checkpoint {path} is revision {resolved[:12]}, the registry pins "
-                f"{spec.revision}; point local_path= or ${'SHOVIR_MODEL_DIR'} at the pinned revision")
+                f"{spec.revision}; point local_path= or ${MODEL_DIR_ENV} at the pinned revision")
         dev, torch_dtype = pick_device_dtype(spec.dtype, device=device, dtype=dtype)
         processor = AutoProcessor.from_pretrained(path, local_files_only=True, **spec.processor_kwargs)
         model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True, dtype=torch_dtype)
@@ -172,7 +200,7 @@ class HFVLM(VLM):
         """Processor inputs of a batch that either all carry an image or none do (left-padded)."""
         kwargs = dict(text=texts, return_tensors="pt", padding=True, add_special_tokens=False)
         if images[0] is not None:
-            kwargs["images"] = [[_pil(im)] for im in images]
+            kwargs["images"] = [[im if not isinstance(im, np.ndarray) else _pil(im)] for im in images]
         batch = self.processor(**kwargs)
         return {k: (v.to(self.device) if torch.is_tensor(v) else v) for k, v in batch.items()}
 
@@ -239,7 +267,15 @@ class HFVLM(VLM):
     def _score_prefix_group(self, requests: list[ScoreRequest]) -> list[dict] | None:
         """Score requests sharing a prompt prefix: prefill it once, then run the suffixes as a batch."""
         texts = [self.render(r) for r in requests]
-        full = [self._encode([t], [r.image]) for t, r in zip(texts, requests)]
+        pil = None if requests[0].image is None else _pil(requests[0].image)
+        inner = self.processor.image_processor if pil is not None else None
+        if inner is not None:  # the group shares one image: preprocess it once, not once per question
+            self.processor.image_processor = _OnceImageProcessor(inner)
+        try:
+            full = [self._encode([t], [pil]) for t in texts]
+        finally:
+            if inner is not None:
+                self.processor.image_processor = inner
         ids = [f["input_ids"][0].tolist() for f in full]
         n = self._shared_prefix(ids)
         if n == 0:

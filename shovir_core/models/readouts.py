@@ -113,7 +113,7 @@ def yes_no_readout(logits: np.ndarray, families: TokenFamilies, *, top1_token: s
     --------
     >>> fam = TokenFamilies(0, 1, (0, 2), (1, 3), {0: "yes", 1: "no", 2: "Yes", 3: "No"})
     >>> r = yes_no_readout(np.log(np.array([0.1, 0.2, 0.6, 0.1])), fam)
-    >>> r["readout"], r["family_readout"], round(r["margin"], 4), round(np.exp(r["family_logp_yes"]), 4)
+    >>> r["readout"], r["family_readout"], round(r["margin"], 4), round(float(np.exp(r["family_logp_yes"])), 4)
     ('no', 'yes', -0.6931, 0.7)
     """
     row = np.asarray(logits, dtype=np.float64)
@@ -138,17 +138,20 @@ _WORD = re.compile(r"[A-Za-z]+")
 
 
 def parse_answer(text: str | None, *, options: Sequence[str] = ("Yes", "No")) -> tuple[str | None, bool | None]:
-    """Parse a generated answer: its first word matched to an option, case-insensitively.
+    """Parse a generated answer and flag format compliance.
 
-    Returns ``(answer, compliant)``: ``answer`` is the option the generation opens with, or
-    ``"unscoreable"``; ``compliant`` is whether the generation is a bare option (the option word
-    with optional surrounding whitespace, markdown emphasis and final punctuation). ``text=None``
+    ``answer`` is the option the generation's first word names (case-insensitive, after leading
+    whitespace, quotes or markdown emphasis), else ``"unscoreable"``. ``compliant`` follows the
+    paper ("the share of generations that open with Yes or No"): the text, after leading whitespace,
+    opens with an option exactly as written, followed by a non-letter or the end. ``text=None``
     (nothing generated) gives ``(None, None)``.
 
     >>> parse_answer("Yes.")
     ('Yes', True)
     >>> parse_answer("No, there is no effusion")
-    ('No', False)
+    ('No', True)
+    >>> parse_answer("**yes**")
+    ('Yes', False)
     >>> parse_answer("Based on the provided report")
     ('unscoreable', False)
     >>> parse_answer("Uncertain", options=("Yes", "No", "Uncertain"))
@@ -156,12 +159,11 @@ def parse_answer(text: str | None, *, options: Sequence[str] = ("Yes", "No")) ->
     """
     if text is None:
         return None, None
-    match = _WORD.search(text)
     lookup = {o.lower(): o for o in options}
-    if match is None or text[: match.start()].strip(" \t\n*_\"'`") != "":
-        return "unscoreable", False
-    answer = lookup.get(match.group(0).lower())
-    if answer is None:
-        return "unscoreable", False
-    rest = text[match.end():].strip(" \t\n*_\"'`.!")
-    return answer, rest == ""
+    match = _WORD.search(text)
+    answer = "unscoreable"
+    if match is not None and text[: match.start()].strip(" \t\n*_\"'`") == "":
+        answer = lookup.get(match.group(0).lower(), "unscoreable")
+    head = text.lstrip()
+    compliant = any(re.match(rf"{re.escape(o)}(?![A-Za-z])", head) for o in options)
+    return answer, compliant
