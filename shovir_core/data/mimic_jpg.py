@@ -1,0 +1,250 @@
+"""Adapter for MIMIC-CXR-JPG (ModaLens): test-split images, CheXpert study labels and reports.
+
+Expected layout (the PhysioNet release, v2.0.0 / v2.1.0; ``.csv`` or ``.csv.gz``)::
+
+    <root>/mimic-cxr-2.0.0-metadata.csv   dicom_id, subject_id, study_id, ViewPosition, Rows, Columns,
+                                          StudyDate, StudyTime, ViewCodeSequence_CodeMeaning, ...
+    <root>/mimic-cxr-2.0.0-split.csv      dicom_id, study_id, subject_id, split (train/validate/test)
+    <root>/mimic-cxr-2.0.0-chexpert.csv   subject_id, study_id, and the 14 CheXpert classes
+                                          (1.0, 0.0, -1.0, blank)
+    <root>/files/p10/p10000032/s50414267/<dicom_id>.jpg
+
+Reports are not part of MIMIC-CXR-JPG; they come from MIMIC-CXR's ``mimic-cxr-reports`` archive
+(``files/p10/p10000032/s50414267.txt``), found under ``reports_root`` (default
+``<root>/mimic-cxr-reports``). Without them the dataset has no reports.
+
+Rows of the images table: ``image_id`` = dicom_id, ``study_id`` and ``patient_id`` (= subject_id)
+as strings, ``view`` = ``ViewPosition`` (``""`` when blank), ``width``/``height`` from
+``Columns``/``Rows``, ``study_datetime`` (ISO, from StudyDate + StudyTime) and ``view_blank``.
+Labels are per study (CheXpert labeller on the report) and are copied to each image of the study;
+studies absent from the label file are blank.
+
+Frontal selection (``frontal_only=True``): ``ViewPosition`` PA or AP, or a blank ``ViewPosition``
+whose ``ViewCodeSequence_CodeMeaning`` is postero-anterior or antero-posterior (ModaLens keeps
+such blank-view pairs and reports them separately).
+
+Records made from this dataset are credentialed (``credentialed=True``): the book renders
+aggregates only and nothing derived from the text or pixels leaves the run record.
+
+Citation: Johnson AEW, Pollard TJ, Greenbaum NR, et al. "MIMIC-CXR-JPG, a large publicly available
+database of labeled chest radiographs", arXiv:1901.07042; Johnson AEW et al., "MIMIC-CXR, a
+de-identified publicly available database of chest radiographs with free-text reports", Scientific
+Data 6:317 (2019).
+Licence: PhysioNet Credentialed Health Data License 1.5.0 (credentialed access; data-use agreement).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..labels import CHEXPERT_CLASSES, CODES
+from .schema import BOX_COLUMNS, Dataset, DatasetError
+
+__all__ = [
+    "load_mimic_jpg", "MIMIC_JPG_FILES", "FRONTAL_CODE_MEANINGS", "MIMIC_JPG_CITATION", "MIMIC_JPG_LICENCE",
+    "image_relpath", "report_relpath",
+]
+
+MIMIC_JPG_FILES = {
+    "metadata": "mimic-cxr-2.0.0-metadata.csv",
+    "split": "mimic-cxr-2.0.0-split.csv",
+    "chexpert": "mimic-cxr-2.0.0-chexpert.csv",
+}
+"""The three metadata files (each may also be gzipped, ``.csv.gz``)."""
+
+FRONTAL_CODE_MEANINGS = ("postero-anterior", "antero-posterior")
+"""``ViewCodeSequence_CodeMeaning`` values that admit a blank-ViewPosition image as frontal."""
+
+SPLITS = ("train", "validate", "test")
+
+MIMIC_JPG_CITATION = (
+    "Johnson AEW, Pollard TJ, Greenbaum NR, et al. MIMIC-CXR-JPG, a large publicly available database of "
+    "labeled chest radiographs. arXiv:1901.07042. Johnson AEW et al. MIMIC-CXR, a de-identified publicly "
+    "available database of chest radiographs with free-text reports. Sci Data 6, 317 (2019)."
+)
+MIMIC_JPG_LICENCE = "PhysioNet Credentialed Health Data License 1.5.0 (credentialed access; data-use agreement)"
+
+
+def image_relpath(subject_id: str, study_id: str, dicom_id: str) -> Path:
+    """``files/p10/p10000032/s50414267/<dicom_id>.jpg`` of one image.
+
+    >>> image_relpath("10000032", "50414267", "abc").as_posix()
+    'files/p10/p10000032/s50414267/abc.jpg'
+    """
+    return Path("files") / f"p{subject_id[:2]}" / f"p{subject_id}" / f"s{study_id}" / f"{dicom_id}.jpg"
+
+
+def report_relpath(subject_id: str, study_id: str) -> Path:
+    """``files/p10/p10000032/s50414267.txt`` of one study's report (MIMIC-CXR reports archive)."""
+    return Path("files") / f"p{subject_id[:2]}" / f"p{subject_id}" / f"s{study_id}.txt"
+
+
+def _read_csv(root: Path, key: str) -> tuple[pd.DataFrame, Path]:
+    base = MIMIC_JPG_FILES[key]
+    for candidate in (root / base, root / f"{base}.gz"):
+        if candidate.is_file():
+            return pd.read_csv(candidate, dtype=str, keep_default_na=False), candidate
+    raise DatasetError(f"mimic-jpg: {root} has neither {base} nor {base}.gz")
+
+
+def _need(df: pd.DataFrame, cols, file: Path) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise DatasetError(f"mimic-jpg: {file.name} lacks columns {missing}")
+
+
+def _ids(series: pd.Series, what: str, file: Path) -> pd.Series:
+    s = series.str.strip()
+    bad = s[~s.str.fullmatch(r"\d+")]
+    if not bad.empty:
+        raise DatasetError(f"mimic-jpg: {file.name}: {what} {bad.iloc[0]!r} is not a numeric id")
+    return s.str.lstrip("0").where(s.str.lstrip("0") != "", "0")
+
+
+def _datetime(date: str, time: str) -> str | None:
+    date, time = date.strip(), time.strip()
+    if not date:
+        return None
+    try:
+        day = pd.to_datetime(date, format="%Y%m%d")
+    except ValueError as exc:
+        raise DatasetError(f"mimic-jpg: StudyDate {date!r} is not YYYYMMDD") from exc
+    if time:
+        hhmmss = time.split(".")[0].zfill(6)
+        frac = float("0." + time.split(".")[1]) if "." in time else 0.0
+        day = day + pd.Timedelta(hours=int(hhmmss[:2]), minutes=int(hhmmss[2:4]),
+                                 seconds=int(hhmmss[4:6]) + frac)
+    return day.isoformat()
+
+
+def _labels(chexpert: pd.DataFrame, file: Path) -> pd.DataFrame:
+    _need(chexpert, ("subject_id", "study_id", *CHEXPERT_CLASSES), file)
+    study = _ids(chexpert["study_id"], "study_id", file)
+    if study.duplicated().any():
+        raise DatasetError(f"mimic-jpg: {file.name}: duplicate study_id {study[study.duplicated()].iloc[0]!r}")
+    out = pd.DataFrame(index=pd.Index(study.to_numpy(), name="study_id"))
+    for cls in CHEXPERT_CLASSES:
+        raw = chexpert[cls].str.strip()
+        values = pd.to_numeric(raw.where(raw != "", None), errors="coerce").to_numpy(dtype=float)
+        bad = ~(np.isnan(values) | np.isin(values, CODES)) | (np.isnan(values) & (raw.to_numpy() != ""))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise DatasetError(f"mimic-jpg: {file.name}: study {study.iloc[i]!r}, class {cls!r}: "
+                               f"label {raw.iloc[i]!r} is not 1, 0, -1 or blank")
+        out[cls] = values
+    return out
+
+
+def load_mimic_jpg(root: str | Path, *, split: str | None = "test", frontal_only: bool = True,
+                   reports_root: str | Path | None = None, name: str = "mimic-cxr-jpg") -> Dataset:
+    """Load MIMIC-CXR-JPG images of one split with study labels (and reports when present).
+
+    Parameters
+    ----------
+    root
+        The MIMIC-CXR-JPG folder (metadata CSVs and ``files/``).
+    split
+        ``"test"`` (the ModaLens cohort), ``"validate"``, ``"train"`` or ``None`` for all.
+    frontal_only
+        Keep frontal images only (see the module docstring for the rule).
+    reports_root
+        Folder holding the MIMIC-CXR reports (``files/pXX/pSUBJECT/sSTUDY.txt``); default
+        ``<root>/mimic-cxr-reports`` when it exists, else no reports.
+    name
+        Dataset name recorded in run manifests.
+
+    Returns
+    -------
+    Dataset
+        With ``credentialed=True`` and no boxes.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise DatasetError(f"mimic-jpg: {root} is not a folder")
+    if split is not None and split not in SPLITS:
+        raise DatasetError(f"mimic-jpg: split {split!r} not in {SPLITS}")
+    meta, meta_file = _read_csv(root, "metadata")
+    _need(meta, ("dicom_id", "subject_id", "study_id", "ViewPosition", "Rows", "Columns", "StudyDate",
+                 "StudyTime"), meta_file)
+    splits, split_file = _read_csv(root, "split")
+    _need(splits, ("dicom_id", "split"), split_file)
+    chexpert, chexpert_file = _read_csv(root, "chexpert")
+    study_labels = _labels(chexpert, chexpert_file)
+
+    meta = meta.assign(subject_id=_ids(meta["subject_id"], "subject_id", meta_file),
+                       study_id=_ids(meta["study_id"], "study_id", meta_file),
+                       dicom_id=meta["dicom_id"].str.strip())
+    if meta["dicom_id"].duplicated().any():
+        raise DatasetError(f"mimic-jpg: {meta_file.name}: duplicate dicom_id "
+                           f"{meta['dicom_id'][meta['dicom_id'].duplicated()].iloc[0]!r}")
+    split_of = dict(zip(splits["dicom_id"].str.strip(), splits["split"].str.strip()))
+    unknown = sorted(set(split_of.values()) - set(SPLITS))
+    if unknown:
+        raise DatasetError(f"mimic-jpg: {split_file.name}: unknown split values {unknown}")
+    missing = meta["dicom_id"][~meta["dicom_id"].isin(split_of)]
+    if not missing.empty:
+        raise DatasetError(f"mimic-jpg: image {missing.iloc[0]!r} has no row in {split_file.name}")
+    meta["split"] = meta["dicom_id"].map(split_of)
+    if split is not None:
+        meta = meta[meta["split"] == split]
+    view = meta["ViewPosition"].str.strip().str.upper()
+    code = (meta["ViewCodeSequence_CodeMeaning"].str.strip().str.lower()
+            if "ViewCodeSequence_CodeMeaning" in meta.columns else pd.Series("", index=meta.index))
+    frontal = view.isin(["PA", "AP"]) | ((view == "") & code.isin(FRONTAL_CODE_MEANINGS))
+    meta = meta.assign(view=view, frontal=frontal)
+    if frontal_only:
+        meta = meta[meta["frontal"]]
+    if meta.empty:
+        raise DatasetError(f"mimic-jpg: no {'frontal ' if frontal_only else ''}images in split {split!r} of {root}")
+    meta = meta.sort_values("dicom_id").reset_index(drop=True)
+
+    rows = []
+    for r in meta.itertuples():
+        try:
+            width, height = int(r.Columns), int(r.Rows)
+        except ValueError:
+            raise DatasetError(f"mimic-jpg: image {r.dicom_id!r}: Rows/Columns {r.Rows!r}/{r.Columns!r} "
+                               f"are not integers") from None
+        rows.append({
+            "image_id": r.dicom_id, "study_id": r.study_id, "patient_id": r.subject_id,
+            "view": r.view, "path": str((root / image_relpath(r.subject_id, r.study_id, r.dicom_id)).resolve()),
+            "width": width, "height": height,
+            "study_datetime": _datetime(r.StudyDate, r.StudyTime), "view_blank": r.view == "",
+            "split": r.split,
+        })
+    images = pd.DataFrame(rows)
+    labels = (study_labels.reindex(images["study_id"]).set_axis(pd.Index(images["image_id"], name="image_id"))
+              .astype(float))
+
+    if reports_root is None and (root / "mimic-cxr-reports").is_dir():
+        reports_root = root / "mimic-cxr-reports"
+    reports, report_files = None, ()
+    if reports_root is not None:
+        reports_root = Path(reports_root)
+        texts, files = {}, []
+        for study, subject in images[["study_id", "patient_id"]].drop_duplicates().itertuples(index=False):
+            path = reports_root / report_relpath(subject, study)
+            if not path.is_file():
+                raise DatasetError(f"mimic-jpg: study {study!r}: report file not found: {path}")
+            texts[study] = " ".join(path.read_text(encoding="utf-8").split())
+            files.append(path)
+        reports = pd.DataFrame({"text": pd.Series(texts)}).rename_axis("study_id")
+        report_files = tuple(files)
+
+    boxes = pd.DataFrame({c: pd.Series(dtype=float if c[0] in "xy" else object) for c in BOX_COLUMNS})
+    return Dataset(
+        name=name, root=root, images=images, boxes=boxes, labels=labels, reports=reports, credentialed=True,
+        citation=MIMIC_JPG_CITATION, licence=MIMIC_JPG_LICENCE,
+        extra_files=(meta_file, split_file, chexpert_file, *report_files),
+    )
+
+
+def _register() -> None:
+    from . import register_adapter
+
+    register_adapter("mimic-jpg", load_mimic_jpg)
+
+
+_register()

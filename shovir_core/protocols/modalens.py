@@ -1,0 +1,476 @@
+"""The ``modalens`` protocol: image swap with and without the report (ModaLens §2-§3).
+
+One record per (dataset, model, arm). An *arm* fixes the report condition (present / absent), the
+block order (image first / text first), the answer instruction and whether the image is shown.
+Every trial -- a (case, question) pair -- is run on the case's own image ``c`` and on its
+substitute ``d`` with everything else identical, so flips are paired; one row per trial holds the
+readouts of both sides (columns ``*_c`` and ``*_d``).
+
+Cohort
+    Frontal images, one source image per study (the smallest image id among the study's frontal
+    images). A case is a source image plus the substitute drawn by
+    :func:`shovir_core.perturb.sample_substitutes` (three tiers, SSIM rejection) among the same
+    one-image-per-study pool; cases without any candidate are dropped and counted.
+Questions
+    13 finding questions from a fixed template per finding plus the composite "any acute
+    cardiopulmonary finding" question, scored against any-of-13 (:data:`TEMPLATES`). Designs
+    (:data:`DESIGNS`): ``all14``; ``f13`` (no composite); ``one_q`` (the case's primary positive
+    finding -- the first positive of the 13 in CheXbert order under the primary policy -- else the
+    composite with target no); ``six`` (the findings whose source yes-rate lies in
+    ``six_range``, fixed in the resolved spec before any model runs).
+Reports
+    The source study's report, fixed on both sides. Datasets without report text (the 64-px NIH
+    demo) use :func:`shovir_core.data.template_reports.template_report` of the study's labels
+    (``reports: template``); the record says which.
+Labels
+    Per study, under every policy of :data:`shovir_core.labels.POLICIES`: ``target_c__<policy>``,
+    ``target_d__<policy>`` and ``label_changed__<policy>``; the unsuffixed columns use
+    ``primary_policy``. Raw codes: ``code_c``/``code_d`` (NaN for the composite) and the 14-code
+    vectors ``labels_c``/``labels_d`` (JSON).
+Readouts per side
+    Every key of :data:`shovir_core.models.protocol.SCORE_KEYS` (lowercase logits and readout,
+    token-family logits and readout, full-vocabulary log-probabilities, top-1 token, every family
+    token's logit as JSON, the generated answer, its parse and compliance), plus the SHA-256 of the
+    exact model input.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ..data import load_dataset
+from ..data import mimic_jpg as _mimic_jpg  # noqa: F401  (registers the "mimic-jpg" adapter)
+from ..data.template_reports import template_fingerprint, template_reports
+from ..labels import CHEXPERT_CLASSES, FINDINGS_13, POLICIES, apply_policy
+from ..records import Run, RunWriter, load_run, spec_hash
+
+__all__ = [
+    "PROTOCOL", "DESIGNS", "TEMPLATES", "COMPOSITE", "REPORT_CONDITIONS", "DEFAULTS", "resolve_spec",
+    "execute", "question_text", "question_id", "build_cases", "case_labels", "policy_targets",
+    "primary_finding", "prespecified_findings", "select_questions", "arm_label",
+]
+
+PROTOCOL = "modalens"
+COMPOSITE = "composite"
+DESIGNS = ("all14", "f13", "one_q", "six")
+REPORT_CONDITIONS = ("present", "absent")
+ORDERS = ("image_first", "text_first")
+
+TEMPLATES: dict[str, dict[str, str]] = {
+    "default": {"finding": "Does this chest X-ray show {finding}?",
+                "composite": "Does this chest X-ray show any acute cardiopulmonary finding?"},
+    "alt": {"finding": "Is {finding} present on this chest X-ray?",
+            "composite": "Is any acute cardiopulmonary finding present on this chest X-ray?"},
+}
+"""Question templates (paper-map B.1; App. L): the finding is the CheXpert class name in lower case."""
+
+DEFAULTS: dict = {
+    "dataset": "demo-64px",
+    "model": "ref-anchored@0.5",
+    "design": "all14",
+    "template": "default",
+    "report": "present",
+    "order": "image_first",
+    "instruction": "none",
+    "image": True,
+    "answer_tokens": 8,
+    "reports": "auto",
+    "template_negatives": "routine",
+    "substitute_seed": 0,
+    "ssim_size": 896,
+    "ssim_threshold": 0.9,
+    "n_patients": None,
+    "subset_seed": 0,
+    "primary_policy": "u-negative",
+    "six_range": [0.2, 0.8],
+    "batch_cases": 64,
+}
+"""Every spec key and its default (the paper's settings where it states them)."""
+
+
+# --------------------------------------------------------------------------- questions
+def question_id(finding: str) -> str:
+    """Stable id of a question: the finding in snake case, or ``composite``.
+
+    >>> question_id("Pleural Effusion")
+    'pleural_effusion'
+    """
+    if finding == COMPOSITE:
+        return COMPOSITE
+    if finding not in FINDINGS_13:
+        raise ValueError(f"unknown ModaLens finding {finding!r}; use one of {list(FINDINGS_13)} or {COMPOSITE!r}")
+    return finding.lower().replace(" ", "_")
+
+
+def question_text(finding: str, *, template: str = "default") -> str:
+    """The question asked about ``finding`` (or the composite) under a template.
+
+    >>> question_text("Pleural Effusion")
+    'Does this chest X-ray show pleural effusion?'
+    >>> question_text(COMPOSITE, template="alt")
+    'Is any acute cardiopulmonary finding present on this chest X-ray?'
+    """
+    if template not in TEMPLATES:
+        raise ValueError(f"unknown question template {template!r}; use one of {sorted(TEMPLATES)}")
+    question_id(finding)
+    t = TEMPLATES[template]
+    return t["composite"] if finding == COMPOSITE else t["finding"].format(finding=finding.lower())
+
+
+# --------------------------------------------------------------------------- labels
+def policy_targets(codes: pd.DataFrame, policy: str) -> pd.DataFrame:
+    """Binary targets of the 13 findings plus ``composite`` (any of the 13) under ``policy``.
+
+    A composite target is 1 when any finding is positive, NaN when none is positive but some is
+    excluded by the policy, else 0. ``No Finding`` never enters.
+    """
+    mapped = apply_policy(codes[list(FINDINGS_13)].astype(float), policy)
+    any_pos = (mapped == 1.0).any(axis=1)
+    any_nan = mapped.isna().any(axis=1)
+    mapped[COMPOSITE] = np.where(any_pos, 1.0, np.where(any_nan, np.nan, 0.0))
+    return mapped
+
+
+def case_labels(cases: pd.DataFrame, labels: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """CheXpert codes of each case's source and substitute image (index = case id)."""
+    src = labels.reindex(cases["image_id"]).set_axis(pd.Index(cases["case_id"], name="case_id"))
+    sub = labels.reindex(cases["sub_image_id"]).set_axis(pd.Index(cases["case_id"], name="case_id"))
+    return src[list(CHEXPERT_CLASSES)].astype(float), sub[list(CHEXPERT_CLASSES)].astype(float)
+
+
+def primary_finding(targets: pd.DataFrame) -> pd.Series:
+    """Per case, the first positive of the 13 findings in CheXbert order, else ``composite``.
+
+    ``targets`` are binary source targets (:func:`policy_targets`).
+    """
+    pos = targets[list(FINDINGS_13)].to_numpy(dtype=float) == 1.0
+    first = np.where(pos.any(axis=1), pos.argmax(axis=1), -1)
+    return pd.Series([FINDINGS_13[i] if i >= 0 else COMPOSITE for i in first], index=targets.index,
+                     name="primary_finding")
+
+
+def prespecified_findings(targets: pd.DataFrame, *, lo: float = 0.2, hi: float = 0.8) -> list[str]:
+    """Findings whose source yes-rate lies in ``[lo, hi]`` (the prespecified-six rule), CheXbert order."""
+    if not 0.0 <= lo <= hi <= 1.0:
+        raise ValueError(f"six_range must satisfy 0 <= lo <= hi <= 1, got [{lo}, {hi}]")
+    rates = targets[list(FINDINGS_13)].mean(axis=0, skipna=True)
+    return [f for f in FINDINGS_13 if lo <= rates[f] <= hi]
+
+
+def select_questions(targets: pd.DataFrame, *, design: str, six: list[str] | None = None) -> list[tuple[str, str]]:
+    """(case id, finding) pairs of a design, in case then CheXbert order."""
+    if design not in DESIGNS:
+        raise ValueError(f"unknown design {design!r}; use one of {DESIGNS}")
+    if design == "one_q":
+        prim = primary_finding(targets)
+        return [(c, prim[c]) for c in targets.index]
+    findings = {"all14": [*FINDINGS_13, COMPOSITE], "f13": list(FINDINGS_13)}.get(design)
+    if design == "six":
+        if six is None:
+            raise ValueError("design 'six' needs the prespecified findings (resolve_spec fills them)")
+        findings = list(six)
+    return [(c, f) for c in targets.index for f in findings]
+
+
+# --------------------------------------------------------------------------- cohort
+def _expand(source: str) -> str:
+    return os.path.expandvars(source)
+
+
+@functools.lru_cache(maxsize=4)
+def _dataset(source: str):
+    return load_dataset(_expand(source))
+
+
+@functools.lru_cache(maxsize=8)
+def _pairs(source: str, sha: str, seed: int, ssim_size: int, ssim_threshold: float) -> pd.DataFrame:
+    from ..perturb import sample_substitutes
+    from ..perturb.swap import cohort_from_dataset
+
+    ds = _dataset(source)
+    if ds.manifest_hash != sha:
+        raise RuntimeError(f"modalens: dataset {source!r} changed since the spec was resolved")
+    pool = _source_pool(ds)
+    cohort = cohort_from_dataset(ds)
+    cohort = cohort[cohort["image_id"].isin(pool)].reset_index(drop=True)
+    # the pool is frontal by construction (blank-view frontal MIMIC images included)
+    views = tuple(cohort["view"].astype(str).unique())
+    return sample_substitutes(cohort, seed=seed, sources=pool, ssim_size=ssim_size,
+                              ssim_threshold=ssim_threshold, frontal_views=views, load_image=ds.load_image)
+
+
+def _source_pool(ds) -> list[str]:
+    """One frontal image per study (smallest image id)."""
+    from ..perturb.swap import FRONTAL_VIEWS
+
+    img = ds.images
+    frontal = img[img["view"].astype(str).str.upper().isin(FRONTAL_VIEWS)
+                  | img.get("view_blank", pd.Series(False, index=img.index)).astype(bool)]
+    return sorted(frontal.sort_values("image_id").groupby("study_id", sort=True)["image_id"].first())
+
+
+def build_cases(spec: dict) -> tuple[pd.DataFrame, dict]:
+    """The cases of a resolved spec (one row per case) and the cohort accounting counts."""
+    ds = _dataset(spec["dataset"])
+    pairs = _pairs(spec["dataset"], spec["dataset_sha256"], int(spec["substitute_seed"]),
+                   int(spec["ssim_size"]), float(spec["ssim_threshold"]))
+    img = ds.images.set_index("image_id")
+    counts = {
+        "n_images_dataset": int(len(img)),
+        "n_studies_dataset": int(img["study_id"].nunique()),
+        "n_patients_dataset": int(img["patient_id"].nunique()),
+        "n_source_studies": int(len(pairs)),
+        "n_no_substitute": int((pairs["tier"] == 0).sum()),
+        "n_ssim_rejected": int(pairs["n_rejected_ssim"].sum()),
+    }
+    cases = pairs[pairs["tier"] > 0].copy()
+    cases.insert(0, "case_id", cases["image_id"])
+    counts["n_cases_cohort"] = int(len(cases))
+    counts["n_patients_cohort"] = int(cases["patient_id"].nunique())
+    if spec["n_patients"] is not None:
+        patients = np.array(sorted(cases["patient_id"].unique()))
+        k = int(spec["n_patients"])
+        if not 1 <= k <= len(patients):
+            raise ValueError(f"modalens: n_patients = {k} but the cohort has {len(patients)} patients")
+        rng = np.random.default_rng(int(spec["subset_seed"]))
+        keep = set(rng.choice(patients, size=k, replace=False).tolist())
+        cases = cases[cases["patient_id"].isin(keep)]
+    for extra in ("study_datetime", "view_blank"):
+        if extra in img.columns:
+            cases[f"{extra}_c"] = img.loc[cases["image_id"], extra].to_numpy()
+            cases[f"{extra}_d"] = img.loc[cases["sub_image_id"], extra].to_numpy()
+    counts.update({
+        "n_cases": int(len(cases)), "n_patients": int(cases["patient_id"].nunique()),
+        "n_patients_multi_study": int((cases.groupby("patient_id")["study_id"].nunique() >= 2).sum()),
+        **{f"n_tier{t}": int((cases["tier"] == t).sum()) for t in (1, 2, 3)},
+        "n_same_patient": int((cases["pair_type"] == "same-patient").sum()),
+        "n_cross_patient": int((cases["pair_type"] == "cross-patient").sum()),
+    })
+    return cases.reset_index(drop=True), counts
+
+
+def _reports(spec: dict, cases: pd.DataFrame) -> pd.Series:
+    """Report text of each case's source study (index = case id)."""
+    ds = _dataset(spec["dataset"])
+    if spec["reports"] == "dataset":
+        text = ds.reports["text"]
+        missing = sorted(set(cases["study_id"]) - set(text.index.astype(str)))
+        if missing:
+            raise ValueError(f"modalens: study {missing[0]!r} of dataset {spec['dataset']!r} has no report")
+        text.index = text.index.astype(str)
+        return pd.Series(text.loc[cases["study_id"]].to_numpy(), index=cases["case_id"])
+    labels = ds.labels.reindex(cases["image_id"])
+    reps = template_reports(labels, negatives=spec["template_negatives"])
+    return pd.Series(reps["text"].to_numpy(), index=cases["case_id"])
+
+
+# --------------------------------------------------------------------------- spec
+def arm_label(spec: dict) -> str:
+    """Short label of an arm, e.g. ``P/image_first/none/image``."""
+    return "/".join([{"present": "P", "absent": "A"}[spec["report"]], spec["order"], spec["instruction"],
+                     "image" if spec["image"] else "no-image"])
+
+
+def resolve_spec(spec: dict) -> dict:
+    """Fill every default, validate, and pin the dataset hash (and the six findings for ``six``)."""
+    from ..models.prompts import INSTRUCTIONS
+
+    unknown = sorted(set(spec) - set(DEFAULTS) - {"dataset_sha256", "six_findings"})
+    if unknown:
+        raise ValueError(f"modalens: unknown spec keys {unknown} (allowed: {sorted(DEFAULTS)})")
+    out = {**DEFAULTS, **spec}
+    checks = {"design": DESIGNS, "template": tuple(TEMPLATES), "report": REPORT_CONDITIONS, "order": ORDERS,
+              "instruction": tuple(INSTRUCTIONS), "reports": ("auto", "dataset", "template"),
+              "template_negatives": ("routine", "all", "none"), "primary_policy": tuple(POLICIES)}
+    for key, allowed in checks.items():
+        if out[key] not in allowed:
+            raise ValueError(f"modalens: {key} = {out[key]!r} not in {allowed}")
+    if not isinstance(out["image"], bool):
+        raise ValueError(f"modalens: image must be true or false, got {out['image']!r}")
+    for key in ("answer_tokens", "substitute_seed", "ssim_size", "subset_seed", "batch_cases"):
+        if not isinstance(out[key], int) or out[key] < 0:
+            raise ValueError(f"modalens: {key} must be a non-negative integer, got {out[key]!r}")
+    if out["batch_cases"] < 1:
+        raise ValueError("modalens: batch_cases must be >= 1")
+    if out["n_patients"] is not None and (not isinstance(out["n_patients"], int) or out["n_patients"] < 1):
+        raise ValueError(f"modalens: n_patients must be a positive integer or null, got {out['n_patients']!r}")
+    lo, hi = (float(v) for v in out["six_range"])
+    out["six_range"] = [lo, hi]
+    out["ssim_threshold"] = float(out["ssim_threshold"])
+    ds = _dataset(out["dataset"])
+    if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
+        raise ValueError(f"modalens: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
+                         f"the spec pins {str(spec['dataset_sha256'])[:12]}...")
+    out["dataset_sha256"] = ds.manifest_hash
+    if out["reports"] == "auto":
+        out["reports"] = "dataset" if ds.reports is not None else "template"
+    elif out["reports"] == "dataset" and ds.reports is None:
+        raise ValueError(f"modalens: dataset {out['dataset']!r} has no report text; use reports: template")
+    if out["reports"] == "template":
+        out["template_id"] = template_fingerprint(negatives=out["template_negatives"])
+    if out["design"] == "six":
+        if "six_findings" in spec:
+            out["six_findings"] = list(spec["six_findings"])
+        else:
+            # the rule is applied to the full cohort's source labels, before any model output exists
+            src = ds.labels.reindex(_source_pool(ds))[list(CHEXPERT_CLASSES)].astype(float)
+            out["six_findings"] = prespecified_findings(policy_targets(src, out["primary_policy"]), lo=lo, hi=hi)
+        if not out["six_findings"]:
+            raise ValueError(f"modalens: no finding has a source yes-rate in [{lo}, {hi}] on {out['dataset']!r}")
+    else:
+        out.pop("six_findings", None)
+    return out
+
+
+# --------------------------------------------------------------------------- execution
+def _sha(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
+
+
+def _codes_json(row: pd.Series) -> str:
+    return json.dumps({c: (None if np.isnan(v) else float(v)) for c, v in row.items()})
+
+
+def _side_columns(res: dict, side: str) -> dict:
+    out = {}
+    for key, value in res.items():
+        if key == "token_logits":
+            value = json.dumps(value, sort_keys=True)
+        out[f"{key}_{side}"] = value
+    return out
+
+
+def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.DataFrame:
+    """Every trial's ids, pair fields and labels (no model output yet), one row per trial."""
+    ds = _dataset(spec["dataset"])
+    src, sub = case_labels(cases, ds.labels)
+    targets = {p: (policy_targets(src, p), policy_targets(sub, p)) for p in POLICIES}
+    questions = select_questions(targets[spec["primary_policy"]][0], design=spec["design"],
+                                 six=spec.get("six_findings"))
+    q = pd.DataFrame(questions, columns=["case_id", "finding"])
+    q["question_id"] = q["finding"].map(question_id)
+    c = cases.set_index("case_id")
+    df = pd.DataFrame({
+        "trial_id": q["case_id"] + ":" + q["question_id"], "case_id": q["case_id"], "design": spec["design"],
+        "question_id": q["question_id"], "finding": q["finding"], "is_composite": q["finding"] == COMPOSITE,
+        "template_id": spec["template"],
+        "question": q["finding"].map(lambda f: question_text(f, template=spec["template"])),
+    })
+    take = {"patient_id": "patient_id", "study_id": "study_id", "image_id": "image_id",
+            "sub_patient_id": "sub_patient_id", "sub_study_id": "sub_study_id", "sub_image_id": "sub_image_id",
+            "view_c": "view", "view_d": "sub_view", "pair_type": "pair_type", "tier": "tier",
+            "tier_name": "tier_name", "n_candidates": "n_candidates", "n_rejected_ssim": "n_rejected_ssim",
+            "ssim": "ssim"}
+    for extra in ("study_datetime", "view_blank"):
+        if f"{extra}_c" in c.columns:
+            take.update({f"{extra}_c": f"{extra}_c", f"{extra}_d": f"{extra}_d"})
+    for out_col, case_col in take.items():
+        df[out_col] = c[case_col].reindex(q["case_id"]).to_numpy()
+    df["substitute_seed"] = int(spec["substitute_seed"])
+    row = src.index.get_indexer(q["case_id"])
+    findings = list(CHEXPERT_CLASSES)
+    col = np.array([findings.index(f) if f != COMPOSITE else -1 for f in q["finding"]])
+    for side, codes in (("c", src), ("d", sub)):
+        arr = codes.to_numpy(dtype=float)
+        df[f"code_{side}"] = np.where(col >= 0, arr[row, np.maximum(col, 0)], np.nan)
+        js = [_codes_json(r) for _, r in codes.iterrows()]
+        df[f"labels_{side}"] = [js[i] for i in row]
+    df["report_condition"], df["order"] = spec["report"], spec["order"]
+    df["instruction"], df["image_included"] = spec["instruction"], bool(spec["image"])
+    df["report_source"] = spec["reports"]
+    rep = reports.reindex(q["case_id"])
+    df["report_sha256"] = rep.map(_sha).to_numpy()
+    df["report_chars"] = rep.str.len().to_numpy()
+    for p, (tc, td) in targets.items():
+        cols = list(tc.columns)
+        tcol = np.array([cols.index(f) for f in q["finding"]])
+        a = tc.to_numpy(dtype=float)[row, tcol]
+        b = td.to_numpy(dtype=float)[row, tcol]
+        df[f"target_c__{p}"], df[f"target_d__{p}"] = a, b
+        df[f"label_changed__{p}"] = np.where(np.isnan(a) | np.isnan(b), np.nan, (a != b).astype(float))
+    p = spec["primary_policy"]
+    df["target_c"], df["target_d"] = df[f"target_c__{p}"], df[f"target_d__{p}"]
+    df["label_changed"] = df[f"label_changed__{p}"]
+    if "study_datetime_c" in df.columns:
+        gap = pd.to_datetime(df["study_datetime_d"]) - pd.to_datetime(df["study_datetime_c"])
+        df["gap_days"] = gap.dt.total_seconds() / 86400.0
+    return df
+
+
+def _load_pixels(path: str) -> np.ndarray:
+    """Pixels of one image file (as :meth:`shovir_core.data.Dataset.load_image`, without the id lookup)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return np.asarray(im)
+
+
+def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> pd.DataFrame:
+    from ..models.protocol import ScoreRequest
+
+    report_on = spec["report"] == "present"
+    sides = ("c", "d") if spec["image"] else ("c",)
+    requests, where = [], []
+    for t in trials.itertuples(index=False):
+        for side in sides:
+            image = images[t.image_id if side == "c" else t.sub_image_id] if spec["image"] else None
+            requests.append(ScoreRequest(
+                image=image, question=t.question, report=reports[t.case_id] if report_on else None,
+                order=spec["order"], instruction=spec["instruction"],
+                finding=t.finding,
+            ))
+            where.append((t.trial_id, side))
+    results = model.score_yes_no(requests, answer_tokens=spec["answer_tokens"])
+    if len(results) != len(requests):
+        raise RuntimeError(f"modalens: model {spec['model']!r} returned {len(results)} results "
+                           f"for {len(requests)} requests")
+    per_trial: dict[str, dict] = {}
+    for (trial_id, side), res in zip(where, results):
+        cols = _side_columns(res, side)  # includes input_hash_<side>: the inference-cache key
+        per_trial.setdefault(trial_id, {}).update(cols)
+        if not spec["image"]:  # image absent: both sides are the same input
+            per_trial[trial_id].update({k[:-2] + "_d": v for k, v in cols.items()})
+    out = pd.DataFrame.from_dict(per_trial, orient="index")
+    out.index.name = "trial_id"
+    return trials.set_index("trial_id").join(out).reset_index()
+
+
+def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
+    """Run every trial of ``spec`` (resolved) on both images; resumable by case chunks."""
+    from ..models import cached, get_model
+
+    ds = _dataset(spec["dataset"])
+    if ds.manifest_hash != spec["dataset_sha256"]:
+        raise RuntimeError(f"modalens: dataset {spec['dataset']!r} changed since the spec was resolved")
+    cases, counts = build_cases(spec)
+    reports = _reports(spec, cases)
+    trials = _trial_frame(spec, cases, reports)
+    model = cached(get_model(spec["model"]), progress=False, chunk_size=4096)
+    seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
+    model_info = {"id": spec["model"], **model.provenance()}
+    with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model=model_info, seeds=seeds,
+                   credentialed=ds.credentialed) as writer:
+        todo = trials[~trials["trial_id"].isin(writer.done_ids)]
+        image_paths = dict(zip(ds.images["image_id"], ds.images["path"]))
+        case_ids = list(dict.fromkeys(todo["case_id"]))
+        chunks = [case_ids[i:i + spec["batch_cases"]] for i in range(0, len(case_ids), spec["batch_cases"])]
+        bar = tqdm(total=len(todo), desc=f"modalens {spec['model']} {arm_label(spec)}", unit="trial",
+                   disable=not progress)
+        for chunk in chunks:
+            part = todo[todo["case_id"].isin(chunk)]
+            images = {}
+            if spec["image"]:
+                for image_id in pd.unique(pd.concat([part["image_id"], part["sub_image_id"]])):
+                    images[image_id] = _load_pixels(image_paths[image_id])
+            writer.append(_score_chunk(model, spec, part, reports, images))
+            bar.update(len(part))
+        bar.close()
+        writer.complete(**counts, n_questions=int(trials["question_id"].nunique()),
+                        arm=arm_label(spec))
+    return load_run(PROTOCOL, name, spec_hash(spec))

@@ -1,0 +1,465 @@
+"""ModaLens tables and figures as pure functions of ``modalens`` run records (trial frames).
+
+Every function takes the ``trials`` frames of :mod:`shovir_core.protocols.modalens` records (one
+frame per arm) and returns a :class:`TableResult`: a display frame plus a flat dict of values whose
+keys are the glue keys without the ``ml.`` prefix (e.g. ``t2.all14.present.flip_rate``).
+
+Readouts (paper-map B.1): ``lowercase`` (argmax of the lowercase ``yes``/``no`` logits; columns
+``readout_c``/``readout_d``), ``family`` (log-sum-exp of the token families; ``family_readout_*``)
+and ``generated`` (the parsed greedy answer; ``answer_*``). Under ``generated`` a trial counts only
+when the answer on both images -- and, for paired arms, in both arms -- opens with Yes or No;
+format compliance is the share of generations that do.
+
+Intervals are patient-clustered percentile bootstraps (:func:`shovir_core.stats.cluster_bootstrap`)
+with rates, paired differences and ratios computed inside each draw; every call draws from
+``numpy.random.default_rng(seed)``, so comparisons on the same patients share their resamples.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..labels import FINDINGS_13
+from ..metrics import modalens as mm
+from ..stats import cluster_bootstrap, paired_rates
+from .modalens import COMPOSITE, prespecified_findings, primary_finding
+
+__all__ = [
+    "READOUTS", "TableResult", "answers", "design_subset", "pair_arms", "compare_arms", "rate_interval",
+    "cohort_table", "primary_comparison", "instruction_table", "accuracy_table", "readout_validation",
+    "margin_changes", "margin_by_finding", "anchoring_sweep", "six_findings",
+]
+
+READOUTS: dict[str, str] = {"lowercase": "readout", "family": "family_readout", "generated": "answer"}
+"""Readout name -> column stem (``<stem>_c`` / ``<stem>_d``)."""
+
+_YES = {"yes", "Yes"}
+_SCOREABLE = {"Yes", "No"}
+
+
+@dataclass
+class TableResult:
+    """A display table and the values to glue (keys without the ``ml.`` namespace)."""
+
+    frame: pd.DataFrame
+    values: dict[str, float] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- trials
+def _check(trials: pd.DataFrame, what: str) -> None:
+    if not isinstance(trials, pd.DataFrame) or trials.empty:
+        raise ValueError(f"{what}: expected a non-empty trials frame of a modalens record")
+    for col in ("trial_id", "patient_id", "case_id", "finding"):
+        if col not in trials.columns:
+            raise ValueError(f"{what}: trials lack column {col!r} (not a modalens record?)")
+
+
+def answers(trials: pd.DataFrame, readout: str = "lowercase") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Binary answers on the source (``c``) and substitute (``d``) image and a validity mask.
+
+    Returns ``(yes_c, yes_d, valid)``: 1 = yes, 0 = no; ``valid`` is False where a generated answer
+    is unscoreable (or missing) on either side (always True for logit readouts).
+    """
+    if readout not in READOUTS:
+        raise ValueError(f"unknown readout {readout!r}; use one of {sorted(READOUTS)}")
+    stem = READOUTS[readout]
+    cols = (f"{stem}_c", f"{stem}_d")
+    missing = [c for c in cols if c not in trials.columns]
+    if missing:
+        raise ValueError(f"trials lack readout columns {missing}")
+    c, d = trials[cols[0]], trials[cols[1]]
+    if readout == "generated":
+        valid = (c.isin(_SCOREABLE) & d.isin(_SCOREABLE)).to_numpy()
+    else:
+        valid = np.ones(len(trials), dtype=bool)
+    return c.isin(_YES).to_numpy().astype(float), d.isin(_YES).to_numpy().astype(float), valid
+
+
+def six_findings(trials: pd.DataFrame, *, lo: float = 0.2, hi: float = 0.8) -> list[str]:
+    """The prespecified findings of a cohort (source yes-rate in ``[lo, hi]``) from its all-14 trials."""
+    per_case = trials[trials["finding"] != COMPOSITE].pivot_table(index="case_id", columns="finding",
+                                                                  values="target_c", aggfunc="first")
+    return prespecified_findings(per_case.reindex(columns=list(FINDINGS_13)), lo=lo, hi=hi)
+
+
+def design_subset(trials: pd.DataFrame, design: str, *, six: Sequence[str] | None = None) -> pd.DataFrame:
+    """The trials of a design taken from an all-14 record (``all14``, ``f13``, ``one_q``, ``six``).
+
+    ``one_q`` keeps, per case, the question on the first positive source finding (CheXbert order,
+    primary policy) or the composite question when no finding is positive -- the same rule as the
+    protocol's ``one_q`` design, so the trials are identical.
+    """
+    _check(trials, "design_subset")
+    if design == "all14":
+        return trials
+    if design == "f13":
+        return trials[trials["finding"] != COMPOSITE]
+    if design == "six":
+        chosen = list(six) if six is not None else six_findings(trials)
+        return trials[trials["finding"].isin(chosen)]
+    if design == "one_q":
+        per_case = trials[trials["finding"] != COMPOSITE].pivot_table(
+            index="case_id", columns="finding", values="target_c", aggfunc="first")
+        prim = primary_finding(per_case.reindex(columns=list(FINDINGS_13)))
+        keep = trials["finding"].to_numpy() == prim.reindex(trials["case_id"]).to_numpy()
+        return trials[keep]
+    raise ValueError(f"unknown design {design!r}; use all14, f13, one_q or six")
+
+
+def pair_arms(*arms: pd.DataFrame, names: Sequence[str] | None = None) -> list[pd.DataFrame]:
+    """The arms restricted to their common trial ids, in one order (raises when they share none)."""
+    if len(arms) < 2:
+        raise ValueError("pair_arms needs at least two arms")
+    names = list(names or [f"arm {i}" for i in range(len(arms))])
+    for a, n in zip(arms, names):
+        _check(a, f"pair_arms ({n})")
+        if a["trial_id"].duplicated().any():
+            raise ValueError(f"pair_arms ({n}): duplicate trial ids")
+    common = set(arms[0]["trial_id"])
+    for a in arms[1:]:
+        common &= set(a["trial_id"])
+    if not common:
+        raise ValueError(f"pair_arms: the arms {names} share no trial")
+    order = sorted(common)
+    return [a.set_index("trial_id").loc[order].reset_index() for a in arms]
+
+
+def _boot(frame: pd.DataFrame, sums: dict, statistic, *, n_draws: int, seed: int):
+    return cluster_bootstrap(frame, cluster="patient_id", sums=sums, statistic=statistic, n_draws=n_draws,
+                             rng=np.random.default_rng(seed))
+
+
+def rate_interval(trials: pd.DataFrame, indicator: np.ndarray, *, n_draws: int, seed: int,
+                  valid: np.ndarray | None = None) -> dict[str, float]:
+    """Mean of a per-trial indicator with its patient-clustered interval."""
+    valid = np.ones(len(trials), dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
+    frame = pd.DataFrame({"patient_id": trials["patient_id"].to_numpy()[valid],
+                          "x": np.asarray(indicator, dtype=float)[valid]})
+    if frame.empty:
+        return {"estimate": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": 0, "sum": 0.0}
+    res = _boot(frame, {"n": 1, "x": "x"}, lambda s: {"rate": s["x"] / s["n"]}, n_draws=n_draws, seed=seed)
+    est, lo, hi = res.interval("rate")
+    return {"estimate": est, "lo": lo, "hi": hi, "n": int(len(frame)), "sum": float(frame["x"].sum())}
+
+
+def compare_arms(arm_1: pd.DataFrame, arm_2: pd.DataFrame, *, readout: str = "lowercase",
+                 readout_2: str | None = None, n_draws: int, seed: int) -> dict[str, float]:
+    """Flip rates of two arms on their common trials, with paired difference and ratio (1 vs 2).
+
+    Returns ``fr_1, fr_2`` (with ``_lo``/``_hi``), ``diff`` = fr_1 − fr_2 and ``ratio`` = fr_1 / fr_2
+    (with intervals), ``flips_1``, ``flips_2``, ``n_trials`` (scoreable in both arms), ``n_excluded``,
+    ``n_patients``, ``n_draws``, ``seed``. With no scoreable trial every rate is NaN and ``n_trials`` 0.
+    """
+    a, b = pair_arms(arm_1, arm_2, names=["arm 1", "arm 2"])
+    ya_c, ya_d, va = answers(a, readout)
+    yb_c, yb_d, vb = answers(b, readout_2 or readout)
+    valid = va & vb
+    frame = pd.DataFrame({"patient_id": a["patient_id"].to_numpy()[valid],
+                          "f1": (ya_c != ya_d)[valid].astype(float), "f2": (yb_c != yb_d)[valid].astype(float)})
+    if frame.empty:  # e.g. no generation opens with Yes or No: every rate is undefined
+        out = {f"{s}{x}": float("nan") for s in ("fr_1", "fr_2", "diff", "ratio") for x in ("", "_lo", "_hi")}
+        out.update({"flips_1": 0, "flips_2": 0, "n_trials": 0, "n_excluded": int((~valid).sum()),
+                    "n_patients": 0, "n_draws": int(n_draws), "seed": int(seed)})
+        return out
+    res = _boot(frame, {"n": 1, "f1": "f1", "f2": "f2"}, paired_rates("f1", "f2", names=("fr_1", "fr_2")),
+                n_draws=n_draws, seed=seed)
+    out: dict[str, float] = {}
+    for stat in ("fr_1", "fr_2", "diff", "ratio"):
+        est, lo, hi = res.interval(stat)
+        out.update({stat: est, f"{stat}_lo": lo, f"{stat}_hi": hi})
+    out.update({"flips_1": int(frame["f1"].sum()), "flips_2": int(frame["f2"].sum()),
+                "n_trials": int(len(frame)), "n_excluded": int((~valid).sum()),
+                "n_patients": int(frame["patient_id"].nunique()), "n_draws": int(n_draws), "seed": int(seed)})
+    return out
+
+
+def _row(block: str, row: str, r: Mapping, label_1: str, label_2: str) -> dict:
+    return {"block": block, "row": row, label_1: r["fr_1"], f"{label_1} lo": r["fr_1_lo"],
+            f"{label_1} hi": r["fr_1_hi"], label_2: r["fr_2"], "diff (pp)": 100 * r["diff"],
+            "diff lo": 100 * r["diff_lo"], "diff hi": 100 * r["diff_hi"], "ratio": r["ratio"],
+            "trials": r["n_trials"], "patients": r["n_patients"]}
+
+
+def _put(values: dict, prefix: str, r: Mapping, names: tuple[str, str]) -> None:
+    for side, key in zip(names, ("fr_1", "fr_2")):
+        values[f"{prefix}.{side}.flip_rate"] = r[key]
+        values[f"{prefix}.{side}.flip_rate_lo"] = r[f"{key}_lo"]
+        values[f"{prefix}.{side}.flip_rate_hi"] = r[f"{key}_hi"]
+        values[f"{prefix}.{side}.flips"] = r["flips_1" if key == "fr_1" else "flips_2"]
+    values[f"{prefix}.diff_pp"] = 100 * r["diff"]
+    values[f"{prefix}.diff_lo_pp"] = 100 * r["diff_lo"]
+    values[f"{prefix}.diff_hi_pp"] = 100 * r["diff_hi"]
+    values[f"{prefix}.ratio"] = r["ratio"]
+    values[f"{prefix}.ratio_lo"] = r["ratio_lo"]
+    values[f"{prefix}.ratio_hi"] = r["ratio_hi"]
+    values[f"{prefix}.n_trials"] = r["n_trials"]
+    values[f"{prefix}.n_patients"] = r["n_patients"]
+
+
+# --------------------------------------------------------------------------- Table 1
+def cohort_table(trials: pd.DataFrame, counts: Mapping[str, int], *, six: Sequence[str]) -> TableResult:
+    """Table 1: cohort accounting and pair composition by tier, from one all-14 record."""
+    _check(trials, "cohort_table")
+    cases = trials.drop_duplicates("case_id")
+    n_cases = len(cases)
+    one_q = design_subset(trials, "one_q")
+    rows = [
+        ("dataset", "images", counts["n_images_dataset"]),
+        ("dataset", "studies", counts["n_studies_dataset"]),
+        ("dataset", "patients", counts["n_patients_dataset"]),
+        ("cohort", "source studies (one frontal image each)", counts["n_source_studies"]),
+        ("cohort", "studies without any substitute (dropped)", counts["n_no_substitute"]),
+        ("cohort", "substitutes rejected for SSIM > threshold", counts["n_ssim_rejected"]),
+        ("cohort", "cases in the cohort", counts["n_cases_cohort"]),
+        ("cohort", "patients in the cohort", counts["n_patients_cohort"]),
+        ("this run", "cases", n_cases),
+        ("this run", "patients", int(cases["patient_id"].nunique())),
+        ("this run", "patients with >= 2 studies", counts["n_patients_multi_study"]),
+    ]
+    for tier in (1, 2, 3):
+        sub = cases[cases["tier"] == tier]
+        name = sub["tier_name"].iloc[0] if len(sub) else {1: "differs-positive-set", 2: "any-other",
+                                                          3: "cross-patient"}[tier]
+        rows.append(("pairs by tier", f"tier {tier}: {name}", int(len(sub))))
+    rows += [
+        ("pairs", "same-patient pairs", int((cases["pair_type"] == "same-patient").sum())),
+        ("pairs", "cross-patient pairs", int((cases["pair_type"] == "cross-patient").sum())),
+        ("SSIM", "median", float(cases["ssim"].median())),
+        ("SSIM", "quartile 1", float(cases["ssim"].quantile(0.25))),
+        ("SSIM", "quartile 3", float(cases["ssim"].quantile(0.75))),
+        ("SSIM", "maximum", float(cases["ssim"].max())),
+        ("trials", "all-14 design", int(len(trials))),
+        ("trials", "13-finding design", int(len(design_subset(trials, "f13")))),
+        ("trials", "one-question design", int(len(one_q))),
+        ("trials", "one-question: target yes", int((one_q["target_c"] == 1).sum())),
+        ("trials", "one-question: target no (composite)", int((one_q["target_c"] == 0).sum())),
+        ("trials", f"prespecified design ({len(six)} findings)", int(trials["finding"].isin(list(six)).sum())),
+        ("labels", "all-14 trials with the asked label changed", int(trials["label_changed"].sum())),
+    ]
+    frame = pd.DataFrame(rows, columns=["group", "quantity", "value"]).astype({"value": object})
+    keys = ["dataset.images", "dataset.studies", "dataset.patients", "source_studies", "no_substitute",
+            "ssim_rejected", "cohort.cases", "cohort.patients", "cases", "patients", "patients_multi_study",
+            "tier1", "tier2", "tier3", "same_patient", "cross_patient", "ssim.median", "ssim.q1", "ssim.q3",
+            "ssim.max", "trials.all14", "trials.f13", "trials.one_q", "trials.one_q_yes", "trials.one_q_no",
+            "trials.six", "trials.label_changed"]
+    values = {f"t1.{k}": v for k, v in zip(keys, frame["value"])}
+    values["t1.n_six"] = len(six)
+    return TableResult(frame, values)
+
+
+# --------------------------------------------------------------------------- Table 2
+def primary_comparison(arms: Mapping[str, pd.DataFrame], *, n_draws_primary: int, n_draws: int,
+                       seed: int) -> TableResult:
+    """Table 2: report present vs absent (image first), the text-first block and the one-question block.
+
+    ``arms`` maps ``P``, ``A`` (image first) and ``P_tf``, ``A_tf`` (text first) to all-14 trials of
+    one model under the plain prompt; the lowercase readout throughout.
+    """
+    for k in ("P", "A", "P_tf", "A_tf"):
+        if k not in arms:
+            raise ValueError(f"primary_comparison: arm {k!r} missing (have {sorted(arms)})")
+    rows, values = [], {}
+    spec = [
+        ("all-14, image first", "report effect: A vs P", "t2.all14", ("absent", "present"), "A", "P", n_draws_primary),
+        ("all-14, text first", "P: text first vs image first", "t2.text_first.present",
+         ("text_first", "image_first"), "P_tf", "P", n_draws_primary),
+        ("all-14, text first", "A: text first vs image first", "t2.text_first.absent",
+         ("text_first", "image_first"), "A_tf", "A", n_draws_primary),
+        ("all-14, text first", "report effect within text first: A vs P", "t2.text_first",
+         ("absent", "present"), "A_tf", "P_tf", n_draws_primary),
+    ]
+    one = {k: design_subset(v, "one_q") for k, v in arms.items()}
+    spec_one = [
+        ("one question", "report effect: A vs P", "t2.one_q", ("absent", "present"), "A", "P", n_draws),
+        ("one question", "P: text first vs image first", "t2.one_q.order_present",
+         ("text_first", "image_first"), "P_tf", "P", n_draws),
+    ]
+    for block, row, prefix, names, k1, k2, draws in spec:
+        r = compare_arms(arms[k1], arms[k2], n_draws=draws, seed=seed)
+        rows.append(_row(block, row, r, "FR (1)", "FR (2)"))
+        _put(values, prefix, r, names)
+    for block, row, prefix, names, k1, k2, draws in spec_one:
+        r = compare_arms(one[k1], one[k2], n_draws=draws, seed=seed)
+        rows.append(_row(block, row, r, "FR (1)", "FR (2)"))
+        _put(values, prefix, r, names)
+    return TableResult(pd.DataFrame(rows), values)
+
+
+# --------------------------------------------------------------------------- Table 3
+def instruction_table(arms: Mapping[str, pd.DataFrame], *, n_draws_primary: int, n_draws: int,
+                      seed: int, design: str = "all14") -> TableResult:
+    """Table 3 (``design="all14"``) or Table 5 (``"one_q"``): three readouts under the instruction.
+
+    ``arms``: ``P_instr``, ``A_instr`` (instructed) and ``P``, ``A`` (plain prompt). Rows: each
+    readout under the instruction, each readout under the plain prompt, with format compliance
+    (share of generations opening with Yes or No) and the agreement of the lowercase readout with
+    the generated answer.
+    """
+    for k in ("P", "A", "P_instr", "A_instr"):
+        if k not in arms:
+            raise ValueError(f"instruction_table: arm {k!r} missing (have {sorted(arms)})")
+    sel = {k: design_subset(v, design) for k, v in arms.items()}
+    tab = "t3" if design == "all14" else "t5"
+    rows, values = [], {}
+    for prompt, (kp, ka) in (("instructed", ("P_instr", "A_instr")), ("plain", ("P", "A"))):
+        for readout in ("generated", "family", "lowercase"):
+            headline = prompt == "plain" and readout == "lowercase"
+            draws = n_draws_primary if headline else n_draws
+            r = compare_arms(sel[ka], sel[kp], readout=readout, n_draws=draws, seed=seed)
+            prefix = f"{tab}.{prompt}.{readout}"
+            _put(values, prefix, r, ("absent", "present"))
+            row = _row(prompt, readout, r, "FR A", "FR P")
+            for arm_key, side in ((kp, "present"), (ka, "absent")):
+                yc, yd, valid = answers(sel[arm_key], "generated")
+                values[f"{prefix}.{side}.compliance"] = float(valid.mean())
+                if readout == "lowercase":
+                    lc, ld, _ = answers(sel[arm_key], "lowercase")
+                    agree = np.concatenate([(lc == yc)[valid], (ld == yd)[valid]])
+                    values[f"{tab}.{prompt}.{side}.agreement_lowercase_generated"] = (
+                        float(agree.mean()) if agree.size else float("nan"))
+            row["compliance P"] = values[f"{prefix}.present.compliance"]
+            row["compliance A"] = values[f"{prefix}.absent.compliance"]
+            row["excluded (unscoreable)"] = r["n_excluded"]
+            rows.append(row)
+    frame = pd.DataFrame(rows).rename(columns={"block": "prompt", "row": "readout"})
+    return TableResult(frame, values)
+
+
+def readout_validation(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) -> TableResult:
+    """Table 5: readout validation on the one-question design (see :func:`instruction_table`)."""
+    return instruction_table(arms, n_draws_primary=n_draws, n_draws=n_draws, seed=seed, design="one_q")
+
+
+# --------------------------------------------------------------------------- Table 4
+def accuracy_table(trials: pd.DataFrame, *, n_draws: int, seed: int, readout: str = "lowercase",
+                   key: str = "t4") -> TableResult:
+    """Table 4: report present, image first -- accuracy on the original and the substitute image,
+    balanced accuracy, and flip rates on label-changed vs label-unchanged trials."""
+    _check(trials, "accuracy_table")
+    yc, yd, valid = answers(trials, readout)
+    t = trials[valid]
+    yc, yd = yc[valid], yd[valid]
+    tc, td = t["target_c"].to_numpy(dtype=float), t["target_d"].to_numpy(dtype=float)
+    if np.isnan(tc).any() or np.isnan(td).any():
+        raise ValueError("accuracy_table: targets contain excluded labels; use a policy without exclusions")
+    changed = t["label_changed"].to_numpy(dtype=float)
+    flip = (yc != yd).astype(float)
+    frame = pd.DataFrame({
+        "patient_id": t["patient_id"].to_numpy(), "n": 1.0, "flip": flip,
+        "ch": changed, "un": 1 - changed, "f_ch": flip * changed, "f_un": flip * (1 - changed),
+        "ok_c": (yc == tc).astype(float), "ok_d": (yd == td).astype(float),
+        "tp_c": yc * tc, "fn_c": (1 - yc) * tc, "tn_c": (1 - yc) * (1 - tc), "fp_c": yc * (1 - tc),
+        "tp_d": yd * td, "fn_d": (1 - yd) * td, "tn_d": (1 - yd) * (1 - td), "fp_d": yd * (1 - td),
+    })
+
+    def _div(a, b):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(b != 0, a / np.where(b != 0, b, 1.0), np.nan)
+
+    def statistic(s):
+        fr_ch, fr_un = _div(s["f_ch"], s["ch"]), _div(s["f_un"], s["un"])
+        ba = {side: (_div(s[f"tp_{side}"], s[f"tp_{side}"] + s[f"fn_{side}"])
+                     + _div(s[f"tn_{side}"], s[f"tn_{side}"] + s[f"fp_{side}"])) / 2 for side in "cd"}
+        return {"flip_rate": _div(s["flip"], s["n"]), "fr_changed": fr_ch, "fr_unchanged": fr_un,
+                "fr_changed_minus_unchanged": fr_ch - fr_un, "acc_original": _div(s["ok_c"], s["n"]),
+                "acc_substitute": _div(s["ok_d"], s["n"]), "ba_original": ba["c"], "ba_substitute": ba["d"]}
+
+    sums = {c: c for c in frame.columns if c != "patient_id"}
+    res = _boot(frame, sums, statistic, n_draws=n_draws, seed=seed)
+    labels = {"flip_rate": "flip rate (all trials)", "fr_changed": "flip rate, label-changed trials",
+              "fr_unchanged": "flip rate, label-unchanged trials",
+              "fr_changed_minus_unchanged": "difference, changed − unchanged",
+              "acc_original": "accuracy, original image (own label)",
+              "acc_substitute": "accuracy, substitute image (its own label)",
+              "ba_original": "balanced accuracy, original", "ba_substitute": "balanced accuracy, substitute"}
+    rows, values = [], {}
+    for stat, label in labels.items():
+        est, lo, hi = res.interval(stat)
+        rows.append({"quantity": label, "estimate": est, "lo": lo, "hi": hi})
+        values.update({f"{key}.{stat}": est, f"{key}.{stat}_lo": lo, f"{key}.{stat}_hi": hi})
+    majority = mm.majority_baseline(tc)
+    rows.append({"quantity": "majority baseline (original labels)", "estimate": majority, "lo": np.nan, "hi": np.nan})
+    values[f"{key}.majority"] = majority
+    values.update({f"{key}.n_trials": int(len(t)), f"{key}.n_patients": int(t["patient_id"].nunique()),
+                   f"{key}.n_cases": int(t["case_id"].nunique()), f"{key}.n_label_changed": int(changed.sum()),
+                   f"{key}.n_correct_original": int(frame["ok_c"].sum()),
+                   f"{key}.n_correct_substitute": int(frame["ok_d"].sum()), f"{key}.n_flips": int(flip.sum())})
+    lc = changed == 1
+    if lc.any():
+        tr = mm.transitions(yc[lc] == tc[lc], yd[lc] == td[lc])
+        for name, r in tr.iterrows():
+            rows.append({"quantity": f"label-changed transitions: {name}", "estimate": r["share"],
+                         "lo": np.nan, "hi": np.nan})
+            values[f"{key}.transition.{name.replace('->', '_to_')}"] = float(r["share"])
+    return TableResult(pd.DataFrame(rows), values)
+
+
+# --------------------------------------------------------------------------- Figure 2
+def _dm(trials: pd.DataFrame) -> np.ndarray:
+    return (trials["margin_d"].to_numpy(dtype=float) - trials["margin_c"].to_numpy(dtype=float))
+
+
+def margin_changes(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, seed: int,
+                   threshold: float = 0.5) -> TableResult:
+    """Figure 2: paired margin changes Δm = m_d − m_c with vs without the report (lowercase margins).
+
+    Values: mean |Δm| per arm (with intervals), share |Δm| > ``threshold`` (all trials and
+    label-unchanged trials), share of trials with |Δm|_A > |Δm|_P, target-aligned change on
+    label-changed trials. ``frame`` holds one row per trial and arm (for the histogram).
+    """
+    p, a = pair_arms(present, absent, names=["present", "absent"])
+    dp, da = np.abs(_dm(p)), np.abs(_dm(a))
+    values = {}
+    for name, arm, d in (("present", p, dp), ("absent", a, da)):
+        r = rate_interval(arm, d, n_draws=n_draws, seed=seed)
+        values.update({f"fig2.{name}.mean_abs_dm": r["estimate"], f"fig2.{name}.mean_abs_dm_lo": r["lo"],
+                       f"fig2.{name}.mean_abs_dm_hi": r["hi"]})
+        values[f"fig2.{name}.share_above"] = float((d > threshold).mean())
+        unchanged = arm["label_changed"].to_numpy(dtype=float) == 0
+        values[f"fig2.{name}.share_above_unchanged"] = float((d[unchanged] > threshold).mean())
+        yc, yd, _ = answers(arm, "lowercase")
+        values[f"fig2.{name}.flip_rate"] = float((yc != yd).mean())
+        ch = arm["label_changed"].to_numpy(dtype=float) == 1
+        if ch.any():
+            tac = mm.target_aligned_change(arm["margin_c"].to_numpy()[ch], arm["margin_d"].to_numpy()[ch],
+                                           arm["target_d"].to_numpy()[ch])
+            values[f"fig2.{name}.target_aligned_change"] = tac["target_aligned_change"]
+            values[f"fig2.{name}.share_target_aligned"] = tac["share_target_aligned"]
+    values["fig2.share_absent_larger"] = mm.share_larger_without_report(_dm(a), _dm(p))
+    values["fig2.threshold"] = threshold
+    values["fig2.n_trials"] = int(len(p))
+    frame = pd.concat([pd.DataFrame({"report": "present", "abs_dm": dp, "finding": p["finding"].to_numpy()}),
+                       pd.DataFrame({"report": "absent", "abs_dm": da, "finding": a["finding"].to_numpy()})],
+                      ignore_index=True)
+    return TableResult(frame, values)
+
+
+def margin_by_finding(present: pd.DataFrame, absent: pd.DataFrame) -> pd.DataFrame:
+    """Figure 2C: mean |Δm| per finding (rows) with and without the report."""
+    p, a = pair_arms(present, absent, names=["present", "absent"])
+    out = pd.DataFrame({"finding": p["finding"], "present": np.abs(_dm(p)), "absent": np.abs(_dm(a))})
+    return out.groupby("finding")[["present", "absent"]].mean()
+
+
+# --------------------------------------------------------------------------- validation
+def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
+    """Flip rates of ``ref-anchored@w`` (or any model keyed by a number) with and without the report.
+
+    ``pairs`` maps w -> (present trials, absent trials). Columns: ``fr_present``, ``fr_absent``,
+    ``present_equals_absent`` (every lowercase readout and margin identical between the arms),
+    ``n_trials``.
+    """
+    rows = []
+    for w, (present, absent) in sorted(pairs.items()):
+        p, a = pair_arms(present, absent, names=["present", "absent"])
+        pc, pd_, _ = answers(p, "lowercase")
+        ac, ad, _ = answers(a, "lowercase")
+        same = (np.array_equal(pc, ac) and np.array_equal(pd_, ad)
+                and np.allclose(p[["margin_c", "margin_d"]].to_numpy(float), a[["margin_c", "margin_d"]].to_numpy(float),
+                                rtol=0, atol=1e-9))
+        rows.append({"w": w, "fr_present": float((pc != pd_).mean()), "fr_absent": float((ac != ad).mean()),
+                     "present_equals_absent": bool(same), "n_trials": int(len(p))})
+    return pd.DataFrame(rows).set_index("w")
