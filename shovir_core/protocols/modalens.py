@@ -398,7 +398,8 @@ def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.Data
     df["target_c"], df["target_d"] = df[f"target_c__{p}"], df[f"target_d__{p}"]
     df["label_changed"] = df[f"label_changed__{p}"]
     if "study_datetime_c" in df.columns:
-        gap = pd.to_datetime(df["study_datetime_d"]) - pd.to_datetime(df["study_datetime_c"])
+        gap = (pd.to_datetime(df["study_datetime_d"], format="ISO8601")
+               - pd.to_datetime(df["study_datetime_c"], format="ISO8601"))
         df["gap_days"] = gap.dt.total_seconds() / 86400.0
     return df
 
