@@ -4,7 +4,8 @@ The all-14 design asks 14 questions (13 findings + the composite) after the same
 The naive path runs each full prompt on its own; the reuse path (``HFVLM.score_yes_no``) prefills the
 shared (image, report) prefix once and runs the 14 question suffixes as one batch. Both paths score
 the same requests; the script reports prefill tokens, wall time, trials per second, the ratios and
-the largest logit difference between the paths.
+the largest logit difference between the paths. ``--answer-tokens 8`` adds the generated-answer
+readout (8 greedy tokens; the naive path then runs ``generate`` per request).
 
 Targets: >= 5x fewer prefill tokens and >= 3x faster with reuse.
 
@@ -14,7 +15,7 @@ dimensions (no weights needed to measure speed); use it on a GPU with ``--device
 bfloat16`` and give ``--peak-tflops`` (the accelerator's dense bf16 peak) to get the prefill
 throughput as a fraction of peak.
 
-    python benchmarks/inference.py [--cases 4] [--json out.json]
+    python benchmarks/inference.py [--cases 4] [--answer-tokens 8] [--json out.json]
     python benchmarks/inference.py --medgemma-4b-dims --device cuda --dtype bfloat16 --cases 16 \\
         --batch-size 14 --peak-tflops 989
 """
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--medgemma-4b-dims", action="store_true", help="random Gemma3 of MedGemma-4B dimensions")
     ap.add_argument("--peak-tflops", type=float, default=None, help="dense peak of the accelerator in --dtype")
+    ap.add_argument("--answer-tokens", type=int, default=0, help="also generate this many greedy answer tokens")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = ap.parse_args(argv)
@@ -94,10 +96,10 @@ def main(argv: list[str] | None = None) -> dict:
     model._score_naive(warm[:1], 0)
 
     model.stats.update(prefill_tokens=0, forward_passes=0, requests=0)
-    naive, t_naive = _timed(lambda: [model._score_naive([r], 0)[0] for r in requests], args.device)
+    naive, t_naive = _timed(lambda: [model._score_naive([r], args.answer_tokens)[0] for r in requests], args.device)
     tok_naive = model.stats["prefill_tokens"]
     model.stats.update(prefill_tokens=0, forward_passes=0, requests=0)
-    reuse, t_reuse = _timed(lambda: model.score_yes_no(requests), args.device)
+    reuse, t_reuse = _timed(lambda: model.score_yes_no(requests, answer_tokens=args.answer_tokens), args.device)
     tok_reuse, passes = model.stats["prefill_tokens"], model.stats["forward_passes"]
     diff = max(abs(a[k] - b[k]) for a, b in zip(naive, reuse) for k in ("logit_yes", "logit_no", "family_logit_yes"))
 
@@ -105,6 +107,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "model": args.model, "dims": "medgemma-4b" if dims else "tiny", "device": args.device, "dtype": args.dtype,
         "cases": args.cases, "trials": len(requests), "image_tokens": args.image_tokens,
+        "answer_tokens": args.answer_tokens,
+        "same_generated_answers": all(a["generated"] == b["generated"] for a, b in zip(naive, reuse)),
         "prompt_tokens_per_trial": naive[0]["n_input_tokens"],
         "naive": {"prefill_tokens": tok_naive, "seconds": t_naive, "trials_per_s": len(requests) / t_naive},
         "reuse": {"prefill_tokens": tok_reuse, "seconds": t_reuse, "trials_per_s": len(requests) / t_reuse,
@@ -125,7 +129,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  {key:6s} prefill tokens {r['prefill_tokens']:8d}  {r['seconds']:8.2f} s  "
               f"{r['trials_per_s']:8.2f} trials/s  ~{r['approx_prefill_tflops']:.3f} TFLOP/s{extra}")
     print(f"  prefill tokens naive/reuse = {result['prefill_token_ratio']:.2f}x (target >= 5x); "
-          f"speed-up = {result['speedup']:.2f}x (target >= 3x); max |logit diff| = {diff:.2e}")
+          f"speed-up = {result['speedup']:.2f}x (target >= 3x); max |logit diff| = {diff:.2e}"
+          + (f"; same generated answers: {result['same_generated_answers']}" if args.answer_tokens else ""))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)

@@ -98,6 +98,25 @@ def test_image_classifier_ignores_the_report_and_reads_the_image(demo):
     assert _swap_flips(model, demo, report=False) > 0.0
 
 
+def test_image_classifier_evidence_lives_in_the_boxes(demo):
+    ds, *_ = demo
+    model = get_model("ref-image-classifier")
+    rng = np.random.default_rng(2)
+    removed = {"OCO": 0, "RO": 0}
+    for image_id in ds.images["image_id"][:60]:
+        image, boxes = ds.load_image(image_id), ds.boxes_of(image_id)
+        c = boxes[0][0]
+        own = [b for b in boxes if b[0] == c]
+        w, h = int(own[0][3] - own[0][1]), int(own[0][4] - own[0][2])
+        ro = [_free_box(image.shape, boxes, rng, size=max(8, min(w, h, 96)))]
+        req = [ScoreRequest(img, f"Does this chest X-ray show {c}?") for img in
+               (image, _noise_in(image, own, rng), _noise_in(image, ro, rng))]
+        base, oco, rand = (r["readout"] == "yes" for r in model.score_yes_no(req))
+        removed["OCO"] += base and not oco
+        removed["RO"] += base and not rand
+    assert removed["OCO"] > removed["RO"], removed
+
+
 def test_anchored_extremes(demo):
     ds, ids, images, reports = demo
     w1 = get_model("ref-anchored@1")
@@ -117,10 +136,12 @@ def test_anchored_extremes(demo):
 def _free_box(shape, boxes, rng, size=48):
     """A size x size box overlapping none of ``boxes`` (an RO-like control box)."""
     h, w = shape[:2]
-    for _ in range(200):
-        x, y = int(rng.integers(0, w - size)), int(rng.integers(0, h - size))
-        if all(x + size <= b[1] or b[3] <= x or y + size <= b[2] or b[4] <= y for b in boxes):
-            return ("RO", x, y, x + size, y + size)
+    while size >= 4:
+        for _ in range(200):
+            x, y = int(rng.integers(0, w - size)), int(rng.integers(0, h - size))
+            if all(x + size <= b[1] or b[3] <= x or y + size <= b[2] or b[4] <= y for b in boxes):
+                return ("RO", x, y, x + size, y + size)
+        size //= 2
     raise AssertionError("no free control box")
 
 

@@ -110,10 +110,19 @@ def test_left_padded_batches_equal_single_requests(tiny, images):
         assert a["margin"] == pytest.approx(b["margin"], abs=1e-4)
 
 
-def test_generation_parses_answers_and_reports_are_strings(tiny, images):
-    out = tiny.score_yes_no([ScoreRequest(images[0], Q, instruction="yes_no")], answer_tokens=3)
-    assert isinstance(out[0]["generated"], str)
-    assert out[0]["answer"] in ("Yes", "No", "unscoreable") and isinstance(out[0]["compliant"], bool)
+def test_generation_with_prefix_reuse_equals_generate(tiny, images):
+    questions = [f"Does this chest X-ray show {f}?" for f in FINDINGS_13[:3]]
+    requests = [ScoreRequest(images[1], q, report=REPORT, instruction="yes_no") for q in questions]
+    requests += [ScoreRequest(None, q, instruction="yes_no") for q in questions[:2]]
+    fast = tiny.score_yes_no(requests, answer_tokens=4)
+    naive = [tiny._score_naive([r], 4)[0] for r in requests]
+    for a, b in zip(fast, naive):
+        assert isinstance(a["generated"], str) and a["generated"] == b["generated"]
+        assert a["answer"] == b["answer"] and a["compliant"] == b["compliant"]
+        assert a["margin"] == pytest.approx(b["margin"], abs=1e-4)
+
+
+def test_reports_are_strings(tiny, images):
     reports = tiny.generate_reports(list(images), max_new_tokens=4)
     assert len(reports) == 2 and all(isinstance(r, str) for r in reports)
 

@@ -210,6 +210,22 @@ class HFVLM(VLM):
             out["pixel_values"] = out["pixel_values"].to(self.dtype)
         return out
 
+    def _eos_ids(self) -> list[int]:
+        """End-of-sequence ids: the tokenizer's and the checkpoint's generation config's (e.g. end of turn)."""
+        ids = {self.tokenizer.eos_token_id}
+        gen_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids |= set(gen_eos) if isinstance(gen_eos, (list, tuple)) else {gen_eos}
+        return sorted(int(i) for i in ids if i is not None)
+
+    def _decode(self, rows: list[list[int]]) -> list[str]:
+        """Generated ids -> text, cut at the first end-of-sequence id, special tokens dropped."""
+        eos = set(self._eos_ids())
+        cut = []
+        for row in rows:
+            stop = next((k for k, t in enumerate(row) if t in eos), len(row))
+            cut.append(row[:stop])
+        return [t.strip() for t in self.tokenizer.batch_decode(cut, skip_special_tokens=True)]
+
     # readouts ------------------------------------------------------------------------------
     def _readout(self, row: torch.Tensor) -> dict:
         logits = row.detach().float().cpu().numpy()
@@ -237,11 +253,10 @@ class HFVLM(VLM):
 
             gen = GenerationConfig(max_new_tokens=answer_tokens, do_sample=False, output_logits=True,
                                    return_dict_in_generate=True, pad_token_id=self.tokenizer.pad_token_id,
-                                   eos_token_id=self.tokenizer.eos_token_id)
+                                   eos_token_id=self._eos_ids())
             out = self.model.generate(**self._to_model(batch), generation_config=gen)
             first = out.logits[0]
-            new = out.sequences[:, batch["input_ids"].shape[1]:]
-            generated = [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+            generated = self._decode(out.sequences[:, batch["input_ids"].shape[1]:].tolist())
         else:
             first = self.model(**self._to_model(batch), use_cache=False, logits_to_keep=1).logits[:, -1, :]
         return [self._finish(self._readout(first[i]), r, lengths[i], generated[i]) for i, r in enumerate(requests)]
@@ -264,8 +279,12 @@ class HFVLM(VLM):
         return n
 
     @torch.no_grad()
-    def _score_prefix_group(self, requests: list[ScoreRequest]) -> list[dict] | None:
-        """Score requests sharing a prompt prefix: prefill it once, then run the suffixes as a batch."""
+    def _score_prefix_group(self, requests: list[ScoreRequest], answer_tokens: int = 0) -> list[dict] | None:
+        """Score requests sharing a prompt prefix: prefill it once, then run the suffixes as a batch.
+
+        The suffixes are right-padded after the shared prefix; with ``answer_tokens`` the batch then
+        decodes greedily, each row at its own RoPE positions with its padding masked out.
+        """
         texts = [self.render(r) for r in requests]
         pil = None if requests[0].image is None else _pil(requests[0].image)
         inner = self.processor.image_processor if pil is not None else None
@@ -307,27 +326,56 @@ class HFVLM(VLM):
             past = copy.deepcopy(cache)
             past.batch_repeat_interleave(len(chunk))
             positions = torch.arange(n, n + width, device=self.device)
-            extra = {}
             deltas = getattr(inner, "rope_deltas", None)
-            if deltas is not None:  # multimodal RoPE (Qwen-VL): text positions shifted by the prefix's delta
-                extra["position_ids"] = (positions.view(1, 1, -1) + deltas.to(self.device).view(1, -1, 1)).expand(
-                    3, len(chunk), -1)
             logits = self.model(input_ids=suffix_ids, attention_mask=mask, cache=past, use_cache=True,
-                                cache_position=positions, **extra).logits
+                                cache_position=positions,
+                                **self._positions(positions.view(1, -1).expand(len(chunk), -1), deltas)).logits
             self.stats["prefill_tokens"] += int(sum(len(s) for s in suffixes))
             self.stats["forward_passes"] += 1
+            lengths = torch.tensor([len(s) for s in suffixes], device=self.device)
+            first = logits[torch.arange(len(chunk), device=self.device), lengths - 1]
+            generated = [None] * len(chunk)
+            if answer_tokens > 0:
+                generated = self._continue(first, past, mask, n + lengths, n + width, answer_tokens, deltas)
             for row, i in enumerate(chunk):
-                res = self._readout(logits[row, len(suffixes[row]) - 1])
-                results.append(self._finish(res, requests[i], len(ids[i]), None))
+                results.append(self._finish(self._readout(first[row]), requests[i], len(ids[i]), generated[row]))
         return results
+
+    def _positions(self, text_positions: torch.Tensor, deltas) -> dict:
+        """``position_ids`` for a (batch, length) grid of text positions (3-D for multimodal RoPE)."""
+        if deltas is None:
+            return {"position_ids": text_positions}
+        shifted = text_positions + deltas.to(self.device).view(-1, 1)
+        return {"position_ids": shifted.unsqueeze(0).expand(3, -1, -1)}
+
+    def _continue(self, first: torch.Tensor, past, mask: torch.Tensor, next_pos: torch.Tensor, next_slot: int,
+                  answer_tokens: int, deltas) -> list[str]:
+        """Greedy decoding after right-padded suffixes; returns the decoded texts."""
+        eos = torch.tensor(self._eos_ids(), device=self.device)
+        pad = self.tokenizer.pad_token_id
+        token = first.argmax(dim=-1)
+        done = torch.isin(token, eos)
+        rows = [token]
+        for step in range(1, answer_tokens):
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            slot = torch.tensor([next_slot + step - 1], device=self.device)
+            out = self.model(input_ids=token.view(-1, 1), attention_mask=mask, cache=past, use_cache=True,
+                             cache_position=slot, **self._positions((next_pos + step - 1).view(-1, 1), deltas))
+            token = torch.where(done, torch.full_like(token, pad), out.logits[:, -1].argmax(dim=-1))
+            done |= torch.isin(token, eos)
+            rows.append(token)
+        return self._decode(torch.stack(rows, dim=1).tolist())
 
     def score_yes_no(self, requests: Sequence[ScoreRequest], *, answer_tokens: int = 0) -> list[dict]:
         """Readouts per request; see :data:`~shovir_core.models.protocol.SCORE_KEYS`.
 
         Requests with the same image (or no image) that share a prompt prefix holding the whole
         image are scored with one prefix prefill and a batch of suffixes when ``prefix_reuse`` is on
-        and ``answer_tokens == 0``; everything else runs in left-padded batches. Both give the same
-        logits (within floating-point tolerance; a test holds them to 1e-4 in float32).
+        (generated answers continue from the same cache); everything else runs in left-padded
+        batches through ``generate``. Both give the same logits and answers (within floating-point
+        tolerance; a test holds the logits to 1e-4 in float32).
         """
         requests = list(requests)
         if answer_tokens < 0:
@@ -335,12 +383,12 @@ class HFVLM(VLM):
         self.stats["requests"] += len(requests)
         results: list[dict | None] = [None] * len(requests)
         rest: list[int] = []
-        if self.prefix_reuse and answer_tokens == 0:
+        if self.prefix_reuse:
             groups: dict[tuple, list[int]] = defaultdict(list)
             for i, r in enumerate(requests):
                 groups[(image_fingerprint(r.image), r.order, r.report, r.framing)].append(i)
             for idx in groups.values():
-                scored = self._score_prefix_group([requests[i] for i in idx]) if len(idx) > 1 else None
+                scored = self._score_prefix_group([requests[i] for i in idx], answer_tokens) if len(idx) > 1 else None
                 if scored is None:
                     rest += idx
                 else:
@@ -368,7 +416,7 @@ class HFVLM(VLM):
         n_new = int(max_new_tokens or self.spec.max_new_tokens)
         text = self.render_report(prompt)
         gen = GenerationConfig(max_new_tokens=n_new, do_sample=False, pad_token_id=self.tokenizer.pad_token_id,
-                               eos_token_id=self.tokenizer.eos_token_id)
+                               eos_token_id=self._eos_ids())
         reports: list[str] = []
         for start in range(0, len(images), self.batch_size):
             chunk = images[start:start + self.batch_size]
@@ -376,6 +424,5 @@ class HFVLM(VLM):
             self.stats["prefill_tokens"] += int(batch["attention_mask"].sum())
             self.stats["forward_passes"] += 1
             out = self.model.generate(**self._to_model(batch), generation_config=gen)
-            new = out[:, batch["input_ids"].shape[1]:]
-            reports += [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+            reports += self._decode(out[:, batch["input_ids"].shape[1]:].tolist())
         return reports

@@ -2,7 +2,9 @@
 
 ``python -m shovir_core.models.train_reference`` writes, under ``shovir_core/resources/``:
 
-``ref_image_classifier.safetensors``  the CNN weights of ``ref-image-classifier`` (~250 kB)
+``ref_image_classifier.safetensors``  the CNN weights of ``ref-image-classifier`` (~250 kB), trained
+                                       with occlusion augmentation (:func:`make_augment`) so that its
+                                       evidence for a finding lives in that finding's boxes
 ``ref_reference_models.json``          label priors, CNN metadata (classes, standardisation, training
                                        settings, training accuracy, weight hash) and the context
                                        thresholds of ``ref-context-shortcut``
@@ -44,22 +46,25 @@ def context_calibration(grays: list[np.ndarray], boxes: list[list], priors: dict
     allv = np.concatenate(list(values.values()))
     q75, q25 = np.percentile(allv, [75, 25])
     return {
-        "statistic": "mean of min(|dx| + |dy|, 0.05) over [0,1] pixels outside the finding's boxes",
+        "statistic": "mean of min(|dx| + |dy|, 0.05) over [0,1] pixels of the other findings' boxes (outside its own)",
         "thresholds": {f: float(np.quantile(values[f], priors[f])) for f in FINDINGS_13},
         "scale": float(max(q75 - q25, 1e-6)),
     }
 
 
 def train_cnn(x: np.ndarray, y: np.ndarray, *, epochs: int, seed: int, batch_size: int = 32,
-              lr: float = 3e-3):
+              lr: float = 3e-3, augment=None):
     """Train the CNN with Adam on binary cross-entropy; returns (state_dict, training accuracy).
 
     Parameters
     ----------
     x
-        Standardised inputs, shape (n, 1, H, W), float32.
+        Standardised inputs, shape (n, 1, H, W), float32 (the accuracy is measured on them).
     y
         Binary targets, shape (n, k).
+    augment
+        Optional ``augment(rng) -> (x, y)`` drawing each epoch's training set with the run's
+        ``numpy.random.Generator``.
     """
     import torch
 
@@ -75,17 +80,78 @@ def train_cnn(x: np.ndarray, y: np.ndarray, *, epochs: int, seed: int, batch_siz
     xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.float32))
     for _ in range(epochs):
         net.train()
-        order = rng.permutation(len(x))
-        for start in range(0, len(x), batch_size):
+        ex, ey = (xt, yt) if augment is None else (torch.from_numpy(a) for a in augment(rng))
+        ey = ey.float()
+        order = rng.permutation(len(ex))
+        for start in range(0, len(ex), batch_size):
             idx = torch.from_numpy(order[start:start + batch_size])
             opt.zero_grad()
-            loss = loss_fn(net(xt[idx]), yt[idx])
+            loss = loss_fn(net(ex[idx]), ey[idx])
             loss.backward()
             opt.step()
     net.eval()
     with torch.no_grad():
         pred = (net(xt) > 0).numpy()
     return {k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}, float((pred == (y > 0)).mean())
+
+
+def matched_noise_blend(gray: np.ndarray, boxes, p: float, rng: np.random.Generator) -> np.ndarray:
+    """Blend matched Gaussian noise (mean/SD of the 1st-99th percentile pixels) into boxes at strength p."""
+    lo, hi = np.percentile(gray, [1, 99])
+    core = gray[(gray >= lo) & (gray <= hi)]
+    out = gray.copy()
+    h, w = gray.shape
+    for _, x1, y1, x2, y2 in boxes:
+        sl = np.s_[max(int(y1), 0):min(int(np.ceil(y2)), h), max(int(x1), 0):min(int(np.ceil(x2)), w)]
+        noise = rng.normal(core.mean(), core.std(), out[sl].shape)
+        out[sl] = np.clip((1 - p) * out[sl] + p * noise, 0.0, 1.0)
+    return out
+
+
+def _free_boxes(shape, boxes, sizes: np.ndarray, rng: np.random.Generator, k: int) -> list:
+    """Up to k boxes with sizes drawn from ``sizes`` that overlap none of ``boxes``."""
+    h, w = shape
+    out: list = []
+    for _ in range(40 * k):
+        if len(out) == k:
+            break
+        bw, bh = sizes[rng.integers(len(sizes))]
+        bw, bh = int(min(bw, w - 1)), int(min(bh, h - 1))
+        x, y = int(rng.integers(0, w - bw)), int(rng.integers(0, h - bh))
+        cand = ("RO", x, y, x + bw, y + bh)
+        if all(cand[3] <= b[1] or b[3] <= cand[1] or cand[4] <= b[2] or b[4] <= cand[2] for b in list(boxes) + out):
+            out.append(cand)
+    return out
+
+
+def make_augment(grays, boxes, y: np.ndarray, classes, *, mean: float, std: float):
+    """Epoch sampler teaching the CNN where findings live.
+
+    Per image and epoch, one of: the clean image; matched noise in 1-3 random boxes that avoid every
+    annotated box (labels kept: context does not carry a finding); or matched noise over all boxes of
+    one positive boxed finding at strength p ~ U(0.5, 1) (that finding's label set to 0: its own
+    region carries it).
+    """
+    from .cnn import preprocess
+
+    sizes = np.array([(b[3] - b[1], b[4] - b[2]) for bs in boxes for b in bs], dtype=float)
+    index = {c: j for j, c in enumerate(classes)}
+
+    def augment(rng: np.random.Generator):
+        xs, ys = [], y.copy()
+        for i, (g, bs) in enumerate(zip(grays, boxes)):
+            own = sorted({b[0] for b in bs if b[0] in index and y[i, index[b[0]]] > 0})
+            mode = rng.integers(3)
+            if mode == 1:
+                g = matched_noise_blend(g, _free_boxes(g.shape, bs, sizes, rng, int(rng.integers(1, 4))), 1.0, rng)
+            elif mode == 2 and own:
+                c = own[int(rng.integers(len(own)))]
+                g = matched_noise_blend(g, [b for b in bs if b[0] == c], float(rng.uniform(0.5, 1.0)), rng)
+                ys[i, index[c]] = 0.0
+            xs.append((preprocess(g) - mean) / std)
+        return np.stack(xs)[:, None].astype(np.float32), ys.astype(np.float32)
+
+    return augment
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -116,7 +182,8 @@ def main(argv: list[str] | None = None) -> dict:
     mean, std = float(x.mean()), float(x.std())
     x = ((x - mean) / std)[:, None].astype(np.float32)
     y = apply_policy(labels.reindex(columns=list(CLASSES)), "u-negative").to_numpy(dtype=float)
-    state, acc = train_cnn(x, y, epochs=args.epochs, seed=args.seed)
+    augment = make_augment(grays, boxes, y, CLASSES, mean=mean, std=std)
+    state, acc = train_cnn(x, y, epochs=args.epochs, seed=args.seed, augment=augment)
 
     args.out.mkdir(parents=True, exist_ok=True)
     weights = args.out / WEIGHTS_FILE
@@ -125,6 +192,8 @@ def main(argv: list[str] | None = None) -> dict:
         "dataset": {"name": ds.name, "sha256": ds.manifest_hash, "n_images": len(ids)},
         "priors": priors,
         "cnn": {"classes": list(CLASSES), "mean": mean, "std": std, "epochs": args.epochs, "seed": args.seed,
+                "augmentation": "per epoch: clean | noise in 1-3 random non-box boxes (labels kept) | noise over "
+                                "one positive finding's boxes at p~U(0.5,1) (its label -> 0)",
                 "train_accuracy": acc, "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest()},
         "context": context_calibration(grays, boxes, priors),
     }
