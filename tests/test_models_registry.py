@@ -58,3 +58,11 @@ def test_local_checkpoint_loads_offline_through_auto_classes(tmp_path, monkeypat
     prov = loaded.provenance()
     assert prov["source"]["kind"] == "checkpoint" and prov["local_path"] == str(tmp_path)
     assert prov["source"]["revision_verified"] is False  # a plain folder cannot prove its revision
+    assert len(prov["source"]["checkpoint_fingerprint"]) == 64  # but its configs and weight files identify it
+    # a Hugging Face snapshot folder is named by its commit: a different commit than the pin is refused
+    import shutil
+
+    snapshot = tmp_path.parent / ("f" * 40)
+    shutil.copytree(tmp_path, snapshot)
+    with pytest.raises(ModelNotAvailableError, match="pins 2424fdd4"):
+        get_model(spec.name, local_path=snapshot)

@@ -23,7 +23,7 @@ from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
 from .readouts import TokenFamilies, parse_answer, yes_no_readout
 from .registry import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec
 
-__all__ = ["HFVLM", "pick_device_dtype"]
+__all__ = ["HFVLM", "pick_device_dtype", "checkpoint_fingerprint"]
 
 _IMAGE_PROCESSOR_KEYS = ("size", "crop_size", "do_pan_and_scan", "min_pixels", "max_pixels", "patch_size",
                          "merge_size", "temporal_patch_size", "image_mean", "image_std", "resample", "do_resize",
@@ -38,6 +38,23 @@ def pick_device_dtype(spec_dtype: str, *, device: str | None = None, dtype: str 
     dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     name = dtype or (spec_dtype if dev.type == "cuda" else "float32")
     return dev, getattr(torch, name)
+
+
+def checkpoint_fingerprint(path: str | Path) -> str:
+    """SHA-256 over the checkpoint's JSON configs (bytes) and its weight files' names and sizes.
+
+    Cheap (weights are not read) and distinguishes two checkpoints in plain folders that carry no
+    revision hash, so their results never share inference-cache entries.
+    """
+    path = Path(path)
+    h = hashlib.sha256()
+    for f in sorted(path.iterdir()):
+        if f.suffix == ".json" and f.is_file():
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+        elif f.suffix in (".safetensors", ".bin", ".pt") and f.is_file():
+            h.update(f"{f.name}:{f.stat().st_size}".encode())
+    return h.hexdigest()
 
 
 class _OnceImageProcessor:
@@ -129,7 +146,8 @@ class HFVLM(VLM):
         model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True, dtype=torch_dtype)
         model.to(dev).eval()
         source = {"kind": "checkpoint", "local_path": str(path), "resolved_revision": resolved,
-                  "revision_verified": bool(resolved and spec.revision)}
+                  "revision_verified": bool(resolved and spec.revision),
+                  "checkpoint_fingerprint": checkpoint_fingerprint(path)}
         return cls(spec, model, processor, source=source, **kwargs)
 
     # identity ------------------------------------------------------------------------------
