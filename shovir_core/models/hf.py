@@ -301,7 +301,9 @@ class HFVLM(VLM):
         """Score requests sharing a prompt prefix: prefill it once, then run the suffixes as a batch.
 
         The suffixes are right-padded after the shared prefix; with ``answer_tokens`` the batch then
-        decodes greedily, each row at its own RoPE positions with its padding masked out.
+        decodes greedily, each row at its own RoPE positions with its padding masked out. (Sliding-
+        window layers count cache slots, so a generated token of a padded row sees a window shifted
+        by that row's padding; this matters only for prompts longer than the window.)
         """
         texts = [self.render(r) for r in requests]
         pil = None if requests[0].image is None else _pil(requests[0].image)
@@ -323,9 +325,9 @@ class HFVLM(VLM):
                 prefix[key] = value[:, :n]
             else:
                 prefix[key] = value
-        inner = getattr(self.model, "model", None)
-        if getattr(inner, "rope_deltas", None) is not None:
-            inner.rope_deltas = None  # multimodal RoPE state of an earlier batch must not leak into this one
+        core = getattr(self.model, "model", None)
+        if getattr(core, "rope_deltas", None) is not None:
+            core.rope_deltas = None  # multimodal RoPE state of an earlier batch must not leak into this one
         out = self.model(**self._to_model(prefix), use_cache=True, logits_to_keep=1)
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         self.stats["prefill_tokens"] += n
@@ -344,7 +346,7 @@ class HFVLM(VLM):
             past = copy.deepcopy(cache)
             past.batch_repeat_interleave(len(chunk))
             positions = torch.arange(n, n + width, device=self.device)
-            deltas = getattr(inner, "rope_deltas", None)
+            deltas = getattr(core, "rope_deltas", None)
             logits = self.model(input_ids=suffix_ids, attention_mask=mask, cache=past, use_cache=True,
                                 cache_position=positions,
                                 **self._positions(positions.view(1, -1).expand(len(chunk), -1), deltas)).logits
