@@ -23,11 +23,12 @@ from .cache import CachedVLM, InferenceCache, cached
 from .prompts import ANSWER_OPTIONS, FRAMINGS, INSTRUCTIONS, report_messages, score_messages, text_block
 from .protocol import ORDERS, SCORE_KEYS, VLM, Box, ScoreRequest, image_fingerprint
 from .readouts import TokenFamilies, logsumexp, parse_answer, yes_no_readout
-from .registry import ALIASES, MODEL_DIR_ENV, REGISTRY, ModelNotAvailableError, ModelSpec, get_model, list_models
+from .registry import (ALIASES, MODEL_DIR_ENV, REGISTRY, ModelNotAvailableError, ModelSpec, get_model, list_models,
+                       model_fingerprint)
 from .report_text import COMPOSITE, finding_of_question, read_report, template_report
 
 __all__ = [
-    "get_model", "list_models", "REGISTRY", "ALIASES", "ModelSpec", "ModelNotAvailableError", "MODEL_DIR_ENV",
+    "get_model", "list_models", "model_fingerprint", "REGISTRY", "ALIASES", "ModelSpec", "ModelNotAvailableError", "MODEL_DIR_ENV",
     "VLM", "ScoreRequest", "Box", "ORDERS", "SCORE_KEYS", "image_fingerprint",
     "INSTRUCTIONS", "FRAMINGS", "ANSWER_OPTIONS", "text_block", "score_messages", "report_messages",
     "TokenFamilies", "logsumexp", "yes_no_readout", "parse_answer",

@@ -170,8 +170,11 @@ class ReferenceModel(VLM):
         return results
 
     def identity(self) -> dict:
+        from .registry import model_fingerprint
+
         return {"name": self.name, "kind": "reference", "class": type(self).__name__,
-                "params_sha256": self.params["sha256"]}
+                "params_sha256": self.params["sha256"],
+                "code_sha256": model_fingerprint(self.name)["sha256"]}
 
     def provenance(self) -> dict:
         return {**self.identity(), "stated_behaviour": self.stated_behaviour,

@@ -17,7 +17,7 @@ from pathlib import Path
 from .protocol import VLM
 
 __all__ = ["ModelSpec", "REGISTRY", "ALIASES", "ModelNotAvailableError", "get_model", "list_models",
-           "resolve_weights", "MODEL_DIR_ENV"]
+           "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint"]
 
 MODEL_DIR_ENV = "SHOVIR_MODEL_DIR"
 
@@ -215,3 +215,35 @@ def get_model(name: str, *, local_path: str | Path | None = None, device: str | 
     from .hf import HFVLM
 
     return HFVLM.from_pretrained(spec, path, device=device, dtype=dtype)
+
+
+# Source and parameter files whose content decides what a locally built model outputs.
+_FINGERPRINT_FILES = {
+    "reference": ("models/reference.py", "models/report_text.py", "models/cnn.py", "models/readouts.py",
+                  "resources/ref_reference_models.json", "resources/ref_image_classifier.safetensors"),
+    "tiny": ("models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py"),
+}
+
+
+def model_fingerprint(name: str, *, seed: int = 0) -> dict:
+    """What identifies a model's outputs, computed without loading it.
+
+    Protocols put this into their resolved spec, so a run record's identity changes when a
+    reference model is retrained or a tiny model's construction changes (a record made with the
+    old model is then not reused). Real checkpoints are identified by their pinned id and revision.
+    """
+    import hashlib
+
+    spec = _spec(name)
+    out = {"name": ALIASES.get(name, name), "adapter": spec.adapter, "hf_id": spec.hf_id, "revision": spec.revision}
+    files = _FINGERPRINT_FILES.get(spec.adapter)
+    if files:
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.sha256()
+        for rel in files:
+            h.update(rel.encode())
+            h.update((root / rel).read_bytes())
+        out["sha256"] = h.hexdigest()
+        if spec.adapter == "tiny":
+            out["seed"] = seed
+    return out

@@ -156,7 +156,7 @@ def open_dataset(spec: dict) -> Dataset:
 
 def resolve_spec(spec: dict) -> dict:
     """Fill every default, validate, and pin the dataset's content hash."""
-    unknown = set(spec) - set(DEFAULTS) - {"dataset_sha256"}
+    unknown = set(spec) - set(DEFAULTS) - {"dataset_sha256", "model_fingerprint"}
     if unknown:
         raise ValueError(f"shovir: unknown spec keys {sorted(unknown)} (allowed: {sorted(DEFAULTS)})")
     out = {**{k: (list(v) if isinstance(v, list) else (dict(v) if isinstance(v, dict) else v))
@@ -197,6 +197,11 @@ def resolve_spec(spec: dict) -> dict:
         raise ValueError(f"shovir: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
                          f"{str(spec['dataset_sha256'])[:12]})")
     out["dataset_sha256"] = ds.manifest_hash
+    from ..models import model_fingerprint
+
+    # the model's identity (weights/parameters and the code that builds them) is part of the
+    # record's identity: a retrained reference model makes a new record instead of reusing one
+    out["model_fingerprint"] = model_fingerprint(out["model"])
     return out
 
 
