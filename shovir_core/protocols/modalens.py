@@ -42,7 +42,6 @@ import os
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from ..data import load_dataset
 from ..data import mimic_jpg as _mimic_jpg  # noqa: F401  (registers the "mimic-jpg" adapter)
@@ -444,6 +443,8 @@ def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, im
 
 def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
     """Run every trial of ``spec`` (resolved) on both images; resumable by case chunks."""
+    from tqdm.auto import tqdm
+
     from ..models import cached, get_model
 
     ds = _dataset(spec["dataset"])

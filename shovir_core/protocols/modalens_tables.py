@@ -30,7 +30,7 @@ from .modalens import COMPOSITE, prespecified_findings, primary_finding
 __all__ = [
     "READOUTS", "TableResult", "answers", "design_subset", "pair_arms", "compare_arms", "rate_interval",
     "cohort_table", "primary_comparison", "instruction_table", "accuracy_table", "readout_validation",
-    "margin_changes", "margin_by_finding", "anchoring_sweep", "six_findings",
+    "margin_changes", "margin_by_finding", "anchoring_sweep", "six_findings", "PAPER_KEYS", "paper_comparison",
 ]
 
 READOUTS: dict[str, str] = {"lowercase": "readout", "family": "family_readout", "generated": "answer"}
@@ -463,3 +463,55 @@ def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]]) ->
         rows.append({"w": w, "fr_present": float((pc != pd_).mean()), "fr_absent": float((ac != ad).mean()),
                      "present_equals_absent": bool(same), "n_trials": int(len(p))})
     return pd.DataFrame(rows).set_index("w")
+
+
+# --------------------------------------------------------------------------- paper vs run
+PAPER_KEYS: dict[str, str] = {
+    "t2.all14.present.flip_rate": "t2.all14.P", "t2.all14.absent.flip_rate": "t2.all14.A",
+    "t2.all14.diff_pp": "t2.all14.diff", "t2.all14.ratio": "t2.all14.ratio",
+    "t2.text_first.present.diff_pp": "t2.all14.tf_P_shift", "t2.text_first.absent.diff_pp": "t2.all14.tf_A_shift",
+    "t2.text_first.diff_pp": "t2.all14.tf_diff",
+    "t2.one_q.present.flip_rate": "t2.oneq.P", "t2.one_q.absent.flip_rate": "t2.oneq.A",
+    "t2.one_q.order_present.text_first.flip_rate": "t2.oneq.tf_P", "t2.one_q.order_present.diff_pp": "t2.oneq.order_effect",
+    "t3.instructed.generated.present.flip_rate": "t3.gen.P", "t3.instructed.generated.absent.flip_rate": "t3.gen.A",
+    "t3.instructed.generated.diff_pp": "t3.gen.diff", "t3.instructed.family.diff_pp": "t3.family.diff",
+    "t3.instructed.lowercase.absent.flip_rate": "t3.lower.A", "t3.instructed.lowercase.diff_pp": "t3.lower.diff",
+    "t4.fr_changed": "t4.fr_changed", "t4.fr_unchanged": "t4.fr_unchanged",
+    "t4.fr_changed_minus_unchanged": "t4.diff", "t4.acc_original": "t4.acc_orig",
+    "t4.acc_substitute": "t4.acc_sub", "t4.ba_original": "t4.ba_orig", "t4.ba_substitute": "t4.ba_sub",
+    "t4.majority": "t4.majority",
+    "t5.plain.family.absent.flip_rate": "t5.plain.family.A",
+    "t5.instructed.lowercase.present.flip_rate": "t5.instr.lower.P",
+    "t5.instructed.lowercase.absent.flip_rate": "t5.instr.lower.A",
+    "t5.instructed.family.present.flip_rate": "t5.instr.family.P",
+    "t5.instructed.family.absent.flip_rate": "t5.instr.family.A",
+}
+"""Run value key -> published value id (:func:`shovir_core.papers.published`, paper ``modalens``)."""
+
+_FRACTION_KEYS = ("flip_rate", "fr_changed", "fr_unchanged")
+
+
+def paper_comparison(values: Mapping[str, float], *, keys: Mapping[str, str] = PAPER_KEYS) -> pd.DataFrame:
+    """The paper's values (MedGemma-27B, MIMIC-CXR) beside this run's, in the run's units.
+
+    Flip rates are fractions (the paper's percentages / 100), differences are in points.
+    Returns one row per key present in both: ``paper``, ``paper lo``, ``paper hi``, ``this run``,
+    ``within paper CI`` (NaN where the paper gives no interval).
+    """
+    from ..papers import published
+
+    pub = published("modalens").set_index("id")
+    rows = []
+    for key, pid in keys.items():
+        if key not in values or pid not in pub.index:
+            continue
+        p = pub.loc[pid]
+        scale = 0.01 if p["unit"] == "%" else 1.0
+        if p["unit"] == "%" and not key.endswith(_FRACTION_KEYS):
+            raise ValueError(f"paper_comparison: {pid} is a percentage but {key} is not a rate")
+        lo, hi = p["ci_low"] * scale, p["ci_high"] * scale
+        run = float(values[key])
+        inside = float(lo <= run <= hi) if np.isfinite(lo) and np.isfinite(hi) else np.nan
+        rows.append({"quantity": key, "paper id": pid, "paper": p["value"] * scale, "paper lo": lo,
+                     "paper hi": hi, "this run": run, "within paper CI": inside})
+    return pd.DataFrame(rows).set_index("quantity")
