@@ -485,16 +485,15 @@ PAPER_KEYS: dict[str, str] = {
     "t5.instructed.lowercase.absent.flip_rate": "t5.instr.lower.A",
     "t5.instructed.family.present.flip_rate": "t5.instr.family.P",
     "t5.instructed.family.absent.flip_rate": "t5.instr.family.A",
+    "fig2.present.mean_abs_dm": "f2.mean_P", "fig2.absent.mean_abs_dm": "f2.mean_A",
+    "fig2.present.share_above": "f2.share_gt05_P", "fig2.share_absent_larger": "f2.A_gt_P",
 }
 """Run value key -> published value id (:func:`shovir_core.papers.published`, paper ``modalens``)."""
-
-_FRACTION_KEYS = ("flip_rate", "fr_changed", "fr_unchanged")
-
 
 def paper_comparison(values: Mapping[str, float], *, keys: Mapping[str, str] = PAPER_KEYS) -> pd.DataFrame:
     """The paper's values (MedGemma-27B, MIMIC-CXR) beside this run's, in the run's units.
 
-    Flip rates are fractions (the paper's percentages / 100), differences are in points.
+    Rates and shares are fractions (the paper's percentages / 100), differences are in points.
     Returns one row per key present in both: ``paper``, ``paper lo``, ``paper hi``, ``this run``,
     ``within paper CI`` (NaN where the paper gives no interval).
     """
@@ -506,9 +505,7 @@ def paper_comparison(values: Mapping[str, float], *, keys: Mapping[str, str] = P
         if key not in values or pid not in pub.index:
             continue
         p = pub.loc[pid]
-        scale = 0.01 if p["unit"] == "%" else 1.0
-        if p["unit"] == "%" and not key.endswith(_FRACTION_KEYS):
-            raise ValueError(f"paper_comparison: {pid} is a percentage but {key} is not a rate")
+        scale = 0.01 if p["unit"] == "%" else 1.0  # run rates and shares are fractions
         lo, hi = p["ci_low"] * scale, p["ci_high"] * scale
         run = float(values[key])
         inside = float(lo <= run <= hi) if np.isfinite(lo) and np.isfinite(hi) else np.nan
