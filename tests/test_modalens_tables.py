@@ -135,3 +135,19 @@ def test_tables_from_fixture_records(runs_root):
     assert t4.values["t4.n_trials"] == 84
     fig = mt.margin_changes(trials["P"], trials["A"], n_draws=100, seed=0)
     assert fig.values["fig2.n_trials"] == 84
+
+
+def test_paper_comparison_scales_percentages_and_checks_intervals():
+    from shovir_core.papers import published
+
+    pub = published("modalens").set_index("id")
+    vs = mt.paper_comparison({"t2.all14.present.flip_rate": 0.05, "t2.all14.diff_pp": 12.0,
+                              "t2.all14.absent.flip_rate": 0.5, "t4.acc_original": 0.6, "not.a.key": 1.0})
+    assert set(vs.index) == {"t2.all14.present.flip_rate", "t2.all14.diff_pp", "t2.all14.absent.flip_rate",
+                             "t4.acc_original"}
+    assert vs.loc["t2.all14.present.flip_rate", "paper"] == pytest.approx(pub.loc["t2.all14.P", "value"] / 100)
+    assert vs.loc["t2.all14.diff_pp", "paper"] == pytest.approx(pub.loc["t2.all14.diff", "value"])
+    assert vs.loc["t2.all14.diff_pp", "within paper CI"] == 1.0
+    assert np.isnan(vs.loc["t4.acc_original", "within paper CI"])
+    outside = mt.paper_comparison({"t2.all14.diff_pp": 30.0})
+    assert outside.loc["t2.all14.diff_pp", "within paper CI"] == 0.0

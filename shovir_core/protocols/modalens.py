@@ -30,8 +30,8 @@ Labels
 Readouts per side
     Every key of :data:`shovir_core.models.protocol.SCORE_KEYS` (lowercase logits and readout,
     token-family logits and readout, full-vocabulary log-probabilities, top-1 token, every family
-    token's logit as JSON, the generated answer, its parse and compliance), plus the SHA-256 of the
-    exact model input.
+    token's logit as JSON, the generated answer, its parse and compliance), plus ``input_hash``: the
+    inference-cache key, a SHA-256 of the model identity and the exact model input.
 """
 from __future__ import annotations
 
