@@ -191,3 +191,23 @@ def test_tiny_transformer_arm(runs_root):
     assert t["answer_c"].isin(["Yes", "No", "unscoreable"]).all()
     fam = json.loads(t["token_logits_c"].iloc[0])
     assert len(fam) >= 2
+
+
+@pytest.mark.parametrize("notebook", ["modalens_tables", "modalens_figures"])
+@pytest.mark.parametrize("profile", ["demo", "mimic"])
+def test_params_files_resolve(notebook, profile, monkeypatch):
+    """Every record a ModaLens params file names resolves (mimic: on the fixture via $MIMIC_CXR_JPG)."""
+    from shovir_core.book.params import load_params
+
+    monkeypatch.setenv("MIMIC_CXR_JPG", str(FIXTURE))
+    params = load_params(notebook, profile)
+    keys = set(params["runs"])
+    assert {"P", "A"} <= keys
+    for key, r in params["runs"].items():
+        assert r["protocol"] == "modalens"
+        spec = ml.resolve_spec(dict(r["spec"]))
+        assert spec["dataset"] == r["spec"]["dataset"], "the unexpanded dataset string is hashed"
+        if profile == "mimic":
+            assert spec["reports"] == "dataset" and spec["ssim_size"] == 896
+        else:
+            assert spec["reports"] == "template"
