@@ -67,7 +67,11 @@ def test_resolve_spec_fills_defaults_and_validates():
     assert set(ml.DEFAULTS) <= set(spec)
     assert spec["reports"] == "dataset" and len(spec["dataset_sha256"]) == 64
     assert ml.resolve_spec(dict(BASE)) == spec, "resolution is deterministic"
-    assert ml.resolve_spec({**BASE, "reports": "template"})["template_id"]
+    assert ml.resolve_spec(dict(spec)) == spec, "a resolved spec resolves to itself"
+    assert spec["model_fingerprint"]["name"] == "ref-anchored@0.5" and spec["model_fingerprint"]["sha256"]
+    assert ml.resolve_spec({**BASE, "model": "ref-anchored@1"})["model_fingerprint"] != spec["model_fingerprint"]
+    templated = ml.resolve_spec({**BASE, "reports": "template"})
+    assert templated["template_id"] and ml.resolve_spec(dict(templated)) == templated
     six = ml.resolve_spec({**BASE, "design": "six"})
     assert six["six_findings"] == ["Cardiomegaly", "Lung Opacity"]  # 2 of 6 source studies each
     for bad, match in (({"colour": 1}, "unknown spec keys"), ({"design": "x"}, "design"),

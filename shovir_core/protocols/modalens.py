@@ -277,10 +277,12 @@ def arm_label(spec: dict) -> str:
 
 
 def resolve_spec(spec: dict) -> dict:
-    """Fill every default, validate, and pin the dataset hash (and the six findings for ``six``)."""
+    """Fill every default, validate, and pin the dataset hash, the model fingerprint and (for ``six``)
+    the prespecified findings."""
     from ..models.prompts import INSTRUCTIONS
 
-    unknown = sorted(set(spec) - set(DEFAULTS) - {"dataset_sha256", "six_findings"})
+    unknown = sorted(set(spec) - set(DEFAULTS) - {"dataset_sha256", "six_findings", "model_fingerprint",
+                                                   "template_id"})
     if unknown:
         raise ValueError(f"modalens: unknown spec keys {unknown} (allowed: {sorted(DEFAULTS)})")
     out = {**DEFAULTS, **spec}
@@ -307,10 +309,16 @@ def resolve_spec(spec: dict) -> dict:
         raise ValueError(f"modalens: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
                          f"the spec pins {str(spec['dataset_sha256'])[:12]}...")
     out["dataset_sha256"] = ds.manifest_hash
+    from ..models import model_fingerprint
+
+    # the model's identity (parameters and the code that builds them, or the pinned checkpoint) is
+    # part of the record's identity: a retrained reference model makes a new record
+    out["model_fingerprint"] = model_fingerprint(out["model"])
     if out["reports"] == "auto":
         out["reports"] = "dataset" if ds.reports is not None else "template"
     elif out["reports"] == "dataset" and ds.reports is None:
         raise ValueError(f"modalens: dataset {out['dataset']!r} has no report text; use reports: template")
+    out.pop("template_id", None)
     if out["reports"] == "template":
         out["template_id"] = template_fingerprint(negatives=out["template_negatives"])
     if out["design"] == "six":
