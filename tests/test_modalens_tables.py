@@ -121,6 +121,7 @@ def test_tables_from_fixture_records(runs_root):
     trials = {k: r.trials for k, r in recs.items()}
     t1 = mt.cohort_table(trials["P"], recs["P"].manifest["counts"], six=mt.six_findings(trials["P"]))
     assert t1.values["t1.cases"] == 6 and t1.values["t1.trials.all14"] == 84
+    assert isinstance(t1.values["t1.cases"], int) and isinstance(t1.values["t1.ssim.max"], float)
     assert t1.values["t1.tier1"] + t1.values["t1.tier2"] + t1.values["t1.tier3"] == 6
     t2 = mt.primary_comparison(trials, n_draws_primary=200, n_draws=100, seed=0)
     assert t2.values["t2.all14.n_trials"] == 84 and t2.values["t2.one_q.n_trials"] == 6

@@ -239,7 +239,8 @@ def cohort_table(trials: pd.DataFrame, counts: Mapping[str, int], *, six: Sequen
         ("trials", f"prespecified design ({len(six)} findings)", int(trials["finding"].isin(list(six)).sum())),
         ("labels", "all-14 trials with the asked label changed", int(trials["label_changed"].sum())),
     ]
-    frame = pd.DataFrame(rows, columns=["group", "quantity", "value"]).astype({"value": object})
+    frame = pd.DataFrame({"group": [r[0] for r in rows], "quantity": [r[1] for r in rows],
+                          "value": pd.Series([r[2] for r in rows], dtype=object)})  # counts stay integers
     keys = ["dataset.images", "dataset.studies", "dataset.patients", "source_studies", "no_substitute",
             "ssim_rejected", "cohort.cases", "cohort.patients", "cases", "patients", "patients_multi_study",
             "tier1", "tier2", "tier3", "same_patient", "cross_patient", "ssim.median", "ssim.q1", "ssim.q3",
