@@ -40,7 +40,7 @@ import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
-from shovir_core.protocols import modalens_tables as mt
+from shovir_core.tables import modalens as mt
 
 runs = book.load_runs("modalens_figures", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}

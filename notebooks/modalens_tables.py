@@ -45,7 +45,7 @@ import pandas as pd
 
 from shovir_core import book
 from shovir_core.protocols import modalens as ml
-from shovir_core.protocols import modalens_tables as mt
+from shovir_core.tables import modalens as mt
 
 runs = book.load_runs("modalens_tables", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}

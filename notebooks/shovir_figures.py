@@ -44,7 +44,7 @@ import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
-from shovir_core.protocols import shovir_tables as sv
+from shovir_core.tables import shovir as sv
 
 runs = book.load_runs("shovir_figures", profile=profile, run_ids=run_ids)
 trials = sv.trials_of(runs)

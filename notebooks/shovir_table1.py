@@ -41,7 +41,7 @@ import pandas as pd
 
 from shovir_core import book
 from shovir_core.metrics import format_metric, metric_spec
-from shovir_core.protocols import shovir_tables as sv
+from shovir_core.tables import shovir as sv
 
 runs = book.load_runs("shovir_table1", profile=profile, run_ids=run_ids)
 trials = sv.trials_of(runs)

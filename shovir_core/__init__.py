@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "paths", "labels", "data", "records", "perturb", "models", "labeling",
-    "metrics", "stats", "protocols", "book", "papers",
+    "metrics", "stats", "protocols", "tables", "book", "papers",
 }
 
 

@@ -174,7 +174,7 @@ def test_image_absent_and_template_reports(runs_root):
 
 
 def test_one_question_design_equals_the_all14_subset(runs_root):
-    from shovir_core.protocols import modalens_tables as mt
+    from shovir_core.tables import modalens as mt
 
     spec = {**BASE, "model": "ref-anchored@0.5"}
     all14 = run("modalens", "t.all14", spec, progress=False).trials

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from shovir_core import metrics
-from shovir_core.protocols import modalens_tables as mt
+from shovir_core.tables import modalens as mt
 
 
 def _arm(flips_by_patient: dict[str, list[int]], *, seed: int = 0, generated: list[str] | None = None):

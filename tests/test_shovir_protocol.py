@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from shovir_core import protocols
-from shovir_core.protocols import shovir, shovir_tables
+from shovir_core.protocols import shovir
+from shovir_core.tables import shovir as shovir_tables
 from shovir_core.records import Run, RunWriter
 
 SMALL = {"dataset": "demo", "min_count": 20, "max_per_class": 2, "ps": [0.0, 0.6, 1.0],

@@ -29,7 +29,7 @@ import pandas as pd
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13, apply_policy
 from ..metrics import nlg_metrics, per_class_f1, report_label_f1
 from ..records import Run
-from .shovir import label_columns
+from ..protocols.shovir import label_columns
 
 __all__ = [
     "trials_of", "image_level", "table1", "per_class", "mu_f1_curves", "shortcut_metrics",

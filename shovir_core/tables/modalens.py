@@ -25,7 +25,7 @@ import pandas as pd
 from ..labels import FINDINGS_13
 from ..metrics import modalens as mm
 from ..stats import cluster_bootstrap, paired_rates
-from .modalens import COMPOSITE, prespecified_findings, primary_finding
+from ..protocols.modalens import COMPOSITE, prespecified_findings, primary_finding
 
 __all__ = [
     "READOUTS", "TableResult", "answers", "design_subset", "pair_arms", "compare_arms", "rate_interval",
