@@ -200,10 +200,10 @@ def test_tiny_transformer_arm(runs_root):
 @pytest.mark.parametrize("notebook", ["modalens_tables", "modalens_figures"])
 @pytest.mark.parametrize("profile", ["demo", "mimic"])
 def test_params_files_resolve(notebook, profile, monkeypatch):
-    """Every record a ModaLens params file names resolves (mimic: on the fixture via $MIMIC_CXR_JPG)."""
+    """Every record a ModaLens params file names resolves (mimic: on the fixture via $SHOVIR_MIMIC_JPG)."""
     from shovir_core.book.params import load_params
 
-    monkeypatch.setenv("MIMIC_CXR_JPG", str(FIXTURE))
+    monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
     params = load_params(notebook, profile)
     keys = set(params["runs"])
     assert {"P", "A"} <= keys
