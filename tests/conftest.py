@@ -1,4 +1,4 @@
-"""Shared fixtures. Tests never touch the network or ../shared."""
+"""Fixtures for the whole suite. Tests never touch the network, and read only files of this repository."""
 from __future__ import annotations
 
 import os
