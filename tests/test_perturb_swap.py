@@ -125,3 +125,73 @@ def test_cohort_from_dataset_and_demo_pairs():
     same = out[out["tier"] == 1]
     assert (same["sub_patient_id"] == same["patient_id"]).all()
     assert (same["sub_positive"] != same["positive"]).all()
+
+
+def _random_cohort(n_patients: int, seed: int) -> tuple[pd.DataFrame, dict]:
+    """Patients with 1-4 studies of 1-3 images (frontal and lateral), positive sets from three findings.
+
+    Every third patient's images are one picture, so its same-patient candidates fail SSIM and
+    the draw falls through the tiers.
+    """
+    rng = np.random.default_rng(seed)
+    rows, images = [], {}
+    for p in range(n_patients):
+        shared = rng.integers(0, 255, (16, 16)).astype(np.uint8)
+        for s in range(int(rng.integers(1, 5))):
+            positive = "|".join(sorted(rng.choice(["Edema", "Cardiomegaly", "Atelectasis"],
+                                                  size=int(rng.integers(0, 3)), replace=False)))
+            for i in range(int(rng.integers(1, 4))):
+                image_id = f"img{rng.integers(0, 10**6):06d}-{p}-{s}-{i}"  # ids not in patient order
+                rows.append((image_id, f"st{p}-{s}", f"pt{p}", str(rng.choice(["PA", "AP", "LL", "ap"])), positive))
+                images[image_id] = shared if p % 3 == 0 else rng.integers(0, 255, (16, 16)).astype(np.uint8)
+    return pd.DataFrame(rows, columns=["image_id", "study_id", "patient_id", "view", "positive"]), images
+
+
+def _brute_force(cohort: pd.DataFrame, images: dict, seed: int) -> dict:
+    """The three-tier rule written out row by row (image-id order, one permutation per non-empty tier)."""
+    from shovir_core.perturb.rng import item_rng
+
+    rows = sorted(cohort.itertuples(index=False), key=lambda r: r.image_id)
+    pos = {r.image_id: frozenset(filter(None, r.positive.split("|"))) for r in rows}
+    frontal = {r.image_id: r.view.upper() in ("PA", "AP") for r in rows}
+    out = {}
+    for s in rows:
+        if not frontal[s.image_id]:
+            continue
+        same = [r.image_id for r in rows if r.patient_id == s.patient_id and r.study_id != s.study_id]
+        tiers = ([i for i in same if frontal[i] and pos[i] != pos[s.image_id]], same,
+                 [r.image_id for r in rows if frontal[r.image_id] and pos[r.image_id] != pos[s.image_id]
+                  and r.patient_id != s.patient_id])
+        (rng,) = item_rng(seed, s.image_id, "substitute", n=1)
+        rejected, result = set(), (None, 0, 0)
+        for t, cands in enumerate(tiers, start=1):
+            if not cands:
+                continue
+            for j in rng.permutation(len(cands)):
+                if cands[j] in rejected:
+                    continue
+                if pair_ssim(images[s.image_id], images[cands[j]], size=16) > 0.9:
+                    rejected.add(cands[j])
+                    continue
+                result = (cands[j], t, len(cands))
+                break
+            if result[0] is not None:
+                break
+        out[s.image_id] = (*result, len(rejected))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_matches_the_rule_written_out(seed):
+    cohort, images = _random_cohort(40, seed=seed)
+    out = sample_substitutes(cohort, seed=seed, ssim_size=16, load_image=images.__getitem__)
+    expected = _brute_force(cohort, images, seed)
+    got = {r.image_id: (r.sub_image_id, r.tier, r.n_candidates, r.n_rejected_ssim) for r in out.itertuples()}
+    assert got == expected
+    assert set(out["tier"]) == {1, 2, 3} and (out["n_rejected_ssim"] > 0).any()
+    assert out["image_id"].is_monotonic_increasing
+    sub = cohort.set_index("image_id").loc[out["sub_image_id"]]
+    assert out["sub_study_id"].tolist() == sub["study_id"].tolist()
+    assert out["sub_view"].tolist() == sub["view"].tolist()
+    assert (out["pair_type"] == np.where(out["sub_patient_id"] == out["patient_id"], "same-patient",
+                                          "cross-patient")).all()

@@ -158,33 +158,45 @@ def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str
         if unknown:
             raise ValueError(f"sample_substitutes: source image {unknown[0]!r} is not in the cohort")
     loader = load_image or _default_loader(cohort)
-    by_patient = {k: v.index.tolist() for k, v in df.groupby("patient_id", sort=True)}
-    frontal_ids = df.index[df["_frontal"]].to_numpy()
-    frontal_pos = df.loc[frontal_ids, "_pos"].tolist()
-    rows = []
-    for src in sources:
-        s = df.loc[src]
-        same = [i for i in by_patient[s.patient_id] if df.at[i, "study_id"] != s.study_id]
-        tiers = (
-            [i for i in same if df.at[i, "_frontal"] and df.at[i, "_pos"] != s._pos],
-            same,
-            [i for i, pos in zip(frontal_ids, frontal_pos)
-             if pos != s._pos and df.at[i, "patient_id"] != s.patient_id],
-        )
+    # Rows are in image-id order, so every candidate list below (np.flatnonzero / masks over
+    # increasing row numbers) is in image-id order, the order the permutations index into.
+    ids = df.index.to_numpy(dtype=object)
+    patient = pd.factorize(df["patient_id"])[0]
+    study = pd.factorize(df["study_id"])[0]
+    pos_keys: dict[frozenset, int] = {}
+    pos = np.array([pos_keys.setdefault(p, len(pos_keys)) for p in df["_pos"]], dtype=np.int64)
+    pos_text = ["|".join(sorted(p)) for p in pos_keys]
+    frontal = df["_frontal"].to_numpy(dtype=bool)
+    frontal_rows = np.flatnonzero(frontal)
+    by_row = np.argsort(patient, kind="stable")  # rows grouped by patient, increasing within a patient
+    bounds = np.searchsorted(patient[by_row], np.arange(patient.max(initial=-1) + 2))
+    study_col, patient_col, view_col = (df[c].to_numpy() for c in ("study_id", "patient_id", "view"))
+
+    def candidates(k: int):
+        """The tiers of row ``k``, lazily: tier 3 is only built when tiers 1-2 give no substitute."""
+        rows = by_row[bounds[patient[k]]:bounds[patient[k] + 1]]
+        same = rows[study[rows] != study[k]]
+        yield same[frontal[same] & (pos[same] != pos[k])]
+        yield same
+        others = frontal_rows[(pos[frontal_rows] != pos[k]) & (patient[frontal_rows] != patient[k])]
+        yield others
+
+    out_rows = []
+    for src, k in zip(sources, df.index.get_indexer(sources)):
         (rng,) = item_rng(seed, src, "substitute", n=1)
         src_img = None
         chosen, tier, n_cand, score, rejected = None, 0, 0, float("nan"), set()
-        for t, cands in enumerate(tiers, start=1):
-            if not cands:
+        for t, cands in enumerate(candidates(k), start=1):
+            if not len(cands):
                 continue
             n_cand = len(cands)
             for j in rng.permutation(len(cands)):
-                cand = cands[j]
+                cand = int(cands[j])
                 if cand in rejected:  # already rejected in an earlier tier
                     continue
                 if src_img is None:
                     src_img = ssim_image(loader(src), size=ssim_size)
-                value = float(structural_similarity(src_img, ssim_image(loader(cand), size=ssim_size),
+                value = float(structural_similarity(src_img, ssim_image(loader(ids[cand]), size=ssim_size),
                                                     data_range=1.0))
                 if value > ssim_threshold:
                     rejected.add(cand)
@@ -193,19 +205,19 @@ def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str
                 break
             if chosen is not None:
                 break
-        sub = df.loc[chosen] if chosen is not None else None
-        rows.append({
-            "image_id": src, "study_id": s.study_id, "patient_id": s.patient_id, "view": s.view,
-            "positive": "|".join(sorted(s._pos)),
-            "sub_image_id": chosen, "sub_study_id": None if sub is None else sub.study_id,
-            "sub_patient_id": None if sub is None else sub.patient_id,
-            "sub_view": None if sub is None else sub.view,
-            "sub_positive": None if sub is None else "|".join(sorted(sub._pos)),
+        found = chosen is not None
+        out_rows.append({
+            "image_id": src, "study_id": study_col[k], "patient_id": patient_col[k], "view": view_col[k],
+            "positive": pos_text[pos[k]],
+            "sub_image_id": ids[chosen] if found else None, "sub_study_id": study_col[chosen] if found else None,
+            "sub_patient_id": patient_col[chosen] if found else None,
+            "sub_view": view_col[chosen] if found else None,
+            "sub_positive": pos_text[pos[chosen]] if found else None,
             "tier": tier, "tier_name": TIERS[tier - 1] if tier else "none",
-            "pair_type": None if sub is None else ("same-patient" if sub.patient_id == s.patient_id
-                                                   else "cross-patient"),
-            "n_candidates": n_cand if chosen is not None else 0, "n_rejected_ssim": len(rejected),
+            "pair_type": None if not found else ("same-patient" if patient[chosen] == patient[k]
+                                                 else "cross-patient"),
+            "n_candidates": n_cand if found else 0, "n_rejected_ssim": len(rejected),
             "ssim": score, "ssim_size": int(ssim_size), "ssim_threshold": float(ssim_threshold),
             "seed": int(seed),
         })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(out_rows)
