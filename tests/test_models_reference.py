@@ -189,3 +189,45 @@ def test_cnn_training_is_deterministic():
     a, _ = train_cnn(x, y, epochs=1, seed=5, batch_size=4)
     b, _ = train_cnn(x, y, epochs=1, seed=5, batch_size=4)
     assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
+
+
+
+def _count_cnn_images(model) -> list[int]:
+    """Record the number of images of every CNN call of ``model``."""
+    sizes, forward = [], model.probabilities
+
+    def counted(images):
+        sizes.append(len(images))
+        return forward(images)
+
+    model.probabilities = counted
+    return sizes
+
+
+@pytest.mark.parametrize("name", ["ref-image-classifier", "ref-anchored@0.5"])
+def test_cnn_runs_once_per_distinct_image_and_answers_as_alone(demo, name):
+    """A call runs the CNN once per distinct image (equal pixels in another array included), and
+    every answer is exactly what the request gets alone: an input's output never depends on the
+    other inputs of its call (which the inference cache's chunks rely on)."""
+    ds, ids, images, reports = demo
+    ids = ids[:12]
+    reqs = [ScoreRequest(images[i], q, report=r, finding=f)
+            for i in ids for f, q in QUESTIONS for r in (None, reports[i])]
+    reqs += [ScoreRequest(images[i].copy(), q, finding=f) for i in ids[:3] for f, q in QUESTIONS[:2]]
+    model = get_model(name)
+    sizes = _count_cnn_images(model)
+    together = model.score_yes_no(reqs, answer_tokens=1)
+    assert sum(sizes) == len(ids)
+    alone = [get_model(name).score_yes_no([r], answer_tokens=1)[0] for r in reqs[::7]]
+    assert together[::7] == alone
+    assert model.score_yes_no(reqs[::-1], answer_tokens=1) == together[::-1]
+    assert sum(sizes) == len(ids), "images of an earlier call are not recomputed"
+    probs = model.probabilities([images[i] for i in ids])
+    assert np.array_equal(probs, np.concatenate([get_model(name).probabilities([images[i]]) for i in ids]))
+    fresh = get_model(name)
+    report_sizes = _count_cnn_images(fresh)
+    many = fresh.generate_reports([images[i] for i in ids] + [images[ids[0]].copy()])
+    assert sum(report_sizes) == len(ids)
+    assert many == [r for i in ids + ids[:1] for r in get_model(name).generate_reports([images[i]])]
+    with pytest.raises(ValueError, match="no image at position 1"):
+        fresh.generate_reports([images[ids[0]], None])

@@ -77,6 +77,22 @@ def _load_params() -> dict:
     return json.loads(path.read_text())
 
 
+def _fingerprints(images: Sequence[np.ndarray | None]) -> list[str]:
+    """:func:`~shovir_core.models.protocol.image_fingerprint` of each image, hashing each array object once.
+
+    A call's requests usually share one array per image (14 questions, both report arms), so this
+    hashes each image once per call instead of once per request.
+    """
+    seen: dict[int, str] = {}
+    out = []
+    for image in images:
+        key = id(image)  # the list holds every array while this runs, so ids are not reused
+        if key not in seen:
+            seen[key] = image_fingerprint(image)
+        out.append(seen[key])
+    return out
+
+
 def context_region(shape: tuple[int, int], boxes: Sequence[Box] | None, finding: str) -> np.ndarray:
     """Boolean mask of the pixels ``ref-context-shortcut`` reads for ``finding``.
 
@@ -123,8 +139,8 @@ class ReferenceModel(VLM):
 
     # evidence ------------------------------------------------------------------------------
     def _finding_logits(self, image: np.ndarray | None, report: str | None,
-                        boxes: Sequence[Box] | None) -> dict[str, float]:
-        """Evidence logit for each of the 13 findings."""
+                        boxes: Sequence[Box] | None, *, fingerprint: str | None = None) -> dict[str, float]:
+        """Evidence logit for each of the 13 findings (``fingerprint``: the image's, when known)."""
         raise NotImplementedError
 
     def _evidence(self, logits: dict[str, float], finding: str) -> float:
@@ -144,16 +160,18 @@ class ReferenceModel(VLM):
         return out
 
     def score_yes_no(self, requests: Sequence[ScoreRequest], *, answer_tokens: int = 0) -> list[dict]:
+        requests = list(requests)
+        fingerprints = _fingerprints([req.image for req in requests])
         memo: dict[tuple, dict[str, float]] = {}
         results = []
-        for req in requests:
+        for req, fingerprint in zip(requests, fingerprints):
             finding = req.finding or finding_of_question(req.question)
             if finding != COMPOSITE and finding not in FINDINGS_13:
                 raise ValueError(f"{self.name}: request {req.question!r}: unknown finding {finding!r}")
-            key = (image_fingerprint(req.image), req.report,
-                   json.dumps(req.boxes) if self.uses_boxes else None)
+            key = (fingerprint, req.report, json.dumps(req.boxes) if self.uses_boxes else None)
             if key not in memo:
-                memo[key] = self._finding_logits(req.image, req.report, req.boxes if self.uses_boxes else None)
+                memo[key] = self._finding_logits(req.image, req.report, req.boxes if self.uses_boxes else None,
+                                                 fingerprint=fingerprint)
             z = float(np.clip(self._evidence(memo[key], finding), -_CLIP, _CLIP))
             row = np.array([-np.logaddexp(0.0, -z), -np.logaddexp(0.0, z)])
             res = yes_no_readout(row, _FAMILIES)
@@ -187,7 +205,7 @@ class BlindPrior(ReferenceModel):
     stated_behaviour = ("Ignores image and report: identical outputs under any perturbation or swap, "
                         "so Delta_FN = 0, ShoViR flip rates 0 and ModaLens swap flip rate 0 in both arms.")
 
-    def _finding_logits(self, image, report, boxes):
+    def _finding_logits(self, image, report, boxes, *, fingerprint=None):
         return {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
 
 
@@ -197,7 +215,7 @@ class ReportReader(BlindPrior):
     stated_behaviour = ("Ignores the image: ModaLens swap flip rate 0 with and without the report; "
                         "report absent answers equal ref-blind-prior.")
 
-    def _finding_logits(self, image, report, boxes):
+    def _finding_logits(self, image, report, boxes, *, fingerprint=None):
         if report is None:
             return super()._finding_logits(image, report, boxes)
         read = read_report(report)
@@ -232,34 +250,52 @@ class ImageClassifier(ReferenceModel):
         return self._net
 
     def probabilities(self, images: Sequence[np.ndarray]) -> np.ndarray:
-        """CNN probabilities, shape (n, len(cnn.CLASSES))."""
-        from .cnn import preprocess
+        """CNN probabilities, shape (n, len(cnn.CLASSES)), one forward pass per image.
+
+        Not batched, on purpose: a batch of float32 images takes another convolution kernel
+        (oneDNN) that sums in another order, so an image's probabilities would move with the
+        other images of its batch (CNN logits by up to about 1e-5), and the inference cache
+        needs the output for an input to depend on that input only. One image per pass runs the
+        same kernels whatever the call holds.
+        """
+        from .cnn import CLASSES, preprocess
 
         net = self._load()
         cfg = self.params["cnn"]
-        x = np.stack([(preprocess(to_gray_float(im)) - cfg["mean"]) / cfg["std"] for im in images])
-        with self._torch.no_grad():
-            logits = net(self._torch.from_numpy(x[:, None].astype(np.float32)))
-        return 1.0 / (1.0 + np.exp(-logits.double().numpy()))
+        out = np.zeros((len(images), len(CLASSES)))
+        with self._torch.inference_mode():
+            for k, image in enumerate(images):
+                x = np.stack([(preprocess(to_gray_float(image)) - cfg["mean"]) / cfg["std"]])
+                logits = net(self._torch.from_numpy(x[:, None].astype(np.float32)))
+                out[k] = 1.0 / (1.0 + np.exp(-logits.double().numpy()[0]))
+        return out
 
-    def _finding_logits(self, image, report, boxes):
-        from .cnn import CLASSES
-
-        if image is None:
-            return {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
-        key = image_fingerprint(image)
+    def _image_probabilities(self, image: np.ndarray, fingerprint: str | None = None) -> np.ndarray:
+        """The CNN probabilities of one image, computed once per distinct image (by fingerprint)."""
+        key = image_fingerprint(image) if fingerprint is None else fingerprint
         if key not in self._memo:  # the same image is asked many questions (all-14 design, both report arms)
             if len(self._memo) >= self._MEMO_SIZE:
                 self._memo.pop(next(iter(self._memo)))
             self._memo[key] = self.probabilities([image])[0]
-        probs = dict(zip(CLASSES, self._memo[key]))
+        return self._memo[key]
+
+    def _finding_logits(self, image, report, boxes, *, fingerprint=None):
+        from .cnn import CLASSES
+
+        if image is None:
+            return {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
+        probs = dict(zip(CLASSES, self._image_probabilities(image, fingerprint)))
         return {f: _logit(float(probs[f])) if f in probs else _logit(self.params["priors"][f]) for f in FINDINGS_13}
 
     def generate_reports(self, images, *, prompt=None, max_new_tokens=None, boxes=None) -> list[str]:
         from .cnn import CLASSES
 
-        probs = self.probabilities(list(images)) if len(images) else np.zeros((0, len(CLASSES)))
-        return [template_report([c for c, p in zip(CLASSES, row) if p > 0.5]) for row in probs]
+        images = list(images)
+        for i, image in enumerate(images):
+            if image is None:
+                raise ValueError(f"{self.name}: generate_reports got no image at position {i}")
+        return [template_report([c for c, p in zip(CLASSES, self._image_probabilities(image, key)) if p > 0.5])
+                for image, key in zip(images, _fingerprints(images))]
 
 
 class Anchored(ImageClassifier):
@@ -275,8 +311,8 @@ class Anchored(ImageClassifier):
         self.w = float(w)
         self._reader = ReportReader("ref-report-reader")
 
-    def _finding_logits(self, image, report, boxes):
-        img = super()._finding_logits(image, None, boxes)
+    def _finding_logits(self, image, report, boxes, *, fingerprint=None):
+        img = super()._finding_logits(image, None, boxes, fingerprint=fingerprint)
         if report is None:
             return img
         rep = self._reader._finding_logits(None, report, None)
@@ -305,7 +341,7 @@ class ContextShortcut(ReferenceModel):
                         "and against RO); DOCO noise in the co-finding boxes turns calls of c off, so DOCO flip "
                         "rate > OCO flip rate.")
 
-    def _finding_logits(self, image, report, boxes):
+    def _finding_logits(self, image, report, boxes, *, fingerprint=None):
         if image is None:
             return {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
         gray = to_gray_float(image)
