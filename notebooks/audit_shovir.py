@@ -15,7 +15,7 @@
 #
 # Before reproducing a paper, check that its numbers agree with each other. Every number of
 # ShoViR that can be derived from other printed numbers is recomputed here: the cohort counts
-# of §3.1, the 32 Δ_FN cells of Table 1 (Baseline − Full Noise Image), the ranges and orderings
+# of §3.1, the {glue:}`audit.shovir.kind.delta_column.checks` Δ_FN cells of Table 1 (Baseline − Full Noise Image), the ranges and orderings
 # stated for Figure 3(a), and the claims of §4.1 and §4.3 against the paper's own Table 1 and
 # figure values. A recomputation from rounded inputs is a range; a check passes when the printed
 # value is within ±1 in its last digit of that range (half a digit for bounds and for rates that

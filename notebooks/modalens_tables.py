@@ -43,7 +43,7 @@ reproduces_paper = False
 import numpy as np
 import pandas as pd
 
-from shovir_core import book
+from shovir_core import book, papers
 from shovir_core.protocols import modalens as ml
 from shovir_core.tables import modalens as mt
 
@@ -187,7 +187,7 @@ for key, value in v5.items():
 # %% [markdown]
 # ## Paper vs this run
 #
-# The paper's values (MedGemma-27B on 3,199 MIMIC-CXR cases) beside this run's. In the demo profile
+# The paper's values (MedGemma-27B on {glue:text}`ml.paper.n_cases:,d` MIMIC-CXR cases) beside this run's. In the demo profile
 # the model, data and reports differ, so the columns are context, not a replication; the `mimic`
 # profile with MedGemma-27B reproduces the paper's setting and then asserts that the headline
 # paired difference falls inside the paper's interval.
@@ -195,6 +195,7 @@ for key, value in v5.items():
 # %% tags=["nbval-check-output"]
 vs_paper = mt.paper_comparison({**v2, **v3, **v4, **v5})
 book.show(vs_paper.round(4), runs=runs)
+book.glue("ml.paper.n_cases", int(papers.published_value("modalens", id="design.cases")), runs=runs)
 
 # %%
 assert len(vs_paper) >= 20, "every mapped Table 2-5 value has a run value"

@@ -39,7 +39,7 @@ def _plain(value):
     return value
 
 
-def glue(key: str, value, *, runs, display: bool = False):
+def glue(key: str, value, *, runs, display: bool = False) -> None:
     """Glue ``value`` under the namespaced ``key`` (checked against credentialed runs).
 
     ``runs`` are the records the value was derived from (a Run, a list or the
@@ -52,7 +52,6 @@ def glue(key: str, value, *, runs, display: bool = False):
     value = _plain(value)
     assert_aggregate(value, runs, what=f"glue {key!r}")
     _glue(key, value, display=display)
-    return value
 
 
 def show(obj, *, runs) -> None:

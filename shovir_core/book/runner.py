@@ -34,6 +34,21 @@ def make_records(notebook: str, *, profile: str = "demo", progress: bool = True)
     return ids
 
 
+def _tag_for_readers(nb) -> None:
+    """Collapse code in the rendered book (readers see results; a click shows the code).
+
+    The default ``parameters`` cell is removed from the page; the values the run actually used
+    are in the cell papermill injects after it.
+    """
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.setdefault("tags", [])
+        extra = "remove-cell" if "parameters" in tags else "hide-input"
+        if extra not in tags:
+            tags.append(extra)
+
+
 def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str, str] | None = None,
                      output_dir: Path | None = None) -> Path:
     """Execute ``notebooks/<notebook>.py`` with its params into ``book/<notebook>.ipynb``."""
@@ -52,6 +67,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
     params = {**spec["parameters"], "profile": profile, "run_ids": run_ids}
     nb = jupytext.read(source)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    _tag_for_readers(nb)
     with tempfile.TemporaryDirectory() as tmp:
         src_nb = Path(tmp) / f"{notebook}.ipynb"
         jupytext.write(nb, src_nb)

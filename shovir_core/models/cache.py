@@ -100,7 +100,7 @@ class CachedVLM(VLM):
         return self.model.input_key(request, image=image, prompt=prompt)
 
     def _run(self, keys: list[str], compute, desc: str, unit: str) -> list:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
         found = self.cache.get_many(keys)
         todo: dict[str, list[int]] = {}

@@ -451,7 +451,7 @@ def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, im
 
 def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
     """Run every trial of ``spec`` (resolved) on both images; resumable by case chunks."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from ..models import cached, get_model
 

@@ -50,7 +50,7 @@ from typing import Iterator
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from ..data import Dataset, load_dataset
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
