@@ -16,6 +16,7 @@ Public API
 ``ScoreRequest``    one yes/no question (image or None, question, report or None, order, instruction,
                     framing, finding, boxes)
 ``cached(model, *, directory=None)``  the same model behind the on-disk inference cache
+``register_remote_adapter(name, cls)``  plug in an adapter for a GitHub-code model (LLaVA-Rad, Libra, RaDialog)
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from .protocol import ORDERS, SCORE_KEYS, VLM, Box, ScoreRequest, image_fingerpr
 from .readouts import TokenFamilies, logsumexp, parse_answer, yes_no_readout
 from .registry import (ALIASES, MODEL_DIR_ENV, REGISTRY, ModelNotAvailableError, ModelSpec, get_model, list_models,
                        model_fingerprint)
+from .remote import register_remote_adapter
 from .report_text import COMPOSITE, finding_of_question, read_report, template_report
 
 __all__ = [
@@ -33,5 +35,5 @@ __all__ = [
     "INSTRUCTIONS", "FRAMINGS", "ANSWER_OPTIONS", "text_block", "score_messages", "report_messages",
     "TokenFamilies", "logsumexp", "yes_no_readout", "parse_answer",
     "COMPOSITE", "template_report", "read_report", "finding_of_question",
-    "InferenceCache", "CachedVLM", "cached",
+    "InferenceCache", "CachedVLM", "cached", "register_remote_adapter",
 ]

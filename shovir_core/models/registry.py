@@ -34,8 +34,9 @@ class ModelNotAvailableError(RuntimeError):
 class ModelSpec:
     """One registry entry.
 
-    ``adapter``: ``"hf"`` (transformers ``AutoModelForImageTextToText``), ``"remote-code"`` (needs
-    the model's upstream code), ``"tiny"`` (random-weight model built from a config) or
+    ``adapter``: ``"hf"`` (transformers ``AutoModelForImageTextToText``), ``"remote-code"`` (the
+    checkpoint's own code via ``trust_remote_code``, or a separate upstream code base:
+    :mod:`~shovir_core.models.remote`), ``"tiny"`` (random-weight model built from a config) or
     ``"reference"``. ``report_*`` give the report prompt (system text, user text, block order),
     ``max_new_tokens`` the report length; ``families`` the paper's answer-token ids, checked
     against the tokenizer at load time.
@@ -206,12 +207,11 @@ def get_model(name: str, *, local_path: str | Path | None = None, device: str | 
         from .tiny import build_tiny
 
         return build_tiny(spec.name, seed=seed, device=device, dtype=dtype)
-    path = resolve_weights(spec, local_path=local_path)
     if spec.adapter == "remote-code":
-        raise ModelNotAvailableError(
-            f"model {spec.name!r}: weights found at {path}, but its adapter needs the upstream model code "
-            f"({spec.notes}); this companion ships no adapter for it yet"
-        )
+        from .remote import build_remote
+
+        return build_remote(spec, local_path=local_path, device=device, dtype=dtype)
+    path = resolve_weights(spec, local_path=local_path)
     from .hf import HFVLM
 
     return HFVLM.from_pretrained(spec, path, device=device, dtype=dtype)

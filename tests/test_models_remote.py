@@ -1,0 +1,219 @@
+"""Remote-code adapters: tiny checkpoints whose config ``auto_map`` points at modelling code written
+by the test are loaded offline with ``trust_remote_code`` and generate reports through the adapter;
+the GitHub-code models fail with an error naming the missing code and the adapter hook."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from shovir_core.models import ModelNotAvailableError, ScoreRequest, get_model, model_fingerprint  # noqa: E402
+from shovir_core.models import remote  # noqa: E402
+from shovir_core.models.registry import REGISTRY  # noqa: E402
+from shovir_core.models.remote import (REMOTE_ADAPTERS, UPSTREAM_CODE, Maira2VLM, RemoteCodeVLM,  # noqa: E402
+                                       register_remote_adapter)
+
+MAIRA_CONFIG = '''
+from transformers import LlavaConfig
+
+
+class TinyMaira2Config(LlavaConfig):
+    model_type = "tiny_maira2"
+'''
+
+MAIRA_MODELING = '''
+from transformers import LlavaForConditionalGeneration
+
+from .configuration_tiny_maira2 import TinyMaira2Config
+
+
+class TinyMaira2ForConditionalGeneration(LlavaForConditionalGeneration):
+    config_class = TinyMaira2Config
+'''
+
+# Mirrors MAIRA-2's processor API: a reporting-input builder and an output converter. The prompt
+# records every argument so the test can check what the adapter passed.
+MAIRA_PROCESSING = '''
+from transformers import LlavaProcessor
+
+CALLS = []
+
+
+class TinyMaira2Processor(LlavaProcessor):
+    def format_and_preprocess_reporting_input(self, current_frontal, current_lateral, prior_frontal, indication,
+                                              technique, comparison, prior_report, return_tensors="pt",
+                                              get_grounding=False):
+        CALLS.append(dict(size=current_frontal.size, lateral=current_lateral, prior=prior_frontal,
+                          indication=indication, technique=technique, comparison=comparison,
+                          prior_report=prior_report, grounding=get_grounding))
+        text = "[INST] <image>\\nINDICATION: " + (indication or "None") + " [/INST]"
+        return self(text=text, images=[current_frontal], return_tensors=return_tensors)
+
+    def convert_output_to_plaintext_or_grounded_sequence(self, text):
+        return "converted: " + text
+'''
+
+
+@pytest.fixture(scope="module")
+def maira_dir(tmp_path_factory):
+    """A tiny MAIRA-2-shaped checkpoint: random LLaVA weights behind code named in ``auto_map``."""
+    from safetensors.torch import save_file
+
+    from shovir_core.models.tiny import tiny_model_and_processor
+
+    path = tmp_path_factory.mktemp("tiny-maira2")
+    model, processor, _ = tiny_model_and_processor("tiny-llava", seed=3)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    # save_pretrained writes LLaVA's legacy parameter names (mapped back only for model_type "llava");
+    # the remote code loads the current names, as a checkpoint written for its own code has them.
+    (path / "model.safetensors").rename(path / "legacy.safetensors.bak")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path / "model.safetensors"),
+              metadata={"format": "pt"})
+    for name, code in (("configuration_tiny_maira2.py", MAIRA_CONFIG), ("modeling_tiny_maira2.py", MAIRA_MODELING),
+                       ("processing_tiny_maira2.py", MAIRA_PROCESSING)):
+        (path / name).write_text(textwrap.dedent(code))
+    auto_map = {"AutoConfig": "configuration_tiny_maira2.TinyMaira2Config",
+                "AutoModelForCausalLM": "modeling_tiny_maira2.TinyMaira2ForConditionalGeneration",
+                "AutoProcessor": "processing_tiny_maira2.TinyMaira2Processor"}
+    config = json.loads((path / "config.json").read_text())
+    config.update(model_type="tiny_maira2", architectures=["TinyMaira2ForConditionalGeneration"], auto_map=auto_map)
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    for name in ("processor_config.json", "preprocessor_config.json", "tokenizer_config.json"):
+        f = path / name
+        if f.is_file():
+            data = json.loads(f.read_text())
+            data["auto_map"] = {"AutoProcessor": auto_map["AutoProcessor"]}
+            data["processor_class"] = "TinyMaira2Processor"
+            f.write_text(json.dumps(data, indent=2))
+    return path
+
+
+@pytest.fixture(scope="module")
+def image():
+    return np.random.default_rng(0).integers(0, 256, (40, 56), dtype=np.uint8)
+
+
+def test_maira2_loads_remote_code_and_generates(maira_dir, image):
+    model = get_model("maira-2", local_path=maira_dir, device="cpu", dtype="float32")
+    assert isinstance(model, Maira2VLM)
+    assert type(model.model).__name__ == "TinyMaira2ForConditionalGeneration"
+    assert type(model.processor).__name__ == "TinyMaira2Processor"
+    reports = model.generate_reports([image, image[::-1]], max_new_tokens=6)
+    assert len(reports) == 2 and all(r.startswith("converted: ") for r in reports)
+    calls = __import__(type(model.processor).__module__, fromlist=["CALLS"]).CALLS
+    assert calls[-1] == dict(size=(56, 40), lateral=None, prior=None, indication="", technique="", comparison="",
+                             prior_report=None, grounding=False)
+    # Greedy: the same image gives the same report; a different indication reaches the processor.
+    assert model.generate_reports([image], max_new_tokens=6) == reports[:1]
+    model.generate_reports([image], prompt="Cough.", max_new_tokens=2)
+    assert calls[-1]["indication"] == "Cough."
+
+
+def test_maira2_report_is_the_models_greedy_continuation(maira_dir, image):
+    import torch
+    from PIL import Image
+
+    model = get_model("maira-2", local_path=maira_dir, device="cpu", dtype="float32")
+    text = "[INST] <image>\nINDICATION: None [/INST]"
+    batch = model.processor(text=text, images=[Image.fromarray(np.repeat(image[:, :, None], 3, axis=2))],
+                            return_tensors="pt")
+    ids = batch["input_ids"]
+    with torch.no_grad():
+        for _ in range(5):
+            logits = model.model(input_ids=ids, pixel_values=batch["pixel_values"]).logits[0, -1]
+            ids = torch.cat([ids, logits.argmax().view(1, 1)], dim=1)
+    new = ids[0, batch["input_ids"].shape[1]:].tolist()
+    eos = model.processor.tokenizer.eos_token_id
+    new = new[:new.index(eos)] if eos in new else new
+    expected = "converted: " + model.processor.decode(new, skip_special_tokens=True).lstrip()
+    assert model.generate_reports([image], max_new_tokens=5) == [expected.strip()]
+
+
+def test_identity_and_provenance(maira_dir):
+    model = get_model("maira-2", local_path=maira_dir, device="cpu", dtype="float32")
+    ident = model.identity()
+    assert ident["model_id"] == "microsoft/maira-2" and ident["adapter"] == "remote-code"
+    assert ident["decoding"]["max_new_tokens"] == REGISTRY["maira-2"].max_new_tokens == 450
+    assert "local_path" not in ident["source"] and len(ident["source"]["code_sha256"]) == 64
+    assert model.provenance()["local_path"] == str(maira_dir)
+    assert model.input_key(image=np.zeros((4, 4), np.uint8)) == model.input_key(image=np.zeros((4, 4), np.uint8),
+                                                                                 prompt="")
+    with pytest.raises(NotImplementedError, match="maira-2: yes/no scoring is not offered"):
+        model.score_yes_no([ScoreRequest(None, "Does this chest X-ray show Edema?")])
+    # model_fingerprint stays the registry's pinned identity (computed without loading).
+    assert model_fingerprint("maira-2") == {"name": "maira-2", "adapter": "remote-code",
+                                            "hf_id": "microsoft/maira-2", "revision": None}
+
+
+def test_wrong_processor_code_is_named(maira_dir, tmp_path):
+    import shutil
+
+    bad = tmp_path / "plain"
+    shutil.copytree(maira_dir, bad)
+    config = json.loads((bad / "config.json").read_text())
+    del config["auto_map"]["AutoProcessor"]
+    (bad / "config.json").write_text(json.dumps(config))
+    for f in bad.glob("*_config.json"):
+        data = json.loads(f.read_text())
+        data.pop("auto_map", None)
+        data.pop("processor_class", None)
+        f.write_text(json.dumps(data))
+    with pytest.raises(ModelNotAvailableError, match="format_and_preprocess_reporting_input"):
+        get_model("maira-2", local_path=bad, device="cpu", dtype="float32")
+
+
+def test_unfilled_parameters_are_refused(maira_dir, tmp_path):
+    import shutil
+
+    legacy = tmp_path / "legacy"
+    shutil.copytree(maira_dir, legacy)
+    (legacy / "model.safetensors").unlink()
+    (legacy / "legacy.safetensors.bak").rename(legacy / "model.safetensors")
+    with pytest.raises(ModelNotAvailableError, match=r"does not fill \d+ parameters of TinyMaira2ForConditional"):
+        get_model("maira-2", local_path=legacy, device="cpu", dtype="float32")
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM_CODE))
+def test_github_code_models_name_what_is_missing(name, tmp_path, monkeypatch):
+    monkeypatch.delenv("SHOVIR_MODEL_DIR", raising=False)
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ModelNotAvailableError) as info:
+        get_model(name, local_path=tmp_path)
+    msg = str(info.value)
+    assert f"weights were found at {tmp_path}" in msg
+    assert "trust_remote_code cannot load it" in msg
+    assert f"register_remote_adapter({name!r}" in msg
+    repo = "github.com/ChantalMP/RaDialog" if name == "radialog" else "github.com/X-iZhang/Libra"
+    assert repo in msg and f"`{UPSTREAM_CODE[name]['module']}`" in msg
+    with pytest.raises(ModelNotAvailableError, match="weights are also missing"):
+        get_model(name, local_path=tmp_path / "nowhere")
+
+
+def test_every_remote_code_model_is_covered():
+    remote = {n for n, s in REGISTRY.items() if s.adapter == "remote-code"}
+    assert remote == set(REMOTE_ADAPTERS) | set(UPSTREAM_CODE)
+    assert not set(REMOTE_ADAPTERS) & set(UPSTREAM_CODE)
+    assert {"chexagent-2", "maira-2", "cxrmate"} <= set(REMOTE_ADAPTERS)
+
+
+def test_register_remote_adapter_validates_and_plugs_in(tmp_path, monkeypatch):
+    with pytest.raises(KeyError, match="not a registered remote-code model"):
+        register_remote_adapter("medgemma-4b", RemoteCodeVLM)
+    with pytest.raises(TypeError, match="RemoteCodeVLM subclass"):
+        register_remote_adapter("llava-rad", object)  # type: ignore[arg-type]
+
+    class Loaded(RemoteCodeVLM):
+        @classmethod
+        def load(cls, spec, path, *, device=None, dtype=None):
+            return path
+
+    monkeypatch.setattr(remote, "REMOTE_ADAPTERS", dict(REMOTE_ADAPTERS))  # undone after the test
+    register_remote_adapter("llava-rad", Loaded)
+    (tmp_path / "config.json").write_text("{}")
+    assert get_model("llava-rad", local_path=tmp_path) == tmp_path
