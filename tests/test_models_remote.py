@@ -15,8 +15,9 @@ pytest.importorskip("transformers")
 from shovir_core.models import ModelNotAvailableError, ScoreRequest, get_model, model_fingerprint  # noqa: E402
 from shovir_core.models import remote  # noqa: E402
 from shovir_core.models.registry import REGISTRY  # noqa: E402
-from shovir_core.models.remote import (REMOTE_ADAPTERS, UPSTREAM_CODE, Maira2VLM, RemoteCodeVLM,  # noqa: E402
-                                       register_remote_adapter)
+from shovir_core.models.protocol import SCORE_KEYS  # noqa: E402
+from shovir_core.models.remote import (REMOTE_ADAPTERS, UPSTREAM_CODE, CheXagent2VLM, Maira2VLM,  # noqa: E402
+                                       RemoteCodeVLM, register_remote_adapter)
 
 MAIRA_CONFIG = '''
 from transformers import LlavaConfig
@@ -217,3 +218,152 @@ def test_register_remote_adapter_validates_and_plugs_in(tmp_path, monkeypatch):
     register_remote_adapter("llava-rad", Loaded)
     (tmp_path / "config.json").write_text("{}")
     assert get_model("llava-rad", local_path=tmp_path) == tmp_path
+
+
+CHEXAGENT_CONFIG = '''
+from transformers import MistralConfig
+
+
+class TinyCheXagentConfig(MistralConfig):
+    model_type = "tiny_chexagent"
+'''
+
+CHEXAGENT_MODELING = '''
+from transformers import MistralForCausalLM
+
+from .configuration_tiny_chexagent import TinyCheXagentConfig
+
+
+class TinyCheXagentForCausalLM(MistralForCausalLM):
+    config_class = TinyCheXagentConfig
+'''
+
+# CheXagent-2's tokenizer API: from_list_format turns image paths and text into a query string (the
+# real model then reads the image from the path). This stand-in opens the image at that moment
+# and records it; its language model is text-only.
+CHEXAGENT_TOKENIZATION = '''
+from PIL import Image
+from transformers import PreTrainedTokenizerFast
+
+CALLS = []
+
+
+class TinyCheXagentTokenizer(PreTrainedTokenizerFast):
+    def from_list_format(self, items):
+        parts = []
+        for item in items:
+            if "image" in item:
+                with Image.open(item["image"]) as im:
+                    CALLS.append({"path": item["image"], "format": im.format, "size": im.size})
+                parts.append("<img>" + item["image"] + "</img>")
+            else:
+                parts.append(item["text"])
+        return "\\n".join(parts)
+'''
+
+CHEXAGENT_TEMPLATE = ("{%- for m in messages -%}{{ '<|im_start|>' + m['from'] + '\\n' + m['value'] + '<|im_end|>\\n' }}"
+                      "{%- endfor -%}{%- if add_generation_prompt -%}{{ '<|im_start|>gpt\\n' }}{%- endif -%}")
+
+
+@pytest.fixture(scope="module")
+def chexagent_dir(tmp_path_factory):
+    """A tiny CheXagent-2-shaped checkpoint: remote tokenizer + random Mistral LM behind ``auto_map``."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, MistralConfig
+
+    from shovir_core.models.tiny import _tokenizer
+
+    path = tmp_path_factory.mktemp("tiny-chexagent")
+    tok = _tokenizer("tiny-qwen2vl")
+    tok.chat_template = CHEXAGENT_TEMPLATE
+    tok.save_pretrained(path)
+    ids = tok.convert_tokens_to_ids
+    config = MistralConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                           sliding_window=None, pad_token_id=ids("<|endoftext|>"), eos_token_id=ids("<|im_end|>"),
+                           bos_token_id=None, tie_word_embeddings=False)
+    with torch.random.fork_rng(devices=[]):
+        model = AutoModelForCausalLM.from_config(config)
+    gen = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" not in name:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.2)
+    model.save_pretrained(path)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path / "model.safetensors"),
+              metadata={"format": "pt"})
+    for name, code in (("configuration_tiny_chexagent.py", CHEXAGENT_CONFIG),
+                       ("modeling_tiny_chexagent.py", CHEXAGENT_MODELING),
+                       ("tokenization_tiny_chexagent.py", CHEXAGENT_TOKENIZATION)):
+        (path / name).write_text(textwrap.dedent(code))
+    cfg = json.loads((path / "config.json").read_text())
+    cfg.update(model_type="tiny_chexagent", architectures=["TinyCheXagentForCausalLM"],
+               auto_map={"AutoConfig": "configuration_tiny_chexagent.TinyCheXagentConfig",
+                         "AutoModelForCausalLM": "modeling_tiny_chexagent.TinyCheXagentForCausalLM"})
+    (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    tcfg = json.loads((path / "tokenizer_config.json").read_text())
+    tcfg.update(tokenizer_class="TinyCheXagentTokenizer",
+                auto_map={"AutoTokenizer": [None, "tokenization_tiny_chexagent.TinyCheXagentTokenizer"]})
+    (path / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2))
+    return path
+
+
+@pytest.fixture(scope="module")
+def chexagent(chexagent_dir):
+    return get_model("chexagent-2", local_path=chexagent_dir, device="cpu", dtype="float32")
+
+
+def _greedy(model, ids, n):
+    import torch
+
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = model(input_ids=ids).logits[0, -1].argmax().view(1, 1)
+            ids = torch.cat([ids, nxt], dim=1)
+    return ids
+
+
+def test_chexagent2_loads_remote_code_and_generates(chexagent, image):
+    import torch
+
+    assert isinstance(chexagent, CheXagent2VLM)
+    assert type(chexagent.tokenizer).__name__ == "TinyCheXagentTokenizer"
+    assert type(chexagent.model).__name__ == "TinyCheXagentForCausalLM"
+    calls = __import__(type(chexagent.tokenizer).__module__, fromlist=["CALLS"]).CALLS
+    reports = chexagent.generate_reports([image, image.T], max_new_tokens=8)
+    assert len(reports) == 2 and all(isinstance(r, str) for r in reports)
+    assert [c["format"] for c in calls[-2:]] == ["JPEG", "JPEG"]
+    assert [c["size"] for c in calls[-2:]] == [(56, 40), (40, 56)]
+    # The report is the greedy continuation of the paper's conversation, cut at end of turn.
+    tok = chexagent.tokenizer
+    query = "<img>" + calls[-2]["path"] + "</img>\nStructured Radiology Report Generation for Findings Section"
+    text = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>human\n" + query
+            + "<|im_end|>\n<|im_start|>gpt\n")
+    ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
+    new = _greedy(chexagent.model, ids, 8)[0, ids.shape[1]:].tolist()
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    new = new[:new.index(eos)] if eos in new else new
+    assert reports[0] == tok.decode(new, skip_special_tokens=True).strip()
+
+
+def test_chexagent2_scores_yes_no(chexagent, image):
+    import torch
+
+    req = ScoreRequest(image, "Does this chest X-ray show Edema?", report="There is edema.", instruction="yes_no")
+    res = chexagent.score_yes_no([req, ScoreRequest(None, req.question)], answer_tokens=3)
+    assert [set(r) for r in res] == [set(SCORE_KEYS)] * 2
+    tok = chexagent.tokenizer
+    text = tok.from_list_format([{"text": "Question: Does this chest X-ray show Edema?"}])
+    ids = torch.tensor([tok(f"<|im_start|>human\n{text}<|im_end|>\n<|im_start|>gpt\n",
+                            add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        logits = chexagent.model(input_ids=ids).logits[0, -1]
+    yes, no = tok.convert_tokens_to_ids("yes"), tok.convert_tokens_to_ids("no")
+    assert res[1]["n_input_tokens"] == ids.shape[1]
+    assert res[1]["logit_yes"] == pytest.approx(float(logits[yes]), abs=1e-5)
+    assert res[1]["logit_no"] == pytest.approx(float(logits[no]), abs=1e-5)
+    assert res[0]["n_input_tokens"] > res[1]["n_input_tokens"]
+    assert all(isinstance(r["generated"], str) for r in res)
+    no_gen = chexagent.score_yes_no([req])[0]
+    assert no_gen["generated"] is None and no_gen["logit_yes"] == pytest.approx(res[0]["logit_yes"], abs=1e-5)

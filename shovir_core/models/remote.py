@@ -179,11 +179,23 @@ class CheXagent2VLM(RemoteCodeVLM):
 
     The checkpoint's tokenizer turns ``[{"image": path}, {"text": prompt}]`` into a query string
     (``from_list_format``) and its model loads the image from that path, so each image is written to
-    a temporary JPEG first (as the ShoViR wrapper does). The report is the greedy continuation, cut
+    a JPEG in a temporary folder first (as the ShoViR wrapper does), named by the pixels' hash. The report is the greedy continuation, cut
     at the first end-of-sequence token.
     """
 
     architecture_note = "instruction-following causal LM"
+
+    def __init__(self, spec: ModelSpec, model, processor, *, source: dict) -> None:
+        super().__init__(spec, model, processor, source=source)
+        self._images = tempfile.TemporaryDirectory(prefix="shovir-chexagent-")
+        """Where images are written for the tokenizer; removed with the adapter. Files are named by
+        the pixels' hash, so one image always gets the same path (and the same prompt tokens)."""
+
+    def _image_path(self, image: np.ndarray) -> str:
+        path = Path(self._images.name) / f"{image_fingerprint(image)[:32]}.jpg"
+        if not path.is_file():
+            _pil(image).save(path, format="JPEG")
+        return str(path)
 
     @classmethod
     def load(cls, spec, path, *, device=None, dtype=None):
@@ -229,11 +241,9 @@ class CheXagent2VLM(RemoteCodeVLM):
         n_new = int(max_new_tokens or self.spec.max_new_tokens)
         text = self._report_prompt(prompt)
         reports = []
-        with tempfile.TemporaryDirectory(prefix="shovir-chexagent-") as tmp, torch.no_grad():
-            for k, image in enumerate(images):
-                path = str(Path(tmp) / f"image_{k}.jpg")
-                _pil(image).save(path, format="JPEG")
-                ids = self._ids(self._report_conversation(path, text))
+        with torch.no_grad():
+            for image in images:
+                ids = self._ids(self._report_conversation(self._image_path(image), text))
                 out = self.model.generate(ids, do_sample=False, num_beams=1, use_cache=True, max_new_tokens=n_new)
                 reports.append(self._decode(out[0, ids.shape[1]:].tolist()))
         return reports
@@ -248,12 +258,9 @@ class CheXagent2VLM(RemoteCodeVLM):
         families = TokenFamilies.from_tokenizer(lambda s: tok.encode(s, add_special_tokens=False),
                                                 lambda i: tok.convert_ids_to_tokens(int(i)), model=self.name)
         results = []
-        with tempfile.TemporaryDirectory(prefix="shovir-chexagent-") as tmp, torch.no_grad():
-            for k, req in enumerate(requests):
-                path = None
-                if req.image is not None:
-                    path = str(Path(tmp) / f"image_{k}.jpg")
-                    _pil(req.image).save(path, format="JPEG")
+        with torch.no_grad():
+            for req in requests:
+                path = None if req.image is None else self._image_path(req.image)
                 ids = self._ids([{"from": "human", "value": self._query(path, text_block(req), order=req.order)}])
                 generated = None
                 if answer_tokens > 0:
