@@ -16,8 +16,8 @@ from shovir_core.models import ModelNotAvailableError, ScoreRequest, get_model, 
 from shovir_core.models import remote  # noqa: E402
 from shovir_core.models.registry import REGISTRY  # noqa: E402
 from shovir_core.models.protocol import SCORE_KEYS  # noqa: E402
-from shovir_core.models.remote import (REMOTE_ADAPTERS, UPSTREAM_CODE, CheXagent2VLM, Maira2VLM,  # noqa: E402
-                                       RemoteCodeVLM, register_remote_adapter)
+from shovir_core.models.remote import (REMOTE_ADAPTERS, UPSTREAM_CODE, CheXagent2VLM, CXRMateVLM,  # noqa: E402
+                                       Maira2VLM, RemoteCodeVLM, register_remote_adapter)
 
 MAIRA_CONFIG = '''
 from transformers import LlavaConfig
@@ -367,3 +367,116 @@ def test_chexagent2_scores_yes_no(chexagent, image):
     assert all(isinstance(r["generated"], str) for r in res)
     no_gen = chexagent.score_yes_no([req])[0]
     assert no_gen["generated"] is None and no_gen["logit_yes"] == pytest.approx(res[0]["logit_yes"], abs=1e-5)
+
+
+# CXRMate-RRG24's API: an encoder-decoder fed (B, N_images, C, H, W) pixels, config.encoder carrying
+# image_size/image_mean/image_std, and split_and_decode_sections -> (findings, impressions).
+CXRMATE_CODE = '''
+from transformers import VisionEncoderDecoderConfig, VisionEncoderDecoderModel
+
+CALLS = []
+
+
+class TinyCXRMateConfig(VisionEncoderDecoderConfig):
+    model_type = "tiny_cxrmate"
+
+
+class TinyCXRMate(VisionEncoderDecoderModel):
+    config_class = TinyCXRMateConfig
+
+    def generate(self, pixel_values=None, **kwargs):
+        CALLS.append({"pixel_values": pixel_values.clone(), **kwargs})
+        return super().generate(pixel_values=pixel_values[:, 0], **kwargs)
+
+    def split_and_decode_sections(self, token_ids, tokenizer):
+        findings, impressions = [], []
+        for row in token_ids.tolist():
+            text = tokenizer.decode(row, skip_special_tokens=False)
+            for special in ("[BOS]", "[EOS]", "[PAD]"):
+                text = text.replace(special, "")
+            head, _, tail = text.partition("[SEP]")
+            findings.append(head.strip())
+            impressions.append(tail.strip())
+        return findings, impressions
+'''
+
+
+@pytest.fixture(scope="module")
+def cxrmate_dir(tmp_path_factory):
+    """A tiny CXRMate-shaped checkpoint: random ViT encoder + GPT-2 decoder behind ``auto_map``."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, VisionEncoderDecoderConfig, VisionEncoderDecoderModel
+
+    from shovir_core.models.tiny import tokenizer_corpus
+
+    path = tmp_path_factory.mktemp("tiny-cxrmate")
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(tokenizer_corpus(), trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["[PAD]", "[BOS]", "[SEP]", "[EOS]", "[NF]", "[NI]"], show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="[PAD]", bos_token="[BOS]", sep_token="[SEP]",
+                                  eos_token="[EOS]")
+    tok.save_pretrained(path)
+    ids = tok.convert_tokens_to_ids
+    config = VisionEncoderDecoderConfig(
+        encoder=dict(model_type="vit", hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=64, image_size=32, patch_size=8, image_mean=[0.5, 0.4, 0.3],
+                     image_std=[0.2, 0.25, 0.3]),
+        decoder=dict(model_type="gpt2", vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=128,
+                     is_decoder=True, add_cross_attention=True, bos_token_id=ids("[BOS]"),
+                     eos_token_id=ids("[EOS]"), pad_token_id=ids("[PAD]")),
+        decoder_start_token_id=ids("[BOS]"), pad_token_id=ids("[PAD]"), eos_token_id=ids("[EOS]"))
+    with torch.random.fork_rng(devices=[]):
+        model = VisionEncoderDecoderModel(config=config)
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" not in name and "ln_" not in name:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.3)
+    model.save_pretrained(path)
+    (path / "modeling_tiny_cxrmate.py").write_text(textwrap.dedent(CXRMATE_CODE))
+    cfg = json.loads((path / "config.json").read_text())
+    cfg.update(model_type="tiny_cxrmate", architectures=["TinyCXRMate"],
+               auto_map={"AutoConfig": "modeling_tiny_cxrmate.TinyCXRMateConfig",
+                         "AutoModel": "modeling_tiny_cxrmate.TinyCXRMate"})
+    (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    return path
+
+
+def test_cxrmate_loads_remote_code_and_generates(cxrmate_dir):
+    import torch
+
+    model = get_model("cxrmate", local_path=cxrmate_dir, device="cpu", dtype="float32")
+    assert isinstance(model, CXRMateVLM) and type(model.model).__name__ == "TinyCXRMate"
+    calls = __import__(type(model.model).__module__, fromlist=["CALLS"]).CALLS
+    flat = np.full((48, 80), 128, dtype=np.uint8)
+    reports = model.generate_reports([flat], max_new_tokens=12)
+    assert len(reports) == 1 and reports[0].startswith("Findings: ") and "\nImpression: " in reports[0]
+    call = calls[-1]
+    tok = model.processor
+    assert call["bad_words_ids"] == [[tok.convert_tokens_to_ids("[NF]")], [tok.convert_tokens_to_ids("[NI]")]]
+    assert call["max_length"] == 12 and call["num_beams"] == 1 and call["do_sample"] is False
+    # Pixels: (1, 1, 3, 32, 32), the flat gray value scaled and normalised per channel.
+    pixels = call["pixel_values"]
+    assert tuple(pixels.shape) == (1, 1, 3, 32, 32)
+    expected = (128 / 255 - torch.tensor([0.5, 0.4, 0.3])) / torch.tensor([0.2, 0.25, 0.3])
+    assert torch.allclose(pixels[0, 0].mean(dim=(1, 2)), expected, atol=1e-6)
+    assert float(pixels[0, 0].std(dim=(1, 2)).max()) < 1e-6
+    with pytest.raises(ValueError, match="takes no text prompt"):
+        model.generate_reports([flat], prompt="Describe.")
+
+
+def test_cxrmate_resize_and_crop_match_torch(cxrmate_dir):
+    import torch
+    import torch.nn.functional as F
+
+    model = get_model("cxrmate", local_path=cxrmate_dir, device="cpu", dtype="float32")
+    img = np.random.default_rng(1).integers(0, 256, (40, 64), dtype=np.uint8)
+    pixels = model.pixel_values(img)[0, 0, 0]
+    # Short side 40 -> 32, long side 64 -> 51, centre crop 32 x 32 columns [10, 42).
+    ref = F.interpolate(torch.from_numpy(img).float()[None, None], size=(32, 51), mode="bilinear",
+                        align_corners=False, antialias=True)[0, 0].round().clamp(0, 255)[:, 10:42]
+    assert torch.allclose(pixels, (ref / 255 - 0.5) / 0.2, atol=1e-5)
