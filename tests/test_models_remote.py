@@ -14,8 +14,8 @@ pytest.importorskip("transformers")
 
 from shovir_core.models import ModelNotAvailableError, ScoreRequest, get_model, model_fingerprint  # noqa: E402
 from shovir_core.models import remote  # noqa: E402
-from shovir_core.models.registry import REGISTRY  # noqa: E402
 from shovir_core.models.protocol import SCORE_KEYS  # noqa: E402
+from shovir_core.models.registry import REGISTRY  # noqa: E402
 from shovir_core.models.remote import (REMOTE_ADAPTERS, UPSTREAM_CODE, CheXagent2VLM, CXRMateVLM,  # noqa: E402
                                        Maira2VLM, RemoteCodeVLM, register_remote_adapter)
 
@@ -167,6 +167,17 @@ def test_wrong_processor_code_is_named(maira_dir, tmp_path):
         f.write_text(json.dumps(data))
     with pytest.raises(ModelNotAvailableError, match="format_and_preprocess_reporting_input"):
         get_model("maira-2", local_path=bad, device="cpu", dtype="float32")
+
+
+def test_failing_checkpoint_code_is_reported(maira_dir, tmp_path):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(maira_dir, broken)
+    (broken / "modeling_tiny_maira2.py").write_text("from transformers import NoSuchModelClass\n")
+    with pytest.raises(ModelNotAvailableError, match=r"AutoModelForCausalLM.from_pretrained\(.*failed under "
+                                                     r"transformers .*ImportError"):
+        get_model("maira-2", local_path=broken, device="cpu", dtype="float32")
 
 
 def test_unfilled_parameters_are_refused(maira_dir, tmp_path):

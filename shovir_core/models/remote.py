@@ -26,6 +26,13 @@ that are not part of their checkpoints; :data:`UPSTREAM_CODE` names what is miss
 Yes/no scoring (ModaLens readouts) is offered where the model takes a free-text instruction:
 CheXagent-2. MAIRA-2's processor only builds its reporting and grounding prompts and CXRMate takes
 no text at all, so they generate reports only.
+
+Verified offline only against tiny stand-in checkpoints that expose the same APIs (the tests); the
+real checkpoints' code was written for transformers 4.x, so a load failure under the installed
+version is reported as :class:`~shovir_core.models.registry.ModelNotAvailableError` naming it, and
+a checkpoint whose weights do not fill the model is refused. CXRMate's torchvision pipeline is
+re-implemented with torch operations (torchvision is not a dependency); its grayscale step rounds,
+where torchvision's uint8 path may differ by one gray level.
 """
 from __future__ import annotations
 
@@ -33,7 +40,9 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import shutil
 import tempfile
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Sequence
@@ -134,14 +143,31 @@ def _device_dtype(spec: ModelSpec, device: str | None, dtype: str | None):
     return pick_device_dtype(spec.dtype, device=device, dtype=dtype)
 
 
-def _from_pretrained(auto_cls, spec: ModelSpec, path: Path, **kwargs):
-    """``auto_cls.from_pretrained`` of the local folder with its own code; every weight must load.
+_LOAD_ERRORS = (ImportError, OSError, ValueError, TypeError, AttributeError, KeyError)
+"""What a checkpoint's code raises when it does not fit the installed transformers or packages."""
 
-    A checkpoint whose parameter names the installed transformers does not map onto its code
-    (e.g. an older layout) would otherwise run with freshly initialised layers.
+
+def _from_pretrained(auto_cls, spec: ModelSpec, path: Path, *, weights: bool = True, **kwargs):
+    """``auto_cls.from_pretrained`` of the local folder, running its own code; never downloads.
+
+    Code that fails under the installed transformers (a common fate of remote code) raises
+    :class:`ModelNotAvailableError` naming the class, folder and version. With ``weights``, every
+    parameter must be filled: a checkpoint whose parameter names the installed transformers does not
+    map onto its code (e.g. an older layout) would otherwise run with freshly initialised layers.
     """
-    model, info = auto_cls.from_pretrained(path, trust_remote_code=True, local_files_only=True,
-                                           output_loading_info=True, **kwargs)
+    import transformers
+
+    if weights:
+        kwargs["output_loading_info"] = True
+    try:
+        loaded = auto_cls.from_pretrained(path, trust_remote_code=True, local_files_only=True, **kwargs)
+    except _LOAD_ERRORS as exc:
+        raise ModelNotAvailableError(
+            f"model {spec.name!r}: {auto_cls.__name__}.from_pretrained({str(path)!r}, trust_remote_code=True) failed "
+            f"under transformers {transformers.__version__}: {type(exc).__name__}: {exc}") from exc
+    if not weights:
+        return loaded
+    model, info = loaded
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         unexpected = sorted(info.get("unexpected_keys") or [])
@@ -179,20 +205,21 @@ class CheXagent2VLM(RemoteCodeVLM):
 
     The checkpoint's tokenizer turns ``[{"image": path}, {"text": prompt}]`` into a query string
     (``from_list_format``) and its model loads the image from that path, so each image is written to
-    a JPEG in a temporary folder first (as the ShoViR wrapper does), named by the pixels' hash. The report is the greedy continuation, cut
-    at the first end-of-sequence token.
+    a JPEG in a temporary folder first (as the ShoViR wrapper does), named by the pixels' hash. The
+    report is the greedy continuation, cut at the first end-of-sequence token.
     """
 
     architecture_note = "instruction-following causal LM"
 
     def __init__(self, spec: ModelSpec, model, processor, *, source: dict) -> None:
         super().__init__(spec, model, processor, source=source)
-        self._images = tempfile.TemporaryDirectory(prefix="shovir-chexagent-")
+        self._images = Path(tempfile.mkdtemp(prefix="shovir-chexagent-"))
         """Where images are written for the tokenizer; removed with the adapter. Files are named by
         the pixels' hash, so one image always gets the same path (and the same prompt tokens)."""
+        weakref.finalize(self, shutil.rmtree, self._images, ignore_errors=True)
 
     def _image_path(self, image: np.ndarray) -> str:
-        path = Path(self._images.name) / f"{image_fingerprint(image)[:32]}.jpg"
+        path = self._images / f"{image_fingerprint(image)[:32]}.jpg"
         if not path.is_file():
             _pil(image).save(path, format="JPEG")
         return str(path)
@@ -202,7 +229,7 @@ class CheXagent2VLM(RemoteCodeVLM):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         dev, torch_dtype = _device_dtype(spec, device, dtype)
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True, local_files_only=True)
+        tokenizer = _from_pretrained(AutoTokenizer, spec, path, weights=False)
         if not hasattr(tokenizer, "from_list_format"):
             raise ModelNotAvailableError(
                 f"model {spec.name!r}: the tokenizer at {path} ({type(tokenizer).__name__}) has no from_list_format; "
@@ -294,7 +321,7 @@ class Maira2VLM(RemoteCodeVLM):
         from transformers import AutoModelForCausalLM, AutoProcessor
 
         dev, torch_dtype = _device_dtype(spec, device, dtype)
-        processor = AutoProcessor.from_pretrained(path, trust_remote_code=True, local_files_only=True)
+        processor = _from_pretrained(AutoProcessor, spec, path, weights=False)
         if not hasattr(processor, "format_and_preprocess_reporting_input"):
             raise ModelNotAvailableError(
                 f"model {spec.name!r}: the processor at {path} ({type(processor).__name__}) has no "
@@ -355,7 +382,7 @@ class CXRMateVLM(RemoteCodeVLM):
         from transformers import AutoModel, PreTrainedTokenizerFast
 
         dev, torch_dtype = _device_dtype(spec, device, dtype)
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
+        tokenizer = _from_pretrained(PreTrainedTokenizerFast, spec, path, weights=False)
         model = _from_pretrained(AutoModel, spec, path, dtype=torch_dtype)
         encoder = getattr(model.config, "encoder", None)
         missing = [k for k in ("image_size", "image_mean", "image_std") if getattr(encoder, k, None) is None]
