@@ -22,7 +22,7 @@
 # p = 1 with bootstrap intervals, Figure 3(b) per-class F1 averaged across models. A validation
 # section asserts that the reference models land where their construction says.
 #
-# Choices where the paper is silent (see `shovir_core.protocols.shovir_tables`): F1_c is computed on
+# Choices where the paper is silent (see `shovir_core.tables.shovir`): F1_c is computed on
 # class c's subset against the reference label of c; μ-F1 weights classes by their number of items
 # in each condition's subset; Δ_DOCO compares DOCO with RO on the DOCO items; FR micro-pools
 # (image, class) pairs; intervals are percentile bootstraps that resample images. On the demo the
