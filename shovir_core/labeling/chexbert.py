@@ -9,7 +9,8 @@ tokenizer and BERT config come from a local ``bert-base-uncased`` directory.
 Nothing is downloaded: without ``weights`` / ``SHOVIR_CHEXBERT_WEIGHTS`` and
 ``bert_dir`` / ``SHOVIR_CHEXBERT_BERT`` the labeller raises
 :class:`LabellerUnavailable` with the reason, which callers record as
-"unavailable". torch and transformers are imported lazily, on first use.
+"unavailable". The network itself is :mod:`shovir_core.models.chexbert` (the only
+subpackage importing torch and transformers, lazily).
 
 Reference
 ---------
@@ -83,49 +84,14 @@ class CheXbertLabeller:
         self._model, self._tokenizer = self._load()
 
     def _load(self):
-        import torch
-        from transformers import AutoTokenizer, BertConfig, BertModel
+        from ..models.chexbert import load_chexbert
 
-        class _CheXbert(torch.nn.Module):
-            def __init__(self, config):
-                super().__init__()
-                self.bert = BertModel(config, add_pooling_layer=True)
-                self.dropout = torch.nn.Dropout(config.hidden_dropout_prob)
-                h = config.hidden_size
-                self.linear_heads = torch.nn.ModuleList([torch.nn.Linear(h, 4) for _ in range(13)]
-                                                        + [torch.nn.Linear(h, 2)])
-
-            def forward(self, input_ids, attention_mask):
-                cls = self.bert(input_ids=input_ids, attention_mask=attention_mask)[0][:, 0, :]
-                cls = self.dropout(cls)
-                return [head(cls) for head in self.linear_heads]
-
-        config = BertConfig.from_pretrained(self.bert_dir, local_files_only=True)
-        model = _CheXbert(config)
-        state = torch.load(self.weights, map_location="cpu", weights_only=True)
-        state = state.get("model_state_dict", state)
-        state = {k.removeprefix("module."): v for k, v in state.items()}
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.endswith("position_ids")]
-        if missing or [k for k in unexpected if not k.endswith("position_ids")]:
-            raise ValueError(f"{self.weights}: not a CheXbert checkpoint (missing {missing[:3]}, "
-                             f"unexpected {unexpected[:3]})")
-        model.eval().to(self.device)
-        tokenizer = AutoTokenizer.from_pretrained(self.bert_dir, local_files_only=True)
-        return model, tokenizer
+        return load_chexbert(self.weights, self.bert_dir, device=self.device)
 
     def label(self, texts: Iterable[str]) -> list[dict[str, float]]:
         """CheXpert codes per text (list of dicts class -> code)."""
-        import torch
+        from ..models.chexbert import predict_heads
 
         texts = [" ".join(str(t).split()) for t in texts]
-        out: list[dict[str, float]] = []
-        for i in range(0, len(texts), self.batch_size):
-            batch = self._tokenizer(texts[i:i + self.batch_size], padding=True, truncation=True,
-                                    max_length=512, return_tensors="pt").to(self.device)
-            with torch.no_grad():
-                logits = self._model(batch["input_ids"], batch["attention_mask"])
-            preds = np.stack([lg.argmax(-1).cpu().numpy() for lg in logits], axis=1)
-            for row in preds:
-                out.append({cls: HEAD_CODES[int(k)] for cls, k in zip(CHEXPERT_CLASSES, row)})
-        return out
+        preds = predict_heads(self._model, self._tokenizer, texts, device=self.device, batch_size=self.batch_size)
+        return [{cls: HEAD_CODES[int(k)] for cls, k in zip(CHEXPERT_CLASSES, row)} for row in preds]

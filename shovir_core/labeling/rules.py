@@ -27,9 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import negspacy.negation  # noqa: F401  (registers the "negex" factory)
 import pandas as pd
-import spacy
 
 from ..labels import CHEXPERT_CLASSES
 from .aggregate import aggregate_mentions
@@ -59,7 +57,12 @@ class RuleLabeller:
         self.nlp = self._build(self.lexicon)
 
     @staticmethod
-    def _build(lex: Lexicon) -> spacy.language.Language:
+    def _build(lex: Lexicon):
+        # spaCy (and thinc, which imports torch when installed) load here, on first use,
+        # so importing shovir_core.labeling stays light
+        import negspacy.negation  # noqa: F401  (registers the "negex" factory)
+        import spacy
+
         nlp = spacy.blank("en")
         nlp.add_pipe("sentencizer")
         ruler = nlp.add_pipe("entity_ruler", config={"phrase_matcher_attr": "LOWER"})

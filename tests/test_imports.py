@@ -1,0 +1,18 @@
+"""Importing the package stays light: only building a model loads torch/transformers."""
+import subprocess
+import sys
+
+
+def test_no_torch_at_import():
+    code = (
+        "import sys\n"
+        "import shovir_core.data, shovir_core.perturb, shovir_core.labeling, shovir_core.metrics, "
+        "shovir_core.stats, shovir_core.records, shovir_core.protocols, shovir_core.tables.shovir, "
+        "shovir_core.tables.modalens, shovir_core.book, shovir_core.papers, shovir_core.models\n"
+        "from shovir_core.models import get_model\n"
+        "get_model('ref-report-reader')\n"
+        "heavy = sorted(m for m in ('torch', 'transformers') if m in sys.modules)\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"imported at package import: {out.stdout.strip()}"
