@@ -42,7 +42,8 @@ multi_trials = runs["multi"].trials
 
 # %% tags=["nbval-check-output"]
 counts = {"boxes": summary.cohort_counts(boxes_trials), "multi": summary.cohort_counts(multi_trials)}
-book.show(pd.DataFrame(counts), runs=runs)
+book.show(pd.DataFrame(counts).rename(index=summary.COUNT_LABELS)
+          .rename(columns={"boxes": "box set (256 px)", "multi": "multi-study set (64 px)"}), runs=runs)
 
 # %%
 assert counts["boxes"]["n_images"] == counts["boxes"]["n_studies"], "NIH: one image per study"

@@ -8,7 +8,15 @@ import pandas as pd
 
 from ..labels import CHEXPERT_CLASSES
 
-__all__ = ["cohort_counts", "prevalence_table", "box_table", "studies_per_patient", "boxes_frame"]
+__all__ = ["cohort_counts", "COUNT_LABELS", "prevalence_table", "box_table", "studies_per_patient", "boxes_frame"]
+
+COUNT_LABELS = {
+    "n_images": "images", "n_studies": "studies", "n_patients": "patients",
+    "n_patients_multi_study": "patients with 2+ studies", "max_studies_per_patient": "most studies of one patient",
+    "n_pa": "PA views", "n_ap": "AP views", "n_boxes": "expert boxes",
+    "n_images_with_boxes": "images with a box", "n_box_classes": "CheXpert classes with a box",
+}
+"""Display names of the :func:`cohort_counts` keys."""
 
 
 def cohort_counts(trials: pd.DataFrame) -> dict:
