@@ -28,10 +28,10 @@ profile = "demo"
 run_ids = None
 
 # %%
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from shovir_core import book, papers
+from shovir_core.book import figures
 
 runs = book.load_runs("audit_shovir", profile=profile, run_ids=run_ids)
 checks = runs["audit"].trials
@@ -50,13 +50,8 @@ assert summary.loc["total", "checks"] == counts["n_checks"] == len(checks)
 assert summary.loc["total", "flagged"] == counts["n_flagged"]
 assert checks["check_id"].is_unique
 assert (checks.loc[checks["status"] == "flagged", "note"].str.len() > 0).all(), "every flagged check is documented"
-book.glue("audit.shovir.n_checks", int(summary.loc["total", "checks"]), runs=runs)
-book.glue("audit.shovir.n_passed", int(summary.loc["total", "passed"]), runs=runs)
-book.glue("audit.shovir.n_flagged", int(summary.loc["total", "flagged"]), runs=runs)
-book.glue("audit.shovir.n_values", int(counts["n_values"]), runs=runs)
-for kind, row in summary.drop(index="total").iterrows():
-    for column in ("checks", "passed", "flagged"):
-        book.glue(f"audit.shovir.kind.{kind}.{column}", int(row[column]), runs=runs)
+for key, value in papers.audit_glue_values(checks, counts, paper="shovir").items():
+    book.glue(key, value, runs=runs)
 
 # %% [markdown]
 # Of {glue:}`audit.shovir.n_checks` checks over {glue:}`audit.shovir.n_values` published values,
@@ -70,13 +65,7 @@ for kind, row in summary.drop(index="total").iterrows():
 # disagrees.
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 4))
-summary.drop(index="total")[["passed", "flagged"]].plot.barh(stacked=True, ax=ax, color=["#4c9f70", "#d1495b"])
-ax.set_title("ShoViR: consistency checks by kind")
-ax.set_xlabel("checks")
-ax.set_ylabel("")
-ax.legend(title="status")
-fig.tight_layout()
+fig = figures.audit_status_bars(summary, title="ShoViR: consistency checks by kind")
 
 # %% [markdown]
 # ## Flagged checks
@@ -84,12 +73,6 @@ fig.tight_layout()
 # %% tags=["nbval-check-output"]
 flagged = papers.audit_table(checks, status="flagged")
 book.show(flagged, runs=runs)
-
-# %%
-for check_id, row in checks[checks["status"] == "flagged"].set_index("check_id").iterrows():
-    key = check_id.removeprefix("shovir.")
-    book.glue(f"audit.shovir.flagged.{key}.stated", row["stated"], runs=runs)
-    book.glue(f"audit.shovir.flagged.{key}.recomputed", row["recomputed"], runs=runs)
 
 # %% [markdown]
 # ## Every check

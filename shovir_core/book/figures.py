@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Rectangle
 
-__all__ = ["box_gallery", "FINDING_COLOURS"]
+__all__ = ["box_gallery", "audit_status_bars", "FINDING_COLOURS"]
 
 FINDING_COLOURS = dict(zip(
     ["Atelectasis", "Cardiomegaly", "Pleural Effusion", "Lung Opacity", "Lung Lesion", "Pneumonia",
@@ -46,5 +46,17 @@ def box_gallery(trials: pd.DataFrame, *, per_class: int = 1, ncols: int = 4, see
                                    ec=FINDING_COLOURS.get(b["finding"], "red")))
         ax.set_title(f"{f}\n{row['image_id']} ({row['view']})", fontsize=9)
     fig.suptitle("Demo images with expert boxes (solid: the titled finding; dashed: other findings)")
+    fig.tight_layout()
+    return fig
+
+
+def audit_status_bars(summary: pd.DataFrame, *, title: str):
+    """Stacked bars of passed and flagged checks per kind (rows of ``papers.audit_summary``)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    summary.drop(index="total")[["passed", "flagged"]].plot.barh(stacked=True, ax=ax, color=["#4c9f70", "#d1495b"])
+    ax.set_title(title)
+    ax.set_xlabel("checks")
+    ax.set_ylabel("")
+    ax.legend(title="status")
     fig.tight_layout()
     return fig

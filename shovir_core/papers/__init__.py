@@ -7,8 +7,8 @@
 * :func:`audit` — recompute every derivable number from its stated components and
   compare within rounding tolerance (one row per check, ``passed`` or ``flagged``).
 """
-from .audit import (AUDIT_COLUMNS, DISPLAY_COLUMNS, KINDS, Check, audit, audit_summary, audit_table, checks_of,
-                    engine_sha256, run_check)
+from .audit import (AUDIT_COLUMNS, DISPLAY_COLUMNS, KINDS, Check, audit, audit_glue_values, audit_summary,
+                    audit_table, checks_of, engine_sha256, run_check)
 from .expression import Evaluation, ExpressionError, evaluate
 from .published import published, published_value
 from .values import PAPERS, PaperDataError, Reported, data_files, data_sha256, load_values
@@ -16,5 +16,5 @@ from .values import PAPERS, PaperDataError, Reported, data_files, data_sha256, l
 __all__ = [
     "PAPERS", "Reported", "PaperDataError", "load_values", "data_files", "data_sha256",
     "published", "published_value", "Check", "KINDS", "AUDIT_COLUMNS", "DISPLAY_COLUMNS", "checks_of", "run_check",
-    "audit", "audit_summary", "audit_table", "engine_sha256", "evaluate", "Evaluation", "ExpressionError",
+    "audit", "audit_summary", "audit_table", "audit_glue_values", "engine_sha256", "evaluate", "Evaluation", "ExpressionError",
 ]

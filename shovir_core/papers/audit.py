@@ -39,7 +39,7 @@ from .values import TABLE1_METRICS, PaperDataError, Reported, _check_paper, load
 
 __all__ = [
     "Check", "KINDS", "OPS", "AUDIT_COLUMNS", "DISPLAY_COLUMNS", "load_checks", "checks_of", "run_check",
-    "audit", "audit_summary", "audit_table", "engine_sha256",
+    "audit", "audit_summary", "audit_table", "audit_glue_values", "engine_sha256",
 ]
 
 KINDS = (
@@ -294,6 +294,30 @@ def audit_summary(checks: pd.DataFrame) -> pd.DataFrame:
     table["checks"] = table["passed"] + table["flagged"]
     table.columns.name = None
     return table.astype(int)
+
+
+def audit_glue_values(checks: pd.DataFrame, counts: Mapping, *, paper: str) -> dict:
+    """The audit chapter's glue keys (``audit.<paper>.*``) and values, from a record's rows.
+
+    Totals (``n_checks``, ``n_passed``, ``n_flagged``, ``n_values``), counts per kind
+    (``kind.<kind>.{checks,passed,flagged}``) and, per flagged check, the stated and recomputed
+    values (``flagged.<id>.{stated,recomputed}``).
+    """
+    summary = audit_summary(checks)
+    ns = f"audit.{paper}"
+    out = {f"{ns}.n_checks": int(summary.loc["total", "checks"]),
+           f"{ns}.n_passed": int(summary.loc["total", "passed"]),
+           f"{ns}.n_flagged": int(summary.loc["total", "flagged"]),
+           f"{ns}.n_values": int(counts["n_values"])}
+    for kind, row in summary.drop(index="total").iterrows():
+        for column in ("checks", "passed", "flagged"):
+            out[f"{ns}.kind.{kind}.{column}"] = int(row[column])
+    id_col = "check_id" if "check_id" in checks.columns else "id"
+    for _, row in checks[checks["status"] == "flagged"].iterrows():
+        key = str(row[id_col]).removeprefix(f"{paper}.")
+        out[f"{ns}.flagged.{key}.stated"] = row["stated"]
+        out[f"{ns}.flagged.{key}.recomputed"] = row["recomputed"]
+    return out
 
 
 DISPLAY_COLUMNS = ["status", "location", "kind", "description", "stated", "recomputed", "tolerance", "note"]
