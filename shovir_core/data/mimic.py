@@ -118,9 +118,9 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
         ``credentialed=True``; ``reports`` indexed by study id; ``images`` has the
         extra column ``dicom_id``.
     """
-    root = Path(root)
-    ann_path = Path(annotations) if Path(annotations).is_absolute() else root / annotations
-    files = Path(files_dir) if Path(files_dir).is_absolute() else root / files_dir
+    root = Path(root)  # relative file arguments live under root; absolute ones stand alone (pathlib)
+    ann_path = root / annotations
+    files = root / files_dir
     if not ann_path.is_file():
         raise DatasetError(f"{name}: annotations file not found: {ann_path}")
     if not files.is_dir():
@@ -130,7 +130,7 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
         raise DatasetError(f"{name}: {ann_path} must hold a dict keyed by DICOM id")
     meta_path = None
     if metadata_csv is not None:
-        meta_path = Path(metadata_csv) if Path(metadata_csv).is_absolute() else root / metadata_csv
+        meta_path = root / metadata_csv
     views = _view_table(meta_path)
 
     images, boxes, labels, reports = [], [], {}, {}

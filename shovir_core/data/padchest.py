@@ -142,9 +142,9 @@ def load_padchest_gr(root: str | Path, *, samples: str | Path = "verified_sample
         ``credentialed=True``; boxes in pixels of the stored PNG; ``reports``
         indexed by study id.
     """
-    root = Path(root)
-    samples_path = Path(samples) if Path(samples).is_absolute() else root / samples
-    img_root = Path(images_dir) if Path(images_dir).is_absolute() else root / images_dir
+    root = Path(root)  # relative file arguments live under root; absolute ones stand alone (pathlib)
+    samples_path = root / samples
+    img_root = root / images_dir
     if not samples_path.is_file():
         raise DatasetError(f"{name}: samples file not found: {samples_path}")
     raw = json.loads(samples_path.read_text(encoding="utf-8"))
@@ -152,7 +152,7 @@ def load_padchest_gr(root: str | Path, *, samples: str | Path = "verified_sample
         raise DatasetError(f"{name}: {samples_path} must hold a dict keyed by ImageID")
     meta_path = None
     if metadata_csv is not None:
-        meta_path = Path(metadata_csv) if Path(metadata_csv).is_absolute() else root / metadata_csv
+        meta_path = root / metadata_csv
     meta = _meta_table(meta_path, name)
 
     images, boxes, labels, reports = [], [], {}, {}

@@ -147,6 +147,14 @@ _LOAD_ERRORS = (ImportError, OSError, ValueError, TypeError, AttributeError, Key
 """What a checkpoint's code raises when it does not fit the installed transformers or packages."""
 
 
+def _require(obj, attr: str, spec: ModelSpec, path: Path, expected: str) -> None:
+    """Raise ModelNotAvailableError unless ``obj`` (loaded from ``path``) has ``attr``."""
+    if not hasattr(obj, attr):
+        raise ModelNotAvailableError(
+            f"model {spec.name!r}: the {type(obj).__name__} loaded from {path} has no {attr}; "
+            f"this is not {expected}")
+
+
 def _from_pretrained(auto_cls, spec: ModelSpec, path: Path, *, weights: bool = True, **kwargs):
     """``auto_cls.from_pretrained`` of the local folder, running its own code; never downloads.
 
@@ -230,10 +238,7 @@ class CheXagent2VLM(RemoteCodeVLM):
 
         dev, torch_dtype = _device_dtype(spec, device, dtype)
         tokenizer = _from_pretrained(AutoTokenizer, spec, path, weights=False)
-        if not hasattr(tokenizer, "from_list_format"):
-            raise ModelNotAvailableError(
-                f"model {spec.name!r}: the tokenizer at {path} ({type(tokenizer).__name__}) has no from_list_format; "
-                "this is not the CheXagent-2 checkpoint's own tokenizer code")
+        _require(tokenizer, "from_list_format", spec, path, "the CheXagent-2 checkpoint's own tokenizer code")
         model = _from_pretrained(AutoModelForCausalLM, spec, path, dtype=torch_dtype)
         model.to(dev).eval()
         return cls(spec, model, tokenizer, source=cls._source(path))
@@ -322,10 +327,7 @@ class Maira2VLM(RemoteCodeVLM):
 
         dev, torch_dtype = _device_dtype(spec, device, dtype)
         processor = _from_pretrained(AutoProcessor, spec, path, weights=False)
-        if not hasattr(processor, "format_and_preprocess_reporting_input"):
-            raise ModelNotAvailableError(
-                f"model {spec.name!r}: the processor at {path} ({type(processor).__name__}) has no "
-                "format_and_preprocess_reporting_input; this is not the MAIRA-2 checkpoint's processor code")
+        _require(processor, "format_and_preprocess_reporting_input", spec, path, "the MAIRA-2 checkpoint's processor code")
         model = _from_pretrained(AutoModelForCausalLM, spec, path, dtype=torch_dtype, attn_implementation="sdpa")
         model.to(dev).eval()
         return cls(spec, model, processor, source=cls._source(path))

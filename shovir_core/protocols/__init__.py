@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..records import Run, RunWriter, load_run, spec_hash
+from ..records import Run, load_run, record_dir, spec_hash
 from ..records.schema import SHORT_HASH
 
 __all__ = ["REGISTRY", "get_protocol", "resolve", "run", "run_id", "is_complete"]
@@ -42,12 +42,10 @@ def run_id(protocol: str, name: str, spec: dict) -> str:
     return f"{protocol}/{name}/{spec_hash(resolve(protocol, spec))[:SHORT_HASH]}"
 
 
-def is_complete(protocol: str, name: str, spec: dict) -> bool:
-    writer = RunWriter(protocol, name, resolve(protocol, spec))
-    manifest = writer.path / "manifest.json"
-    if not manifest.is_file():
-        return False
-    return Run(writer.path).status == "complete"
+def is_complete(protocol: str, name: str, spec: dict, *, resolved: bool = False) -> bool:
+    """Whether the record of ``spec`` exists and is complete (``resolved``: ``spec`` is already resolved)."""
+    path = record_dir(protocol, name, spec if resolved else resolve(protocol, spec))
+    return (path / "manifest.json").is_file() and Run(path).status == "complete"
 
 
 def run(protocol: str, name: str, spec: dict, *, progress: bool = True) -> Run:
@@ -55,7 +53,7 @@ def run(protocol: str, name: str, spec: dict, *, progress: bool = True) -> Run:
     module = get_protocol(protocol)
     resolved = module.resolve_spec(dict(spec or {}))
     h = spec_hash(resolved)
-    if is_complete(protocol, name, spec):
+    if is_complete(protocol, name, resolved, resolved=True):
         return load_run(protocol, name, h)
     module.execute(name, resolved, progress=progress)
     return load_run(protocol, name, h)
