@@ -1,6 +1,8 @@
 """Glue helpers: every number in the book is pasted from a record-derived value."""
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 
 import numpy as np
@@ -10,7 +12,11 @@ from ..records import load_run
 from .guard import assert_aggregate
 from .params import load_params
 
-__all__ = ["load_runs", "glue", "show", "runs_table"]
+__all__ = ["load_runs", "glue", "glue_values", "show", "runs_table", "GLUE_LOG_ENV"]
+
+GLUE_LOG_ENV = "SHOVIR_GLUE_LOG"
+"""When set, every glued key is appended to this file with the runs it came from (the book runner
+collects it into the book's ``glue key -> runs`` index)."""
 
 
 def load_runs(notebook: str, *, profile: str = "demo", run_ids: Mapping[str, str] | None = None) -> dict:
@@ -52,6 +58,35 @@ def glue(key: str, value, *, runs, display: bool = False) -> None:
     value = _plain(value)
     assert_aggregate(value, runs, what=f"glue {key!r}")
     _glue(key, value, display=display)
+    _log_glue(key, runs)
+
+
+def _runs_of(runs) -> list:
+    if runs is None:
+        return []
+    if isinstance(runs, Mapping):
+        return list(runs.values())
+    if isinstance(runs, (list, tuple, set, frozenset)):
+        return list(runs)
+    return [runs]
+
+
+def _log_glue(key: str, runs) -> None:
+    log = os.environ.get(GLUE_LOG_ENV)
+    if not log:
+        return
+    entries = sorted({(r.run_id, r.manifest.get("spec_sha256")) for r in _runs_of(runs)})
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"key": key, "runs": [{"run_id": rid, "spec_sha256": h} for rid, h in entries]})
+                 + "\n")
+
+
+def glue_values(prefix: str, values: Mapping, *, runs) -> None:
+    """Glue every ``values[k]`` under ``<prefix>.<k>`` (see :func:`glue`); ``prefix`` is the namespace."""
+    if not prefix or prefix.endswith("."):
+        raise ValueError(f"glue prefix {prefix!r} must be a namespace such as 'ml' (no trailing dot)")
+    for k, v in values.items():
+        glue(f"{prefix}.{k}", v, runs=runs)
 
 
 def show(obj, *, runs) -> None:

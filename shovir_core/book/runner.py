@@ -13,9 +13,14 @@ from tqdm import tqdm
 
 from .. import paths
 from ..records import READ_LOG_ENV
+from .glue import GLUE_LOG_ENV
 from .params import load_params, toc_notebooks
 
-__all__ = ["make_records", "execute_notebook", "execute_book", "build_book", "BookError"]
+__all__ = ["make_records", "execute_notebook", "execute_book", "build_book", "BookError", "glue_index",
+           "GLUE_INDEX"]
+
+GLUE_INDEX = "_glue_index.json"
+"""``book/_glue_index.json``: glue key -> the run records (id, spec hash) its value came from."""
 
 
 class BookError(RuntimeError):
@@ -73,8 +78,11 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         jupytext.write(nb, src_nb)
         log = Path(tmp) / "reads.jsonl"
         log.touch()
-        env_before = os.environ.get(READ_LOG_ENV)
+        glue_log = Path(tmp) / "glue.jsonl"
+        glue_log.touch()
+        env_before = {k: os.environ.get(k) for k in (READ_LOG_ENV, GLUE_LOG_ENV)}
         os.environ[READ_LOG_ENV] = str(log)
+        os.environ[GLUE_LOG_ENV] = str(glue_log)
         try:
             papermill.execute_notebook(
                 str(src_nb), str(target), parameters=params, kernel_name="python3",
@@ -84,16 +92,40 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
             raise BookError(f"notebook {notebook!r} failed (executed copy kept at {target}):\n"
                             f"{exc.ename}: {exc.evalue}") from None
         finally:
-            if env_before is None:
-                os.environ.pop(READ_LOG_ENV, None)
-            else:
-                os.environ[READ_LOG_ENV] = env_before
+            for k, v in env_before.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         reads = sorted({json.loads(line)["run_id"] for line in log.read_text().splitlines() if line.strip()})
+        glued = {}
+        for line in glue_log.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                glued[entry["key"]] = entry["runs"]
     executed = json.loads(target.read_text(encoding="utf-8"))
     executed["metadata"]["shovir"] = {"profile": profile, "run_ids": run_ids, "records_read": reads,
-                                      "params_file": str(spec["path"].relative_to(paths.repo_root()))}
+                                      "params_file": str(spec["path"].relative_to(paths.repo_root())),
+                                      "glue": glued}
     target.write_text(json.dumps(executed, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    _update_glue_index(output_dir, notebook, glued)
     return target
+
+
+def _update_glue_index(output_dir: Path, notebook: str, glued: dict) -> None:
+    """Replace ``notebook``'s entries of the book's glue index with ``glued``."""
+    from ..records import atomic_write_text
+
+    index = glue_index(output_dir)
+    index = {k: v for k, v in index.items() if v.get("notebook") != notebook}
+    index.update({k: {"notebook": notebook, "runs": runs} for k, runs in glued.items()})
+    atomic_write_text(Path(output_dir) / GLUE_INDEX, json.dumps(index, indent=1, sort_keys=True) + "\n")
+
+
+def glue_index(book_dir: Path | None = None) -> dict:
+    """The book's ``glue key -> {"notebook", "runs": [{"run_id", "spec_sha256"}]}`` index (empty if none)."""
+    path = Path(book_dir or paths.book_root()) / GLUE_INDEX
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def execute_book(*, profile: str = "demo", only: list[str] | None = None, progress: bool = True) -> list[Path]:

@@ -1,0 +1,41 @@
+"""Shared vocabulary of both papers: names used by protocols, tables and notebooks alike.
+
+Defined once here; this module imports nothing else from the package, so any module may import
+it without creating a cycle.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "COMPOSITE", "ORDERS", "TIERS", "REPORT_CONDITIONS", "INSTRUCTIONS", "DESIGNS", "READOUTS",
+    "SIDES", "SHOVIR_CONDITIONS", "P_GRID",
+]
+
+COMPOSITE = "composite"
+"""Question id of ModaLens' "any acute cardiopulmonary finding" question (target: any of the 13)."""
+
+ORDERS = ("image_first", "text_first")
+"""Block orders of the ModaLens user turn (paper-map B.1, "text first"; App. H)."""
+
+TIERS = ("differs-positive-set", "any-other", "cross-patient")
+"""ModaLens substitute tiers, in the order they are tried (paper-map B.1, substitute sampling)."""
+
+REPORT_CONDITIONS = ("present", "absent")
+"""Report conditions of the main ModaLens arms (P / A)."""
+
+INSTRUCTIONS = ("none", "yes_no", "no_yes", "yes_no_uncertain")
+"""Answer instructions: none, "Answer with exactly Yes or No.", the reversed order, and Yes/No/Uncertain."""
+
+DESIGNS = ("all14", "f13", "one_q", "six")
+"""ModaLens question designs (paper-map B.1): all-14, 13-finding, one-question, prespecified six."""
+
+READOUTS = ("lowercase", "family", "generated")
+"""ModaLens readouts at the first generated position (paper-map B.1 (i)-(iii))."""
+
+SIDES = ("c", "d")
+"""Concordant (source) and discordant (substitute) image of a ModaLens trial."""
+
+SHOVIR_CONDITIONS = ("Baseline", "FullNoise", "RO", "OCO", "DOCO")
+"""ShoViR conditions (paper-map A.2)."""
+
+P_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+"""ShoViR blending strengths p."""
