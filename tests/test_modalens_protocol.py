@@ -74,7 +74,7 @@ def test_resolve_spec_fills_defaults_and_validates():
     assert templated["template_id"] and ml.resolve_spec(dict(templated)) == templated
     six = ml.resolve_spec({**BASE, "design": "six"})
     assert six["six_findings"] == ["Cardiomegaly", "Lung Opacity"]  # 2 of 6 source studies each
-    for bad, match in (({"colour": 1}, "unknown spec keys"), ({"design": "x"}, "design"),
+    for bad, match in (({"colour": 1}, "unknown key"), ({"design": "x"}, "design"),
                        ({"report": "maybe"}, "report"), ({"instruction": "shout"}, "instruction"),
                        ({"image": "yes"}, "image"), ({"n_patients": 0}, "n_patients"),
                        ({"dataset_sha256": "0" * 64}, "pins")):

@@ -1,9 +1,11 @@
 """Experiment protocols: params -> trials -> records.
 
-Each protocol is a module exposing ``resolve_spec(spec) -> dict`` (fill every
-default; the result is hashed into the record's identity) and
-``execute(name, spec, *, progress=True) -> records.Run``. Modules are imported
-lazily, so listing protocols stays light.
+Each protocol is a module exposing ``SPEC`` (a :class:`~shovir_core.protocols.spec.SpecSchema`
+declaring every key), ``resolve_spec(spec) -> dict`` (validate, fill every default, pin dataset and
+model identity; the result is hashed into the record's identity) and
+``execute(name, spec, *, progress=True, execution=None) -> records.Run`` where ``execution`` holds
+the execution-only settings (batch and chunk sizes), which never enter the identity. Modules are
+imported lazily, so listing protocols stays light.
 """
 from __future__ import annotations
 
@@ -55,5 +57,9 @@ def run(protocol: str, name: str, spec: dict, *, progress: bool = True) -> Run:
     h = spec_hash(resolved)
     if is_complete(protocol, name, resolved, resolved=True):
         return load_run(protocol, name, h)
-    module.execute(name, resolved, progress=progress)
+    schema = getattr(module, "SPEC", None)
+    if schema is not None:
+        module.execute(name, resolved, progress=progress, execution=schema.execution(spec))
+    else:
+        module.execute(name, resolved, progress=progress)
     return load_run(protocol, name, h)

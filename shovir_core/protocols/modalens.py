@@ -46,20 +46,18 @@ import pandas as pd
 from ..data import load_dataset
 from ..data import mimic_jpg as _mimic_jpg  # noqa: F401  (registers the "mimic-jpg" adapter)
 from ..data.template_reports import template_fingerprint, template_reports
+from ..vocab import COMPOSITE, DESIGNS, ORDERS, REPORT_CONDITIONS
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13, POLICIES, apply_policy
 from ..records import Run, RunWriter, load_run, spec_hash
+from .spec import Field, SpecSchema
 
 __all__ = [
-    "PROTOCOL", "DESIGNS", "TEMPLATES", "COMPOSITE", "REPORT_CONDITIONS", "DEFAULTS", "resolve_spec",
+    "PROTOCOL", "DESIGNS", "TEMPLATES", "COMPOSITE", "REPORT_CONDITIONS", "DEFAULTS", "SPEC", "resolve_spec",
     "execute", "question_text", "question_id", "build_cases", "case_labels", "policy_targets",
     "primary_finding", "prespecified_findings", "select_questions", "arm_label",
 ]
 
 PROTOCOL = "modalens"
-COMPOSITE = "composite"
-DESIGNS = ("all14", "f13", "one_q", "six")
-REPORT_CONDITIONS = ("present", "absent")
-ORDERS = ("image_first", "text_first")
 
 TEMPLATES: dict[str, dict[str, str]] = {
     "default": {"finding": "Does this chest X-ray show {finding}?",
@@ -69,28 +67,48 @@ TEMPLATES: dict[str, dict[str, str]] = {
 }
 """Question templates (paper-map B.1; App. L): the finding is the CheXpert class name in lower case."""
 
-DEFAULTS: dict = {
-    "dataset": "demo-64px",
-    "model": "ref-anchored@0.5",
-    "design": "all14",
-    "template": "default",
-    "report": "present",
-    "order": "image_first",
-    "instruction": "none",
-    "image": True,
-    "answer_tokens": 8,
-    "reports": "auto",
-    "template_negatives": "routine",
-    "substitute_seed": 0,
-    "ssim_size": 896,
-    "ssim_threshold": 0.9,
-    "n_patients": None,
-    "subset_seed": 0,
-    "primary_policy": "u-negative",
-    "six_range": [0.2, 0.8],
-    "batch_cases": 64,
-}
-"""Every spec key and its default (the paper's settings where it states them)."""
+def _spec_schema() -> SpecSchema:
+    from ..models.prompts import INSTRUCTIONS
+
+    def _six_range(v):
+        if len(v) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+            return "must be [lo, hi], two numbers"
+        return None if 0.0 <= v[0] <= v[1] <= 1.0 else "must satisfy 0 <= lo <= hi <= 1"
+
+    return SpecSchema(PROTOCOL, [
+        Field("dataset", str, "demo-64px", doc="dataset name or adapter:path (mimic-jpg:$SHOVIR_MIMIC_JPG)"),
+        Field("model", str, "ref-anchored@0.5", doc="registry name (shovir_core.models.list_models())"),
+        Field("design", str, "all14", choices=DESIGNS),
+        Field("template", str, "default", choices=tuple(TEMPLATES)),
+        Field("report", str, "present", choices=REPORT_CONDITIONS),
+        Field("order", str, "image_first", choices=ORDERS),
+        Field("instruction", str, "none", choices=tuple(INSTRUCTIONS)),
+        Field("image", bool, True, doc="show the image (false: the image-absent ablation arm)"),
+        Field("answer_tokens", int, 8, range=(1, 256), doc="greedy tokens of the generated answer"),
+        Field("reports", str, "auto", choices=("auto", "dataset", "template")),
+        Field("template_negatives", str, "routine", choices=("routine", "all", "none")),
+        Field("substitute_seed", int, 0, range=(0, None)),
+        Field("ssim_size", int, 896, range=(8, None), doc="side of the greyscale images SSIM compares"),
+        Field("ssim_threshold", float, 0.9, range=(0.0, 1.0)),
+        Field("n_patients", (int, type(None)), None, range=(1, None), doc="patient subset (null: all)"),
+        Field("subset_seed", int, 0, range=(0, None)),
+        Field("primary_policy", str, "u-negative", choices=tuple(POLICIES)),
+        Field("six_range", list, [0.2, 0.8], check=_six_range, doc="source yes-rate range of the six design"),
+        # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
+        Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
+        Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
+        Field("six_findings", (list, type(None)), None, choices=FINDINGS_13, doc="pinned six-design findings"),
+        Field("template_id", (str, type(None)), None, doc="pinned template-report fingerprint"),
+        # execution-only: never part of the record's identity
+        Field("batch_cases", int, 64, range=(1, None), execution=True, doc="cases per record part"),
+    ])
+
+
+SPEC = _spec_schema()
+"""The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`): every key, its type and default."""
+DEFAULTS: dict = {k: v for k, v in SPEC.defaults.items()
+                  if k not in ("dataset_sha256", "model_fingerprint", "six_findings", "template_id")}
+"""Every user-facing identity key and its default (the paper's settings where it states them)."""
 
 
 # --------------------------------------------------------------------------- questions
@@ -277,33 +295,10 @@ def arm_label(spec: dict) -> str:
 
 
 def resolve_spec(spec: dict) -> dict:
-    """Fill every default, validate, and pin the dataset hash, the model fingerprint and (for ``six``)
-    the prespecified findings."""
-    from ..models.prompts import INSTRUCTIONS
-
-    unknown = sorted(set(spec) - set(DEFAULTS) - {"dataset_sha256", "six_findings", "model_fingerprint",
-                                                   "template_id"})
-    if unknown:
-        raise ValueError(f"modalens: unknown spec keys {unknown} (allowed: {sorted(DEFAULTS)})")
-    out = {**DEFAULTS, **spec}
-    checks = {"design": DESIGNS, "template": tuple(TEMPLATES), "report": REPORT_CONDITIONS, "order": ORDERS,
-              "instruction": tuple(INSTRUCTIONS), "reports": ("auto", "dataset", "template"),
-              "template_negatives": ("routine", "all", "none"), "primary_policy": tuple(POLICIES)}
-    for key, allowed in checks.items():
-        if out[key] not in allowed:
-            raise ValueError(f"modalens: {key} = {out[key]!r} not in {allowed}")
-    if not isinstance(out["image"], bool):
-        raise ValueError(f"modalens: image must be true or false, got {out['image']!r}")
-    for key in ("answer_tokens", "substitute_seed", "ssim_size", "subset_seed", "batch_cases"):
-        if not isinstance(out[key], int) or out[key] < 0:
-            raise ValueError(f"modalens: {key} must be a non-negative integer, got {out[key]!r}")
-    if out["batch_cases"] < 1:
-        raise ValueError("modalens: batch_cases must be >= 1")
-    if out["n_patients"] is not None and (not isinstance(out["n_patients"], int) or out["n_patients"] < 1):
-        raise ValueError(f"modalens: n_patients must be a positive integer or null, got {out['n_patients']!r}")
-    lo, hi = (float(v) for v in out["six_range"])
-    out["six_range"] = [lo, hi]
-    out["ssim_threshold"] = float(out["ssim_threshold"])
+    """Fill every default, validate (:data:`SPEC`), and pin the dataset hash, the model fingerprint
+    and (for ``six``) the prespecified findings. Execution-only keys are dropped."""
+    out = SPEC.resolve(spec)
+    lo, hi = out["six_range"] = [float(v) for v in out["six_range"]]
     ds = _dataset(out["dataset"])
     if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
         raise ValueError(f"modalens: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
@@ -313,17 +308,23 @@ def resolve_spec(spec: dict) -> dict:
 
     # the model's identity (parameters and the code that builds them, or the pinned checkpoint) is
     # part of the record's identity: a retrained reference model makes a new record
-    out["model_fingerprint"] = model_fingerprint(out["model"])
+    fingerprint = model_fingerprint(out["model"])
+    if spec.get("model_fingerprint") not in (None, fingerprint):
+        raise ValueError(f"modalens: model {out['model']!r} changed since the spec was resolved "
+                         "(its fingerprint differs from the one the spec pins)")
+    out["model_fingerprint"] = fingerprint
     if out["reports"] == "auto":
         out["reports"] = "dataset" if ds.reports is not None else "template"
     elif out["reports"] == "dataset" and ds.reports is None:
         raise ValueError(f"modalens: dataset {out['dataset']!r} has no report text; use reports: template")
-    out.pop("template_id", None)
+    pinned_template = out.pop("template_id", None)
     if out["reports"] == "template":
         out["template_id"] = template_fingerprint(negatives=out["template_negatives"])
+        if pinned_template not in (None, out["template_id"]):
+            raise ValueError("modalens: the template-report writer changed since the spec was resolved")
     if out["design"] == "six":
-        if "six_findings" in spec:
-            out["six_findings"] = list(spec["six_findings"])
+        if out.get("six_findings") is not None:
+            out["six_findings"] = [f for f in FINDINGS_13 if f in out["six_findings"]]
         else:
             # the rule is applied to the full cohort's source labels, before any model output exists
             src = ds.labels.reindex(_source_pool(ds))[list(CHEXPERT_CLASSES)].astype(float)
@@ -449,8 +450,10 @@ def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, im
     return trials.set_index("trial_id").join(out).reset_index()
 
 
-def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
-    """Run every trial of ``spec`` (resolved) on both images; resumable by case chunks."""
+def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | None = None) -> Run:
+    """Run every trial of ``spec`` (resolved) on both images; resumable by case chunks.
+
+    ``execution`` holds the execution-only settings of :data:`SPEC` (``batch_cases``)."""
     from tqdm import tqdm
 
     from ..models import cached, get_model
@@ -469,7 +472,8 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
         todo = trials[~trials["trial_id"].isin(writer.done_ids)]
         image_paths = dict(zip(ds.images["image_id"], ds.images["path"]))
         case_ids = list(dict.fromkeys(todo["case_id"]))
-        chunks = [case_ids[i:i + spec["batch_cases"]] for i in range(0, len(case_ids), spec["batch_cases"])]
+        batch = SPEC.execution(execution)["batch_cases"]
+        chunks = [case_ids[i:i + batch] for i in range(0, len(case_ids), batch)]
         bar = tqdm(total=len(todo), desc=f"modalens {spec['model']} {arm_label(spec)}", unit="trial",
                    disable=not progress)
         for chunk in chunks:
