@@ -52,10 +52,11 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from ..data import Dataset, load_dataset
+from ..data import Dataset
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 from ..records import Run, RunWriter, load_run, spec_hash
 from ..vocab import P_GRID
+from .datasets import load_dataset
 from .spec import Field, SpecSchema
 
 __all__ = [
@@ -166,7 +167,8 @@ def trial_id(condition: str, image_id: str, target: str | None = None, p: float 
 
 # -- spec --------------------------------------------------------------------------------------
 def open_dataset(spec: dict) -> Dataset:
-    """Load the spec's dataset (expanding ``$VARS`` in ``adapter:path`` names)."""
+    """Load the spec's dataset (expanding ``$VARS`` in ``adapter:path`` names); reused in-process
+    while none of its files changed (:func:`shovir_core.protocols.datasets.load_dataset`)."""
     from ..data import mimic, padchest  # noqa: F401  (register the mimic: and padchest: adapters)
 
     source = spec.get("dataset", DEFAULTS["dataset"])

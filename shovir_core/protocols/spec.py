@@ -238,9 +238,14 @@ class SpecSchema:
         """Every identity key with its default (``REQUIRED`` where there is none)."""
         return {k: f.default for k, f in self.fields.items() if not f.execution}
 
-    def _check_keys(self, spec: Mapping) -> None:
+    def _as_dict(self, spec: Mapping | None) -> dict:
+        if spec is None:
+            return {}
         if not isinstance(spec, Mapping):
             raise SpecError(f"{self.protocol} spec must be a mapping, got {type(spec).__name__}")
+        return dict(spec)
+
+    def _check_keys(self, spec: Mapping) -> None:
         unknown = sorted(set(spec) - set(self.fields))
         if unknown:
             raise SpecError(f"{self.protocol} spec: unknown key(s) {unknown}; "
@@ -268,16 +273,16 @@ class SpecSchema:
 
         Execution-only keys present in ``spec`` are validated too (a bad batch size fails here, not
         half-way through a run) and left out of the result."""
-        spec = dict(spec or {})
+        spec = self._as_dict(spec)
         self._resolve(spec, execution=True)
         return self._resolve(spec, execution=False)
 
     def execution(self, spec: Mapping | None) -> dict:
         """The execution-only settings of ``spec`` (defaults filled); never hashed."""
-        return self._resolve(dict(spec or {}), execution=True)
+        return self._resolve(self._as_dict(spec), execution=True)
 
     def identity(self, spec: Mapping | None) -> dict:
         """``spec`` without its execution-only keys (unknown keys still raise)."""
-        spec = dict(spec or {})
+        spec = self._as_dict(spec)
         self._check_keys(spec)
         return {k: v for k, v in spec.items() if not self.fields[k].execution}
