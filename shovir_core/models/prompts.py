@@ -14,7 +14,10 @@ description (the verbatim sentences are not published).
 """
 from __future__ import annotations
 
-from .protocol import ScoreRequest
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only (protocol imports this module to validate requests)
+    from .protocol import ScoreRequest
 
 __all__ = ["INSTRUCTIONS", "FRAMINGS", "ANSWER_OPTIONS", "text_block", "score_messages", "report_messages"]
 
@@ -50,6 +53,7 @@ FRAMINGS: dict[str, str] = {
 def text_block(request: ScoreRequest) -> str:
     """The text block of a ModaLens prompt.
 
+    >>> from shovir_core.models.protocol import ScoreRequest
     >>> text_block(ScoreRequest(None, "Does this chest X-ray show Edema?", report="No edema."))
     'Report: No edema.\\n\\nQuestion: Does this chest X-ray show Edema?'
     >>> text_block(ScoreRequest(None, "Does this chest X-ray show Edema?", instruction="yes_no"))
