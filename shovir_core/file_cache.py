@@ -22,6 +22,7 @@ noticed; content hashes (the dataset hash a record pins) remain the guard of a r
 >>> _ = path.write_text("three")
 >>> read(path), read.cache_info()["misses"]
 ('three', 2)
+>>> import shutil; shutil.rmtree(path.parent)
 """
 from __future__ import annotations
 

@@ -5,8 +5,10 @@
 (``local_files_only``). A missing checkpoint raises :class:`ModelNotAvailableError` naming the model
 and these places.
 
-Sources: ShoViR models, prompts and decoding from the authors' code (reference notes §6);
-ModaLens models, revisions and answer-token ids from the paper (set-up, Appendix I).
+Sources: ShoViR models, prompts and decoding from the authors' code (arco-group/ShoViR-Bench
+``src/benchmark/prompts.py``@7dd01b7 and the wrappers ``src/benchmark/models/<model>/__init__.py``,
+``src/benchmark/models/base.py``@f68059b; ShoViR §3.3); ModaLens models, revisions and answer-token
+ids from the paper (ModaLens §3; App. I).
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Three checkpoints carry their own Python modelling code on the Hugging Face hub; this module loads
 them from a **local** folder (found by :func:`~shovir_core.models.spec.resolve_weights`; never a
 download) with ``trust_remote_code=True`` and runs them the way the ShoViR authors' wrappers do
-(reference notes §6):
+(arco-group/ShoViR-Bench ``src/benchmark/models/chexagent/__init__.py``@7d9ea5c,
+``src/benchmark/models/maira_2/__init__.py``@0c3a007, ``src/benchmark/models/cxrmateed/__init__.py``@6fc3066):
 
 ``chexagent-2``  ``AutoModelForCausalLM`` + the checkpoint's tokenizer; the image is written to a
                  temporary JPEG and referenced through ``tokenizer.from_list_format([{image}, {text}])``;

@@ -65,7 +65,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
     "alt": {"finding": "Is {finding} present on this chest X-ray?",
             "composite": "Is any acute cardiopulmonary finding present on this chest X-ray?"},
 }
-"""Question templates (paper-map B.1; App. L): the finding is the CheXpert class name in lower case."""
+"""Question templates (ModaLens §2, App. Table 8; the second template: App. L): the finding is the CheXpert class
+name in lower case."""
 
 def _spec_schema() -> SpecSchema:
     from ..models.prompts import INSTRUCTIONS

@@ -8,7 +8,7 @@ One record per (dataset, model). Its trials are
   subsets: ``RO``, ``OCO`` and ``DOCO`` at each blending strength p.
 
 Per-class evaluation subsets (as in the reference code's
-``classes_jsons/{Category}_samples*.json``): class c's subset holds every image
+``classes_jsons/{Category}_samples*.json``, read by arco-group/ShoViR-Bench ``src/benchmark/cli.py``@06324c9): class c's subset holds every image
 whose dataset label for c is positive and that has at least one box of c, so
 an image appears once per positive class. Classes with fewer than
 ``min_count`` images are dropped (the paper's PadChest-GR rule is 40; the
