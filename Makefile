@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine (Python 3.11 + the package registries):
 #   make book   run the demo profile, execute every notebook, build the HTML book
-#   make test   unit tests + nbval over the executed notebooks
+#   make test   unit tests + doctests of shovir_core + nbval over the executed notebooks
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -16,7 +16,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 help:
 	@echo "make book   - run the $(PROFILE) profile, execute notebooks, build the book"
-	@echo "make test   - unit tests + nbval on the executed notebooks"
+	@echo "make test   - unit tests, doctests + nbval on the executed notebooks"
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ book: $(STAMP)
 	$(BIN)/shovir book --profile $(PROFILE)
 
 test: notebooks
-	$(BIN)/python -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider
+	$(BIN)/python -m pytest tests book shovir_core --doctest-modules --nbval-lax --nbval-current-env -p no:cacheprovider
 
 clean-book:
 	rm -rf book/_build book/*.ipynb

@@ -13,7 +13,7 @@ def test_resolve_spec_validates_and_pins_hashes():
     assert len(spec["reports_sha256"]) == 64 and len(spec["lexicon_sha256"]) == 64
     with pytest.raises(ValueError, match="unknown labellers"):
         protocols.resolve("labeller-validation", {"labellers": ["nope"]})
-    with pytest.raises(ValueError, match="unknown spec keys"):
+    with pytest.raises(ValueError, match=r"unknown key\(s\)"):
         protocols.resolve("labeller-validation", {"sample": 3})
     with pytest.raises(ValueError, match="sections"):
         protocols.resolve("labeller-validation", {"sections": ["abstract"]})

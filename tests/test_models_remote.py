@@ -12,12 +12,13 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from shovir_core.models import ModelNotAvailableError, ScoreRequest, get_model, model_fingerprint  # noqa: E402
+from shovir_core.models import (ModelNotAvailableError, ScoreRequest, get_model, model_fingerprint,  # noqa: E402
+                                register_remote_adapter)
 from shovir_core.models import remote  # noqa: E402
 from shovir_core.models.protocol import SCORE_KEYS  # noqa: E402
 from shovir_core.models.registry import REGISTRY  # noqa: E402
 from shovir_core.models.remote import (REMOTE_ADAPTERS, UPSTREAM_CODE, CheXagent2VLM, CXRMateVLM,  # noqa: E402
-                                       Maira2VLM, RemoteCodeVLM, register_remote_adapter)
+                                       Maira2VLM, RemoteCodeVLM)
 
 MAIRA_CONFIG = '''
 from transformers import LlavaConfig

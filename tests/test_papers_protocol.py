@@ -15,7 +15,7 @@ def test_resolve_spec_hashes_data_and_code():
     assert protocols.resolve("audit", {"paper": "modalens"})["data_sha256"] != spec["data_sha256"]
     with pytest.raises(ValueError, match="paper"):
         protocols.resolve("audit", {})
-    with pytest.raises(ValueError, match="unknown spec keys"):
+    with pytest.raises(ValueError, match=r"unknown key\(s\)"):
         protocols.resolve("audit", {"paper": "shovir", "dataset": "demo"})
 
 
@@ -51,3 +51,24 @@ def test_params_and_notebook(paper):
     for profile in ("demo", "mimic", "padchest"):
         params = yaml.safe_load((paths.params_root() / notebook / f"{profile}.yaml").read_text(encoding="utf-8"))
         assert params["runs"] == {"audit": {"protocol": "audit", "name": paper, "spec": {"paper": paper}}}
+
+
+def test_execute_reads_the_papers_files_again(runs_root, monkeypatch):
+    """A data file edited after the values were loaded (and lru-cached) is read again by execute,
+    so the record holds the audit of the files whose hash its spec pins."""
+    from shovir_core.papers import values as values_module
+
+    assert papers.audit("modalens").set_index("id").loc["modalens.t4.acc_orig", "status"] == "passed"
+    original = values_module._read
+
+    def edited(name: str) -> str:  # the user edits one published count
+        text = original(name)
+        return text.replace("value: 29029,", "value: 29200,") if name == "modalens.yaml" else text
+
+    monkeypatch.setattr(values_module, "_read", edited)
+    spec = audit_protocol.resolve_spec({"paper": "modalens"})
+    run = audit_protocol.execute("edited", spec, progress=False)
+    row = run.trials.set_index("check_id").loc["modalens.t4.acc_orig"]
+    assert row["status"] == "flagged", "execute audited the edited values, not the cached ones"
+    monkeypatch.setattr(values_module, "_read", original)
+    papers.load_values.cache_clear()  # leave the unedited values for the other tests

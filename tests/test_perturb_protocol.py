@@ -81,7 +81,7 @@ def test_rerun_returns_the_same_record(record, monkeypatch):
 
 
 def test_spec_validation():
-    with pytest.raises(ValueError, match="unknown spec keys"):
+    with pytest.raises(ValueError, match=r"unknown key\(s\)"):
         protocols.resolve("perturbations", {"colour": 1})
     with pytest.raises(ValueError, match="not in dataset"):
         protocols.resolve("perturbations", {"gallery": [["nope", "Atelectasis"]]})

@@ -125,5 +125,5 @@ def test_cohort_protocol_round_trip(runs_root):
     assert len(t) == 184 and t["trial_id"].is_unique
     assert r.manifest["dataset"]["n_boxes"] == 212
     assert run("cohort", "demo", {"dataset": "demo"}).path == r.path  # complete: reused
-    with pytest.raises(ValueError, match="unknown spec keys"):
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \[.nope.\]"):
         run("cohort", "demo", {"dataset": "demo", "nope": 1})

@@ -22,19 +22,52 @@ def _run(model: str, runs_root, **extra) -> Run:
 
 
 def test_resolve_spec_validates():
-    with pytest.raises(ValueError, match="unknown spec keys"):
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['datasett'\]"):
         shovir.resolve_spec({"datasett": "demo"})
-    with pytest.raises(ValueError, match="condition"):
-        shovir.resolve_spec({**SMALL, "conditions": ["Baseline", "XYZ"]})
     with pytest.raises(ValueError, match="no reports"):
         shovir.resolve_spec({"dataset": "demo"})  # NIH has no reports: reference must come from labels
-    with pytest.raises(ValueError, match="not localisable"):
-        shovir.resolve_spec({**SMALL, "classes": ["No Finding"]})
     with pytest.raises(ValueError, match="unset environment variable"):
         shovir.resolve_spec({**SMALL, "dataset": "mimic:${SHOVIR_TEST_UNSET_VARIABLE}"})
     spec = shovir.resolve_spec(SMALL)
     assert spec["conditions"] == list(shovir.CONDITIONS) and spec["ps"] == [0.0, 0.6, 1.0]
     assert len(spec["dataset_sha256"]) == 64
+    assert shovir.resolve_spec(dict(spec)) == spec, "a resolved spec resolves to itself"
+
+
+@pytest.mark.parametrize(("bad", "match"), [
+    ({"conditions": ["Baseline", "XYZ"]}, r"'conditions' = \['Baseline', 'XYZ'\] is not allowed; use items of"),
+    ({"conditions": "OCO"}, "'conditions' = 'OCO' must be a list of strings"),
+    ({"conditions": []}, "'conditions' = \\[\\] needs at least 1 item"),
+    ({"ps": 0.5}, "'ps' = 0.5 must be a list of numbers"),
+    ({"ps": [0.2, "0.4"]}, "item '0.4' must be a number"),
+    ({"ps": [0.2, 1.2]}, r"item 1.2 is outside \[0.0, 1.0\]"),
+    ({"ps": [0.2, 0.2]}, "item 0.2 is repeated"),
+    ({"ps": [True]}, "item True must be a number"),
+    ({"classes": "Atelectasis"}, "'classes' = 'Atelectasis' must be a list of strings or null"),
+    ({"classes": ["No Finding"]}, "localisable"),
+    ({"min_count": True}, "'min_count' = True must be an integer"),
+    ({"min_count": 0}, r"'min_count' = 0 is outside \[1, inf\]"),
+    ({"max_per_class": 2.5}, "'max_per_class' = 2.5 must be an integer or null"),
+    ({"seed": -1}, "'seed' = -1 is outside"),
+    ({"iou_threshold": 1.5}, "'iou_threshold' = 1.5 is outside"),
+    ({"preset": "nope"}, "unknown noise preset 'nope'"),
+    ({"reference_text": "radiologist"}, "'reference_text' = 'radiologist' is not allowed"),
+    ({"batch_size": 0}, r"'batch_size' = 0 is outside \[1, inf\]"),  # execution-only, still validated
+    ({"chunk_size": "16"}, "'chunk_size' = '16' must be an integer"),
+    ({"dataset_sha256": "0" * 64}, "the hash the spec pins"),
+    ({"model_fingerprint": {"name": "ref-blind-prior"}}, "fingerprint differs"),
+])
+def test_resolve_spec_refuses(bad, match):
+    with pytest.raises(ValueError, match=match):
+        shovir.resolve_spec({**SMALL, **bad})
+
+
+def test_execution_keys_leave_the_identity():
+    spec = shovir.resolve_spec(SMALL)
+    assert "chunk_size" not in spec and "batch_size" not in spec
+    assert shovir.resolve_spec({**SMALL, "chunk_size": 3, "batch_size": 1}) == spec
+    assert protocols.run_id("shovir", "x", {**SMALL, "batch_size": 1}) == protocols.run_id("shovir", "x", SMALL)
+    assert shovir.SPEC.execution(SMALL) == {"batch_size": 8, "chunk_size": 16}
 
 
 def test_class_subsets_min_count_and_truncation():

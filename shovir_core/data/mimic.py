@@ -1,7 +1,7 @@
 """Adapter for MIMIC-CXR-JPG test images with Chest ImaGenome-derived boxes (ShoViR).
 
 Input: the ShoViR reference repository's ImaGenome metadata file
-(``imagenome_annotations.json``; ``shovir-reference-code.md`` §5.1), a dict
+(arco-group/ShoViR-Bench ``imagenome_annotations.json``@76cceca, at the repository root), a dict
 keyed by DICOM id whose values are::
 
     {"img_path": "p10/p10000032/s50414267/<dicom>.jpg",   # relative to MIMIC-CXR-JPG files/
@@ -15,7 +15,7 @@ carry several CheXpert classes; it becomes one box row per class (same
 coordinates), so :func:`shovir_core.perturb.box_sets` drops the sibling rows of
 a target box from ``B_c̄`` by the IoU rule.
 
-The paper's cohort filters (ShoViR §3, paper-map A.1) are options:
+The paper's cohort filters (ShoViR §3.1) are options:
 ``drop_no_finding_only`` removes images whose only positive class is No
 Finding, and ``true_positive_filter`` keeps an image only when every positive
 CheXpert finding is confirmed by at least one region carrying it.

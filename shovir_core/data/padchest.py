@@ -1,7 +1,8 @@
 """Adapter for PadChest-GR verified samples (ShoViR).
 
-Input: the ShoViR reference repository's ``verified_samples.json``
-(``shovir-reference-code.md`` §5.2), a dict keyed by ImageID whose values are::
+Input: the ShoViR reference repository's ``verified_samples.json`` (written by arco-group/ShoViR-Bench
+``src/analysis/organize_by_chexpert_label.py``@0b64367 to ``data/padchest-gr/chexpert-by-label/``),
+a dict keyed by ImageID whose values are::
 
     {"img_path": "<ImageID>.png",                 # relative to the PadChest-GR image folder
      "report":   "<English sentences of the abnormal findings>",
@@ -16,7 +17,7 @@ A region stores a *list* of normalised boxes; each box becomes one box row per
 verified CheXpert category, in pixels of the stored image. When a region lacks
 ``chexpert_categories`` its PadChest ``findings`` are mapped through
 :data:`PADCHEST_TO_CHEXPERT` (the static lookup of the reference code,
-``padchest_to_chexpert_mapping.py``; 69 PadChest labels), without the CheXbert
+``padchest_to_chexpert_mapping.py``@d331cef; 69 PadChest labels), without the CheXbert
 sentence validation the verified file already carries.
 
 Patient and study ids come from an optional PadChest-GR metadata CSV
@@ -81,8 +82,8 @@ _MAP = {
 }
 PADCHEST_TO_CHEXPERT: dict[str, str] = {label: cls for cls, labels in _MAP.items() for label in labels}
 """PadChest finding label (lower case) -> CheXpert class: the reference code's static lookup
-(``src/pre-analysis/padchest/preprocessing/padchest_to_chexpert_mapping.py`` @d331cef, as described in
-``shovir-reference-code.md`` §5.3). Pneumonia has no PadChest counterpart."""
+(arco-group/ShoViR-Bench ``src/pre-analysis/padchest/preprocessing/padchest_to_chexpert_mapping.py``@d331cef;
+69 of 154 labels, ShoViR §3.1). Pneumonia has no PadChest counterpart."""
 
 
 def padchest_to_chexpert(label: str) -> str | None:

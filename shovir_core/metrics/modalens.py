@@ -1,6 +1,8 @@
 """ModaLens metrics: flip rates, margins, accuracies, agreement, transitions, interaction.
 
-Definitions follow ModaLens §3 (paper-map B.2). Readouts are binary answers
+Definitions follow ModaLens §2 (flip rate; paired differences and ratios inside each bootstrap draw),
+§4.1 (accuracy, balanced accuracy), §4.2 (modality-ablation interaction), §4.3 (Cohen's κ,
+App. Table 10) and App. G (transitions on label-changed trials). Readouts are binary answers
 (1 = yes, 0 = no); targets are binary labels after a label policy. All functions
 take array-likes of equal length and validate them up front.
 """

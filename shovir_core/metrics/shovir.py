@@ -1,6 +1,6 @@
 """ShoViR shortcut metrics: Δ_FN, Δ_X and the flip rate FR^c_X.
 
-Definitions (ShoViR §3; paper-map A.2):
+Definitions (ShoViR §3.4, the equations for Δ_FN, Δ_X and FR^c_X; μ-F1 weights as stated there):
 
 * Δ_FN = F1(Baseline) − F1(Full Noise Image), for F1_14 and F1_5;
 * Δ_X = μ-F1(RO) − μ-F1(X), X ∈ {OCO, DOCO};

@@ -17,6 +17,12 @@ Public API
                     framing, finding, boxes)
 ``cached(model, *, directory=None)``  the same model behind the on-disk inference cache
 ``register_remote_adapter(name, cls)``  plug in an adapter for a GitHub-code model (LLaVA-Rad, Libra, RaDialog)
+``ModelSpec``, ``ModelNotAvailableError``, ``resolve_weights``  a registry entry, the missing-weights
+                    error and the local checkpoint lookup (:mod:`~shovir_core.models.spec`)
+
+Layering: :mod:`~shovir_core.models.spec` imports nothing else of the package; the adapters import
+it, never the registry; :mod:`~shovir_core.models.registry` reaches each adapter by name
+(``registry.ADAPTERS``) on first use.
 """
 from __future__ import annotations
 
@@ -24,13 +30,13 @@ from .cache import CachedVLM, InferenceCache, cached
 from .prompts import ANSWER_OPTIONS, FRAMINGS, INSTRUCTIONS, report_messages, score_messages, text_block
 from .protocol import ORDERS, SCORE_KEYS, VLM, Box, ScoreRequest, image_fingerprint
 from .readouts import TokenFamilies, logsumexp, parse_answer, yes_no_readout
-from .registry import (ALIASES, MODEL_DIR_ENV, REGISTRY, ModelNotAvailableError, ModelSpec, get_model, list_models,
-                       model_fingerprint)
-from .remote import register_remote_adapter
+from .registry import ALIASES, REGISTRY, get_model, list_models, model_fingerprint, register_remote_adapter
 from .report_text import COMPOSITE, finding_of_question, read_report, template_report
+from .spec import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec, resolve_weights
 
 __all__ = [
     "get_model", "list_models", "model_fingerprint", "REGISTRY", "ALIASES", "ModelSpec", "ModelNotAvailableError", "MODEL_DIR_ENV",
+    "resolve_weights",
     "VLM", "ScoreRequest", "Box", "ORDERS", "SCORE_KEYS", "image_fingerprint",
     "INSTRUCTIONS", "FRAMINGS", "ANSWER_OPTIONS", "text_block", "score_messages", "report_messages",
     "TokenFamilies", "logsumexp", "yes_no_readout", "parse_answer",

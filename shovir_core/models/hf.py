@@ -21,9 +21,9 @@ import torch
 from .prompts import ANSWER_OPTIONS, report_messages, score_messages
 from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
 from .readouts import TokenFamilies, parse_answer, yes_no_readout
-from .registry import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec
+from .spec import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec, resolve_weights
 
-__all__ = ["HFVLM", "pick_device_dtype", "checkpoint_fingerprint"]
+__all__ = ["HFVLM", "build_hf", "pick_device_dtype", "checkpoint_fingerprint"]
 
 _IMAGE_PROCESSOR_KEYS = ("size", "crop_size", "do_pan_and_scan", "min_pixels", "max_pixels", "patch_size",
                          "merge_size", "temporal_patch_size", "image_mean", "image_std", "resample", "do_resize",
@@ -446,3 +446,16 @@ class HFVLM(VLM):
             out = self.model.generate(**self._to_model(batch), generation_config=gen)
             reports += self._decode(out[:, batch["input_ids"].shape[1]:].tolist())
         return reports
+
+
+def build_hf(spec: ModelSpec, *, local_path: str | Path | None = None, device: str | None = None,
+             dtype: str | None = None) -> HFVLM:
+    """The adapter of an ``hf`` registry entry, loaded from its local checkpoint (never downloads).
+
+    Raises
+    ------
+    ModelNotAvailableError
+        When the weights are not found locally (:func:`~shovir_core.models.spec.resolve_weights`).
+    """
+    path = resolve_weights(spec, local_path=local_path)
+    return HFVLM.from_pretrained(spec, path, device=device, dtype=dtype)

@@ -1,7 +1,7 @@
 """Prompt construction for the ModaLens yes/no questions and the ShoViR report prompts.
 
-ModaLens prompt (paper §2 "Prompt and readout"; paper-map B.1): the model's own chat template,
-one user turn, no system prompt. The content is an image block and a text block (text first swaps
+ModaLens prompt (ModaLens §2, "Prompt and readout"; App. D framings, App. I and M instructions):
+the model's own chat template, one user turn, no system prompt. The content is an image block and a text block (text first swaps
 them). The text block reads::
 
     [<framing sentence>\\n]Report: <report>
@@ -14,7 +14,10 @@ description (the verbatim sentences are not published).
 """
 from __future__ import annotations
 
-from .protocol import ScoreRequest
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only (protocol imports this module to validate requests)
+    from .protocol import ScoreRequest
 
 __all__ = ["INSTRUCTIONS", "FRAMINGS", "ANSWER_OPTIONS", "text_block", "score_messages", "report_messages"]
 
@@ -50,6 +53,7 @@ FRAMINGS: dict[str, str] = {
 def text_block(request: ScoreRequest) -> str:
     """The text block of a ModaLens prompt.
 
+    >>> from shovir_core.models.protocol import ScoreRequest
     >>> text_block(ScoreRequest(None, "Does this chest X-ray show Edema?", report="No edema."))
     'Report: No edema.\\n\\nQuestion: Does this chest X-ray show Edema?'
     >>> text_block(ScoreRequest(None, "Does this chest X-ray show Edema?", instruction="yes_no"))
@@ -83,8 +87,10 @@ def report_messages(*, user_text: str, system_text: str | None = None,
                     order: str = "image_first") -> list[dict]:
     """Chat messages for report generation: an optional system turn and a user turn with one image.
 
-    The ShoViR reference code (``build_chat_messages``) uses system = the model prompt and user =
-    ["Analyze this image.", image] (text first); NV-Reason-CXR uses one user turn [image, text].
+    The ShoViR reference code (arco-group/ShoViR-Bench ``build_chat_messages`` in
+    ``src/benchmark/models/chat_template.py``@4023775, called from ``src/benchmark/models/base.py``@f68059b)
+    uses system = the model prompt and user = ["Analyze this image.", image] (text first); NV-Reason-CXR
+    uses one user turn [image, text].
     """
     if order not in ("image_first", "text_first"):
         raise ValueError(f"report prompt order {order!r} must be 'image_first' or 'text_first'")

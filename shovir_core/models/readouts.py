@@ -1,8 +1,8 @@
 """Readout arithmetic at the first generated position (numpy only).
 
-ModaLens readouts (paper-map B.1): (i) lowercase first-token: argmax over the logits of ``yes``
-and ``no``; (ii) token family: log-sum-exp of each family's logits (case and leading-space
-variants), then argmax; full-vocabulary log-probabilities; (iii) the generated answer parsed to
+ModaLens readouts (ModaLens §2, "Prompt and readout"; §4.1; App. I): (i) lowercase first-token:
+argmax over the logits of ``yes`` and ``no``; (ii) token family: log-sum-exp of each family's logits
+(case and leading-space variants), then argmax; full-vocabulary log-probabilities; (iii) the generated answer parsed to
 Yes / No / Uncertain or unscoreable, with a format-compliance flag.
 """
 from __future__ import annotations

@@ -38,10 +38,11 @@ from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_gray_float
 from .prompts import ANSWER_OPTIONS
 from .readouts import TokenFamilies, parse_answer, yes_no_readout
 from .report_text import COMPOSITE, finding_of_question, read_report, template_report
+from .spec import ModelSpec, code_sha256
 
 __all__ = [
     "ReferenceModel", "BlindPrior", "ReportReader", "ImageClassifier", "Anchored", "ContextShortcut",
-    "REFERENCE_MODELS", "build_reference", "context_texture", "PARAMS_FILE", "WEIGHTS_FILE",
+    "REFERENCE_MODELS", "REFERENCE_SPECS", "build_reference", "context_texture", "PARAMS_FILE", "WEIGHTS_FILE",
 ]
 
 PARAMS_FILE = "ref_reference_models.json"
@@ -190,11 +191,8 @@ class ReferenceModel(VLM):
         return results
 
     def identity(self) -> dict:
-        from .registry import model_fingerprint
-
         return {"name": self.name, "kind": "reference", "class": type(self).__name__,
-                "params_sha256": self.params["sha256"],
-                "code_sha256": model_fingerprint(self.name)["sha256"]}
+                "params_sha256": self.params["sha256"], "code_sha256": code_sha256("reference")}
 
     def provenance(self) -> dict:
         return {**self.identity(), "stated_behaviour": self.stated_behaviour,
@@ -397,6 +395,12 @@ REFERENCE_MODELS = {
     "ref-anchored": Anchored,
     "ref-context-shortcut": ContextShortcut,
 }
+
+
+REFERENCE_SPECS: tuple[ModelSpec, ...] = tuple(
+    ModelSpec(n, "reference", paper="reference", dtype="float32", notes=cls.stated_behaviour)
+    for n, cls in REFERENCE_MODELS.items())
+"""The registry entries of the reference models (:data:`shovir_core.models.REGISTRY` includes them)."""
 
 
 def build_reference(name: str) -> ReferenceModel:

@@ -5,58 +5,49 @@
 (``local_files_only``). A missing checkpoint raises :class:`ModelNotAvailableError` naming the model
 and these places.
 
-Sources: ShoViR models, prompts and decoding from the authors' code (reference notes §6);
-ModaLens models, revisions and answer-token ids from the paper (set-up, Appendix I).
+Sources: ShoViR models, prompts and decoding from the authors' code (arco-group/ShoViR-Bench
+``src/benchmark/prompts.py``@7dd01b7 and the wrappers ``src/benchmark/models/<model>/__init__.py``,
+``src/benchmark/models/base.py``@f68059b; ShoViR §3.3); ModaLens models, revisions and answer-token
+ids from the paper (ModaLens §3; App. I).
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .protocol import VLM
+from .spec import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec, code_sha256, resolve_weights
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .protocol import VLM
+    from .remote import RemoteCodeVLM
 
 __all__ = ["ModelSpec", "REGISTRY", "ALIASES", "ModelNotAvailableError", "get_model", "list_models",
-           "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint"]
-
-MODEL_DIR_ENV = "SHOVIR_MODEL_DIR"
+           "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint", "register_remote_adapter", "ADAPTERS"]
 
 _GEMMA_FAMILIES = {"yes_id": 4443, "no_id": 1904, "yes_family": (4443, 10784, 11262, 8438),
                    "no_family": (1904, 3771, 951, 2301)}
 _QWEN35_FAMILIES = {"yes_family": (9405, 9175, 9542, 7179), "no_family": (2083, 2665, 874, 2233)}
 
+ADAPTERS: dict[str, tuple[str, str]] = {
+    "hf": ("shovir_core.models.hf", "build_hf"),
+    "remote-code": ("shovir_core.models.remote", "build_remote"),
+    "tiny": ("shovir_core.models.tiny", "build_tiny"),
+    "reference": ("shovir_core.models.reference", "build_reference"),
+}
+"""Adapter kind -> (module, builder): imported by name on first use, so the registry imports no adapter
+(and no adapter imports the registry)."""
 
-class ModelNotAvailableError(RuntimeError):
-    """The model's weights (or its adapter's upstream code) are not available on this machine."""
+_CATALOGUES: tuple[tuple[str, str], ...] = (
+    ("shovir_core.models.tiny", "TINY_SPECS"),
+    ("shovir_core.models.reference", "REFERENCE_SPECS"),
+)
+"""Entries declared by the light adapter modules themselves (they carry their own stated behaviour)."""
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """One registry entry.
-
-    ``adapter``: ``"hf"`` (transformers ``AutoModelForImageTextToText``), ``"remote-code"`` (the
-    checkpoint's own code via ``trust_remote_code``, or a separate upstream code base:
-    :mod:`~shovir_core.models.remote`), ``"tiny"`` (random-weight model built from a config) or
-    ``"reference"``. ``report_*`` give the report prompt (system text, user text, block order),
-    ``max_new_tokens`` the report length; ``families`` the paper's answer-token ids, checked
-    against the tokenizer at load time.
-    """
-
-    name: str
-    adapter: str
-    hf_id: str | None = None
-    revision: str | None = None
-    paper: str = ""
-    report_user: str = "Describe this X-ray."
-    report_system: str | None = None
-    report_order: str = "image_first"
-    max_new_tokens: int = 128
-    do_sample: bool = False
-    dtype: str = "bfloat16"
-    families: dict | None = None
-    chat_template_kwargs: dict = field(default_factory=dict)
-    processor_kwargs: dict = field(default_factory=dict)
-    notes: str = ""
+def _builder(kind: str):
+    module, attr = ADAPTERS[kind]
+    return getattr(importlib.import_module(module), attr)
 
 
 def _specs() -> dict[str, ModelSpec]:
@@ -109,19 +100,8 @@ def _specs() -> dict[str, ModelSpec]:
         ModelSpec("llava-next-mistral-7b", "hf", "llava-hf/llava-v1.6-mistral-7b-hf", revision="2424fdd4",
                   paper="ModaLens"),
     ]
-    tiny = [
-        ModelSpec("tiny-gemma3", "tiny", paper="test", dtype="float32", max_new_tokens=16,
-                  notes="random Gemma3ForConditionalGeneration, local BPE tokenizer and Gemma-style template"),
-        ModelSpec("tiny-llava", "tiny", paper="test", dtype="float32", max_new_tokens=16,
-                  notes="random LlavaForConditionalGeneration (CLIP + Mistral), Mistral [INST] template"),
-        ModelSpec("tiny-qwen2vl", "tiny", paper="test", dtype="float32", max_new_tokens=16,
-                  notes="random Qwen2VLForConditionalGeneration, ChatML template"),
-    ]
-    from .reference import REFERENCE_MODELS
-
-    ref = [ModelSpec(n, "reference", paper="reference", dtype="float32", notes=REFERENCE_MODELS[n].stated_behaviour)
-           for n in REFERENCE_MODELS]
-    return {s.name: s for s in shovir + modalens + tiny + ref}
+    declared = [spec for module, attr in _CATALOGUES for spec in getattr(importlib.import_module(module), attr)]
+    return {s.name: s for s in shovir + modalens + declared}
 
 
 REGISTRY: dict[str, ModelSpec] = _specs()
@@ -141,40 +121,6 @@ def _spec(name: str) -> ModelSpec:
     if base not in REGISTRY:
         raise KeyError(f"unknown model {name!r}; registered: {', '.join(REGISTRY)}")
     return REGISTRY[base]
-
-
-def resolve_weights(spec: ModelSpec, *, local_path: str | Path | None = None) -> Path:
-    """The local directory holding ``spec``'s checkpoint; never downloads.
-
-    Raises
-    ------
-    ModelNotAvailableError
-        Naming the model, its pinned id and revision, and every place searched.
-    """
-    tried: list[str] = []
-    candidates: list[Path] = []
-    if local_path is not None:
-        candidates.append(Path(local_path).expanduser())
-    root = os.environ.get(MODEL_DIR_ENV)
-    if root:
-        candidates += [Path(root) / spec.name, Path(root) / spec.hf_id.replace("/", "--"), Path(root) / spec.hf_id]
-    for cand in candidates:
-        tried.append(str(cand))
-        if (cand / "config.json").is_file():
-            return cand
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(spec.hf_id, revision=None, local_files_only=True))
-    except Exception as exc:  # noqa: BLE001 - any cache miss means "not available here"
-        tried.append(f"Hugging Face cache ({type(exc).__name__})")
-    rev = f" @ {spec.revision}" if spec.revision else ""
-    raise ModelNotAvailableError(
-        f"model {spec.name!r} ({spec.hf_id}{rev}): weights not found locally, and this project never downloads "
-        f"(HF_HUB_OFFLINE=1). Searched: {'; '.join(tried)}. Put the checkpoint (a folder with config.json) at "
-        f"${MODEL_DIR_ENV}/{spec.name} or ${MODEL_DIR_ENV}/{spec.hf_id.replace('/', '--')}, or call "
-        f"get_model({spec.name!r}, local_path='/path/to/checkpoint')."
-    )
 
 
 def get_model(name: str, *, local_path: str | Path | None = None, device: str | None = None,
@@ -199,30 +145,12 @@ def get_model(name: str, *, local_path: str | Path | None = None, device: str | 
     'ref-blind-prior'
     """
     spec = _spec(name)
+    build = _builder(spec.adapter)
     if spec.adapter == "reference":
-        from .reference import build_reference
-
-        return build_reference(ALIASES.get(name, name))
+        return build(ALIASES.get(name, name))
     if spec.adapter == "tiny":
-        from .tiny import build_tiny
-
-        return build_tiny(spec.name, seed=seed, device=device, dtype=dtype)
-    if spec.adapter == "remote-code":
-        from .remote import build_remote
-
-        return build_remote(spec, local_path=local_path, device=device, dtype=dtype)
-    path = resolve_weights(spec, local_path=local_path)
-    from .hf import HFVLM
-
-    return HFVLM.from_pretrained(spec, path, device=device, dtype=dtype)
-
-
-# Source and parameter files whose content decides what a locally built model outputs.
-_FINGERPRINT_FILES = {
-    "reference": ("models/reference.py", "models/report_text.py", "models/cnn.py", "models/readouts.py",
-                  "resources/ref_reference_models.json", "resources/ref_image_classifier.safetensors"),
-    "tiny": ("models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py"),
-}
+        return build(spec.name, seed=seed, device=device, dtype=dtype)
+    return build(spec, local_path=local_path, device=device, dtype=dtype)
 
 
 def model_fingerprint(name: str, *, seed: int = 0) -> dict:
@@ -232,18 +160,27 @@ def model_fingerprint(name: str, *, seed: int = 0) -> dict:
     reference model is retrained or a tiny model's construction changes (a record made with the
     old model is then not reused). Real checkpoints are identified by their pinned id and revision.
     """
-    import hashlib
-
     spec = _spec(name)
     out = {"name": ALIASES.get(name, name), "adapter": spec.adapter, "hf_id": spec.hf_id, "revision": spec.revision}
-    files = _FINGERPRINT_FILES.get(spec.adapter)
-    if files:
-        root = Path(__file__).resolve().parent.parent
-        h = hashlib.sha256()
-        for rel in files:
-            h.update(rel.encode())
-            h.update((root / rel).read_bytes())
-        out["sha256"] = h.hexdigest()
+    sha = code_sha256(spec.adapter)
+    if sha is not None:
+        out["sha256"] = sha
         if spec.adapter == "tiny":
             out["seed"] = seed
     return out
+
+
+def register_remote_adapter(name: str, adapter: type[RemoteCodeVLM]) -> None:
+    """Plug an adapter in for a registered remote-code model (the hook for the GitHub-code models).
+
+    ``adapter`` subclasses :class:`~shovir_core.models.remote.RemoteCodeVLM` and implements
+    ``load(spec, path, *, device, dtype)`` and ``generate_reports``; :func:`get_model` then uses it.
+    """
+    from .remote import REMOTE_ADAPTERS, RemoteCodeVLM
+
+    if name not in REGISTRY or REGISTRY[name].adapter != "remote-code":
+        raise KeyError(f"{name!r} is not a registered remote-code model "
+                       f"({', '.join(n for n, s in REGISTRY.items() if s.adapter == 'remote-code')})")
+    if not (isinstance(adapter, type) and issubclass(adapter, RemoteCodeVLM)):
+        raise TypeError(f"register_remote_adapter({name!r}): adapter must be a RemoteCodeVLM subclass, got {adapter!r}")
+    REMOTE_ADAPTERS[name] = adapter

@@ -1,9 +1,10 @@
 """Adapters for the ShoViR models whose modelling code ships with their checkpoint (``trust_remote_code``).
 
 Three checkpoints carry their own Python modelling code on the Hugging Face hub; this module loads
-them from a **local** folder (found by :func:`~shovir_core.models.registry.resolve_weights`; never a
+them from a **local** folder (found by :func:`~shovir_core.models.spec.resolve_weights`; never a
 download) with ``trust_remote_code=True`` and runs them the way the ShoViR authors' wrappers do
-(reference notes §6):
+(arco-group/ShoViR-Bench ``src/benchmark/models/chexagent/__init__.py``@7d9ea5c,
+``src/benchmark/models/maira_2/__init__.py``@0c3a007, ``src/benchmark/models/cxrmateed/__init__.py``@6fc3066):
 
 ``chexagent-2``  ``AutoModelForCausalLM`` + the checkpoint's tokenizer; the image is written to a
                  temporary JPEG and referenced through ``tokenizer.from_list_format([{image}, {text}])``;
@@ -21,7 +22,7 @@ download) with ``trust_remote_code=True`` and runs them the way the ShoViR autho
 
 Three more ShoViR models (LLaVA-Rad, Libra-v1, RaDialog) are run by separate GitHub code bases
 that are not part of their checkpoints; :data:`UPSTREAM_CODE` names what is missing and
-:func:`register_remote_adapter` is the hook an adapter for them plugs into.
+:func:`shovir_core.models.register_remote_adapter` is the hook an adapter for them plugs into.
 
 Yes/no scoring (ModaLens readouts) is offered where the model takes a free-text instruction:
 CheXagent-2. MAIRA-2's processor only builds its reporting and grounding prompts and CXRMate takes
@@ -29,7 +30,7 @@ no text at all, so they generate reports only.
 
 Verified offline only against tiny stand-in checkpoints that expose the same APIs (the tests); the
 real checkpoints' code was written for transformers 4.x, so a load failure under the installed
-version is reported as :class:`~shovir_core.models.registry.ModelNotAvailableError` naming it, and
+version is reported as :class:`~shovir_core.models.spec.ModelNotAvailableError` naming it, and
 a checkpoint whose weights do not fill the model is refused. CXRMate's torchvision pipeline is
 re-implemented with torch operations (torchvision is not a dependency); its grayscale step rounds,
 where torchvision's uint8 path may differ by one gray level.
@@ -52,10 +53,10 @@ import numpy as np
 from .prompts import ANSWER_OPTIONS, text_block
 from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
 from .readouts import TokenFamilies, parse_answer, yes_no_readout
-from .registry import ModelNotAvailableError, ModelSpec, resolve_weights
+from .spec import ModelNotAvailableError, ModelSpec, resolve_weights
 
 __all__ = ["RemoteCodeVLM", "CheXagent2VLM", "Maira2VLM", "CXRMateVLM", "REMOTE_ADAPTERS", "UPSTREAM_CODE",
-           "register_remote_adapter", "build_remote"]
+           "build_remote"]
 
 
 class RemoteCodeVLM(VLM):
@@ -483,22 +484,6 @@ UPSTREAM_CODE: dict[str, dict] = {
 """What each GitHub-code ShoViR model needs that its Hugging Face checkpoint does not carry."""
 
 
-def register_remote_adapter(name: str, adapter: type[RemoteCodeVLM]) -> None:
-    """Plug an adapter in for a registered remote-code model (the hook for the GitHub-code models).
-
-    ``adapter`` subclasses :class:`RemoteCodeVLM` and implements ``load(spec, path, *, device, dtype)``
-    and ``generate_reports``; :func:`~shovir_core.models.registry.get_model` then uses it.
-    """
-    from .registry import REGISTRY
-
-    if name not in REGISTRY or REGISTRY[name].adapter != "remote-code":
-        raise KeyError(f"{name!r} is not a registered remote-code model "
-                       f"({', '.join(n for n, s in REGISTRY.items() if s.adapter == 'remote-code')})")
-    if not (isinstance(adapter, type) and issubclass(adapter, RemoteCodeVLM)):
-        raise TypeError(f"register_remote_adapter({name!r}): adapter must be a RemoteCodeVLM subclass, got {adapter!r}")
-    REMOTE_ADAPTERS[name] = adapter
-
-
 def _missing_code_error(spec: ModelSpec, local_path) -> ModelNotAvailableError:
     need = UPSTREAM_CODE[spec.name]
     try:
@@ -512,7 +497,7 @@ def _missing_code_error(spec: ModelSpec, local_path) -> ModelNotAvailableError:
         f"(module `{need['module']}` is {'importable' if installed else 'not installed'} here), and an adapter "
         f"that runs it ({need['run']}). Install that code, then implement a RemoteCodeVLM subclass with "
         f"load(spec, path, *, device, dtype) and generate_reports(...) and register it with "
-        f"shovir_core.models.remote.register_remote_adapter({spec.name!r}, YourAdapter)."
+        f"shovir_core.models.register_remote_adapter({spec.name!r}, YourAdapter)."
     )
 
 

@@ -23,10 +23,22 @@ from functools import lru_cache
 
 from ..labels import CHEXPERT_CLASSES
 from .prompts import FRAMINGS, INSTRUCTIONS
+from .spec import ModelSpec
 
-__all__ = ["build_tiny", "tiny_model_and_processor", "TINY_TEMPLATES", "tokenizer_corpus", "TINY_NAMES"]
+__all__ = ["build_tiny", "tiny_model_and_processor", "TINY_TEMPLATES", "tokenizer_corpus", "TINY_NAMES",
+           "TINY_SPECS"]
 
-TINY_NAMES = ("tiny-gemma3", "tiny-llava", "tiny-qwen2vl")
+TINY_SPECS: tuple[ModelSpec, ...] = (
+    ModelSpec("tiny-gemma3", "tiny", paper="test", dtype="float32", max_new_tokens=16,
+              notes="random Gemma3ForConditionalGeneration, local BPE tokenizer and Gemma-style template"),
+    ModelSpec("tiny-llava", "tiny", paper="test", dtype="float32", max_new_tokens=16,
+              notes="random LlavaForConditionalGeneration (CLIP + Mistral), Mistral [INST] template"),
+    ModelSpec("tiny-qwen2vl", "tiny", paper="test", dtype="float32", max_new_tokens=16,
+              notes="random Qwen2VLForConditionalGeneration, ChatML template"),
+)
+"""The registry entries of the tiny models (:data:`shovir_core.models.REGISTRY` includes them)."""
+
+TINY_NAMES = tuple(s.name for s in TINY_SPECS)
 
 _SPECIALS = {
     "tiny-gemma3": ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
@@ -295,10 +307,12 @@ def build_tiny(name: str, *, seed: int = 0, device: str | None = None, dtype: st
                image_tokens: int = 16, dims: dict | None = None, std: float = 0.1, batch_size: int = 8):
     """The tiny model as an :class:`~shovir_core.models.hf.HFVLM` (the registry's ``tiny-*`` names)."""
     from .hf import HFVLM
-    from .registry import REGISTRY
 
+    specs = {s.name: s for s in TINY_SPECS}
+    if name not in specs:
+        raise KeyError(f"unknown tiny model {name!r}; known: {sorted(specs)}")
     model, processor, digest = tiny_model_and_processor(name, seed=seed, device=device, dtype=dtype,
                                                         image_tokens=image_tokens, dims=dims, std=std)
-    return HFVLM(REGISTRY[name], model, processor,
+    return HFVLM(specs[name], model, processor,
                  source={"kind": "tiny-random", "seed": seed, "config_sha256": digest, "image_tokens": image_tokens,
                          "dims": dims or {}, "std": std}, batch_size=batch_size)

@@ -14,7 +14,7 @@ Comparison rule
 ---------------
 A rounded input stands for its rounding interval, so a recomputation is a range.
 ``==`` passes when the stated value is within the tolerance of that range; the
-default tolerance is ±1 in the stated value's last digit (the paper-map rule),
+default tolerance is ±1 in the stated value's last digit,
 and a check may set ``tolerance_units`` (e.g. 0.5 for a rate that must be a
 correctly rounded ``k/n``) or an absolute ``tolerance``. Inequalities
 (``<=``, ``>=``, ``<``, ``>``) pass when some value inside the range satisfies

@@ -9,7 +9,8 @@ Box sets (ShoViR §3, for an image with boxes B and target class c):
 
 * ``B_c`` = boxes labelled c;
 * ``B_c̄`` = boxes not labelled c whose IoU with every box of ``B_c`` is
-  ``< 0.15`` (paper; ``<= 0.15`` in the reference code's ``filter_bbox_doco.py``).
+  ``< 0.15`` (ShoViR §3.2; ``<= 0.15`` in the reference code, arco-group/ShoViR-Bench
+  ``filter_bbox_doco.py``@1c658f3).
 """
 from __future__ import annotations
 

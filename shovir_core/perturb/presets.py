@@ -4,7 +4,7 @@ The ShoViR paper (Supp. §B as summarised in the main text) says: take the
 pixels whose intensity lies between the 1st and 99th percentiles, compute their
 mean and standard deviation, draw i.i.d. Gaussian noise with those statistics,
 and blend ``x' = (1 - p) x + p n`` inside the target region. The public
-reference code (``arco-group/ShoViR-Bench``, ``src/benchmark/preprocess.py``)
+reference code (arco-group/ShoViR-Bench ``src/benchmark/preprocess.py``@2a15203)
 differs in several places; each difference is an option here, and the
 ``"reference-code"`` preset switches all of them on:
 

@@ -57,9 +57,5 @@ def run(protocol: str, name: str, spec: dict, *, progress: bool = True) -> Run:
     h = spec_hash(resolved)
     if is_complete(protocol, name, resolved, resolved=True):
         return load_run(protocol, name, h)
-    schema = getattr(module, "SPEC", None)
-    if schema is not None:
-        module.execute(name, resolved, progress=progress, execution=schema.execution(spec))
-    else:
-        module.execute(name, resolved, progress=progress)
+    module.execute(name, resolved, progress=progress, execution=module.SPEC.execution(spec))
     return load_run(protocol, name, h)

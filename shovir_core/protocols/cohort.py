@@ -8,27 +8,40 @@ from __future__ import annotations
 
 import json
 
-from ..data import load_dataset
 from ..labels import CHEXPERT_CLASSES
 from ..records import Run, RunWriter, load_run, spec_hash
+from .datasets import load_dataset
+from .spec import Field, SpecSchema
 
-__all__ = ["resolve_spec", "execute"]
+__all__ = ["SPEC", "resolve_spec", "execute"]
 
 PROTOCOL = "cohort"
 
+SPEC = SpecSchema(PROTOCOL, [
+    Field("dataset", str, "demo", doc="dataset name or adapter:path"),
+    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash (resolve_spec fills it)"),
+])
+"""The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`)."""
+
 
 def resolve_spec(spec: dict) -> dict:
-    unknown = set(spec) - {"dataset"}
-    if unknown:
-        raise ValueError(f"cohort: unknown spec keys {sorted(unknown)} (allowed: dataset)")
-    ds = load_dataset(spec.get("dataset", "demo"))
-    return {"dataset": spec.get("dataset", "demo"), "dataset_sha256": ds.manifest_hash}
+    """Validate (:data:`SPEC`) and pin the dataset's content hash (a pinned hash that no longer
+    matches is an error)."""
+    out = SPEC.resolve(spec)
+    ds = load_dataset(out["dataset"])
+    if out["dataset_sha256"] not in (None, ds.manifest_hash):
+        raise ValueError(f"cohort: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
+                         f"the spec pins {out['dataset_sha256'][:12]}...")
+    out["dataset_sha256"] = ds.manifest_hash
+    return out
 
 
-def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
+def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | None = None) -> Run:
+    """One row per image of the dataset of ``spec`` (resolved); the protocol has no execution-only settings."""
+    SPEC.execution(execution)
     ds = load_dataset(spec["dataset"])
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"cohort: dataset {spec['dataset']!r} changed while resolving the spec")
+        raise RuntimeError(f"cohort: dataset {spec['dataset']!r} changed since the spec was resolved")
     boxes = ds.boxes.groupby("image_id")
     rows = []
     for img in ds.images.itertuples():

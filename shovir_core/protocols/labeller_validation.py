@@ -6,11 +6,12 @@ class (``ref.<class>``: 1 / 0, NaN where the mapping excludes the report) and
 every labeller's raw CheXpert codes (``<labeller>.<class>``: 1 / 0 / -1 / NaN).
 The "Labeller validation" chapter scores the labellers from this record.
 
-Spec keys: ``reports`` ("iu-dev": the embedded extract), ``sections`` (report
-sections the labellers read), ``labellers`` (registry names), ``test_fraction``
+Spec keys (:data:`SPEC`): ``reports`` ("iu-dev": the embedded extract), ``sections``
+(report sections the labellers read), ``labellers`` (registry names), ``test_fraction``
 and ``split_salt`` (the deterministic dev/test split). The resolved spec carries
 the SHA-256 of the report extract, of the mention lexicon and of the MeSH map,
-so editing any of them makes a new record.
+so editing any of them makes a new record; ``execute`` refuses a spec whose
+pinned hashes no longer match the files.
 """
 from __future__ import annotations
 
@@ -26,53 +27,73 @@ from ..labeling.iu import (IU_CITATION, IU_LICENSE, MESH_MAP_FILE, iu_reports_pa
 from ..labeling.lexicon import LEXICON_FILE
 from ..labels import CHEXPERT_CLASSES
 from ..records import Run, RunWriter, load_run, spec_hash
+from .spec import Field, SpecSchema
 
-__all__ = ["resolve_spec", "execute", "PROTOCOL", "REPORT_SETS"]
+__all__ = ["SPEC", "resolve_spec", "execute", "PROTOCOL", "REPORT_SETS"]
 
 PROTOCOL = "labeller-validation"
 REPORT_SETS = {"iu-dev": iu_reports_path}
-_KEYS = {"reports", "sections", "labellers", "test_fraction", "split_salt"}
 _SECTIONS = ("comparison", "indication", "findings", "impression")
+
+
+def _registered(value: list) -> str | None:
+    unknown = [n for n in value if n not in LABELLERS]
+    return f"unknown labellers {unknown}; registered: {sorted(LABELLERS)}" if unknown else None
+
+
+def _open_unit(value: float) -> str | None:
+    return None if 0.0 < value < 1.0 else "must lie in (0, 1), both ends excluded"
+
+
+SPEC = SpecSchema(PROTOCOL, [
+    Field("reports", str, "iu-dev", choices=tuple(REPORT_SETS), doc="report set (iu-dev: the embedded extract)"),
+    Field("sections", list, ["findings", "impression"], items=str, choices=_SECTIONS, min_items=1, unique=True,
+          doc="report sections the labellers read"),
+    Field("labellers", list, ["rules", "keyword"], items=str, min_items=1, unique=True, check=_registered,
+          doc="labeller registry names (shovir_core.labeling.LABELLERS)"),
+    Field("test_fraction", float, 0.5, check=_open_unit, doc="share of reports in the test split"),
+    Field("split_salt", str, "iu-labeller-validation", doc="salt of the deterministic dev/test split"),
+    # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
+    Field("reports_sha256", (str, type(None)), None, doc="pinned hash of the report extract"),
+    Field("lexicon_sha256", (str, type(None)), None, doc="pinned hash of the mention lexicon"),
+    Field("mesh_map_sha256", (str, type(None)), None, doc="pinned hash of the MeSH -> CheXpert map"),
+])
+"""The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`)."""
 
 
 def _sha256(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def resolve_spec(spec: dict) -> dict:
-    """Fill the defaults and pin the content hashes of the data and the labeller resources."""
-    unknown = set(spec) - _KEYS
-    if unknown:
-        raise ValueError(f"{PROTOCOL}: unknown spec keys {sorted(unknown)} (allowed: {sorted(_KEYS)})")
-    reports = spec.get("reports", "iu-dev")
-    if reports not in REPORT_SETS:
-        raise ValueError(f"{PROTOCOL}: unknown report set {reports!r}; known: {sorted(REPORT_SETS)}")
-    sections = list(spec.get("sections", ["findings", "impression"]))
-    bad = [s for s in sections if s not in _SECTIONS]
-    if bad or not sections:
-        raise ValueError(f"{PROTOCOL}: sections must be a non-empty subset of {_SECTIONS}; got {sections}")
-    labellers = list(spec.get("labellers", ["rules", "keyword"]))
-    unknown_lab = [n for n in labellers if n not in LABELLERS]
-    if unknown_lab or not labellers:
-        raise ValueError(f"{PROTOCOL}: unknown labellers {unknown_lab}; registered: {sorted(LABELLERS)}")
-    test_fraction = float(spec.get("test_fraction", 0.5))
-    if not 0 < test_fraction < 1:
-        raise ValueError(f"{PROTOCOL}: test_fraction must lie in (0, 1), got {test_fraction}")
+def _pinned(reports: str) -> dict[str, tuple]:
+    """Each pinned hash key with the file it hashes and that file's current hash."""
     res = paths.resources_root()
-    return {
-        "reports": reports, "sections": sections, "labellers": labellers,
-        "test_fraction": test_fraction, "split_salt": str(spec.get("split_salt", "iu-labeller-validation")),
-        "reports_sha256": _sha256(REPORT_SETS[reports]()),
-        "lexicon_sha256": _sha256(res / LEXICON_FILE),
-        "mesh_map_sha256": _sha256(res / MESH_MAP_FILE),
-    }
+    files = {"reports_sha256": REPORT_SETS[reports](), "lexicon_sha256": res / LEXICON_FILE,
+             "mesh_map_sha256": res / MESH_MAP_FILE}
+    return {key: (path, _sha256(path)) for key, path in files.items()}
 
 
-def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
-    """Label every report with every labeller and store codes next to the MeSH reference."""
+def resolve_spec(spec: dict) -> dict:
+    """Fill the defaults, validate (:data:`SPEC`) and pin the content hashes of the data and the
+    labeller resources (a pinned hash that no longer matches is an error)."""
+    out = SPEC.resolve(spec)
+    for key, (path, sha) in _pinned(out["reports"]).items():
+        if out[key] not in (None, sha):
+            raise ValueError(f"{PROTOCOL}: {path.name} has sha256 {sha[:12]}..., the spec pins "
+                             f"{out[key][:12]}... ({key})")
+        out[key] = sha
+    return out
+
+
+def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | None = None) -> Run:
+    """Label every report with every labeller and store codes next to the MeSH reference.
+
+    The protocol has no execution-only settings (``execution`` must be empty)."""
+    SPEC.execution(execution)
+    for key, (changed, sha) in _pinned(spec["reports"]).items():
+        if sha != spec[key]:
+            raise RuntimeError(f"{PROTOCOL}: {changed} changed since the spec was resolved ({key})")
     path = REPORT_SETS[spec["reports"]]()
-    if _sha256(path) != spec["reports_sha256"]:
-        raise RuntimeError(f"{PROTOCOL}: {path} changed after the spec was resolved")
     for lab in spec["labellers"]:
         ok, reason = labeller_availability(lab)
         if not ok:

@@ -35,20 +35,20 @@ Readouts per side
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
+from collections import OrderedDict
 
 import numpy as np
 import pandas as pd
 
-from ..data import load_dataset
 from ..data import mimic_jpg as _mimic_jpg  # noqa: F401  (registers the "mimic-jpg" adapter)
 from ..data.template_reports import template_fingerprint, template_reports
 from ..vocab import COMPOSITE, DESIGNS, ORDERS, REPORT_CONDITIONS
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13, POLICIES, apply_policy
 from ..records import Run, RunWriter, load_run, spec_hash
+from .datasets import load_dataset
 from .spec import Field, SpecSchema
 
 __all__ = [
@@ -65,7 +65,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
     "alt": {"finding": "Is {finding} present on this chest X-ray?",
             "composite": "Is any acute cardiopulmonary finding present on this chest X-ray?"},
 }
-"""Question templates (paper-map B.1; App. L): the finding is the CheXpert class name in lower case."""
+"""Question templates (ModaLens §2, App. Table 8; the second template: App. L): the finding is the CheXpert class
+name in lower case."""
 
 def _spec_schema() -> SpecSchema:
     from ..models.prompts import INSTRUCTIONS
@@ -200,26 +201,38 @@ def _expand(source: str) -> str:
     return os.path.expandvars(source)
 
 
-@functools.lru_cache(maxsize=4)
 def _dataset(source: str):
+    """The dataset of ``source``, reused in-process only while none of its files changed."""
     return load_dataset(_expand(source))
 
 
-@functools.lru_cache(maxsize=8)
+_PAIRS: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+_PAIRS_MAX = 8
+
+
 def _pairs(source: str, sha: str, seed: int, ssim_size: int, ssim_threshold: float) -> pd.DataFrame:
+    """Substitute pairs of the cohort (a copy), cached by the dataset's content hash and the settings."""
     from ..perturb import sample_substitutes
     from ..perturb.swap import cohort_from_dataset
 
     ds = _dataset(source)
     if ds.manifest_hash != sha:
-        raise RuntimeError(f"modalens: dataset {source!r} changed since the spec was resolved")
-    pool = _source_pool(ds)
-    cohort = cohort_from_dataset(ds)
-    cohort = cohort[cohort["image_id"].isin(pool)].reset_index(drop=True)
-    # the pool is frontal by construction (blank-view frontal MIMIC images included)
-    views = tuple(cohort["view"].astype(str).unique())
-    return sample_substitutes(cohort, seed=seed, sources=pool, ssim_size=ssim_size,
-                              ssim_threshold=ssim_threshold, frontal_views=views, load_image=ds.load_image)
+        raise RuntimeError(f"modalens: dataset {source!r} changed since the spec was resolved "
+                           f"(sha256 {ds.manifest_hash[:12]}..., the spec pins {sha[:12]}...)")
+    key = (sha, seed, ssim_size, ssim_threshold)
+    if key not in _PAIRS:
+        pool = _source_pool(ds)
+        cohort = cohort_from_dataset(ds)
+        cohort = cohort[cohort["image_id"].isin(pool)].reset_index(drop=True)
+        # the pool is frontal by construction (blank-view frontal MIMIC images included)
+        views = tuple(cohort["view"].astype(str).unique())
+        _PAIRS[key] = sample_substitutes(cohort, seed=seed, sources=pool, ssim_size=ssim_size,
+                                         ssim_threshold=ssim_threshold, frontal_views=views,
+                                         load_image=ds.load_image)
+        while len(_PAIRS) > _PAIRS_MAX:
+            _PAIRS.popitem(last=False)
+    _PAIRS.move_to_end(key)
+    return _PAIRS[key].copy()
 
 
 def _source_pool(ds) -> list[str]:

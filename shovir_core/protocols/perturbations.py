@@ -30,7 +30,6 @@ import pandas as pd
 from PIL import Image
 from tqdm import tqdm
 
-from ..data import load_dataset
 from ..perturb import (
     DEFAULT_PS, box_sets, box_size_pool, cohort_from_dataset, full_noise, occlude_grid, resolve_preset,
     sample_substitutes,
@@ -38,25 +37,58 @@ from ..perturb import (
 from ..perturb.conditions import prepare_image
 from ..perturb.noise import array_sha256
 from ..records import Run, RunWriter, load_run, spec_hash
+from .datasets import load_dataset
+from .spec import Field, SpecSchema
 
-__all__ = ["resolve_spec", "execute", "choose_gallery", "PROTOCOL", "DEFAULTS"]
+__all__ = ["SPEC", "resolve_spec", "execute", "choose_gallery", "PROTOCOL", "DEFAULTS"]
 
 PROTOCOL = "perturbations"
-DEFAULTS = {
-    "dataset": "demo",
-    "cohort_dataset": "demo-64px",
-    "seed": 0,
-    "presets": ["paper", "reference-code"],
-    "ps": list(DEFAULT_PS),
-    "iou_threshold": 0.15,
-    "iou_inclusive": False,
-    "gallery": None,
-    "substitute_seed": 0,
-    "ssim_size": 896,
-    "ssim_threshold": 0.9,
-    "n_cases": None,
-    "chunk_size": 100,
-}
+
+
+def _preset_check(value) -> str | None:
+    try:
+        resolve_preset(value)
+    except (KeyError, TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def _presets_check(value: list) -> str | None:
+    return next((msg for msg in map(_preset_check, value) if msg), None)
+
+
+def _gallery_check(value: list) -> str | None:
+    for item in value:
+        if not (isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)):
+            return f"item {item!r} must be [image_id, target], two strings"
+    return None
+
+
+SPEC = SpecSchema(PROTOCOL, [
+    Field("dataset", str, "demo", doc="the box dataset: box sets and the gallery"),
+    Field("cohort_dataset", str, "demo-64px", doc="the multi-study dataset of the substitute pairing"),
+    Field("seed", int, 0, range=(0, None), doc="perturbation seed"),
+    Field("presets", list, ["paper", "reference-code"], items=(str, dict), min_items=1, check=_presets_check,
+          doc="noise preset names or options (shovir_core.perturb.resolve_preset)"),
+    Field("ps", list, list(DEFAULT_PS), items=float, range=(0.0, 1.0), min_items=1, unique=True,
+          doc="blending strengths of the gallery"),
+    Field("iou_threshold", float, 0.15, range=(0.0, 1.0), doc="the DOCO IoU rule's threshold"),
+    Field("iou_inclusive", bool, False, doc="an IoU equal to the threshold drops the box"),
+    Field("gallery", (list, type(None)), None, items=list, min_items=1, check=_gallery_check,
+          doc="[[image_id, target], ...]; null: chosen by rule (choose_gallery)"),
+    Field("substitute_seed", int, 0, range=(0, None)),
+    Field("ssim_size", int, 896, range=(8, None), doc="side of the greyscale images SSIM compares"),
+    Field("ssim_threshold", float, 0.9, range=(0.0, 1.0)),
+    Field("n_cases", (int, type(None)), None, range=(1, None), doc="first n source cases (null: all)"),
+    # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
+    Field("dataset_sha256", (str, type(None)), None, doc="pinned content hash of dataset"),
+    Field("cohort_sha256", (str, type(None)), None, doc="pinned content hash of cohort_dataset"),
+    # execution-only: never part of the record's identity
+    Field("chunk_size", int, 100, range=(1, None), execution=True, doc="source cases per record part"),
+])
+"""The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`); ``chunk_size`` is execution-only."""
+DEFAULTS: dict = {k: v for k, v in SPEC.defaults.items() if k not in ("dataset_sha256", "cohort_sha256")}
+"""Every user-facing identity key and its default."""
 
 
 def choose_gallery(dataset, *, iou_threshold: float, inclusive: bool) -> list[list[str]]:
@@ -83,14 +115,10 @@ def choose_gallery(dataset, *, iou_threshold: float, inclusive: bool) -> list[li
 
 
 def resolve_spec(spec: dict) -> dict:
-    unknown = set(spec) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"{PROTOCOL}: unknown spec keys {sorted(unknown)} (allowed: {sorted(DEFAULTS)})")
-    out = {**DEFAULTS, **spec}
-    out["ps"] = [float(p) for p in out["ps"]]
-    if not out["ps"] or any(not 0 <= p <= 1 for p in out["ps"]):
-        raise ValueError(f"{PROTOCOL}: ps must be a non-empty list of values in [0, 1], got {out['ps']}")
-    # every option of every preset enters the spec (and its hash), not only the preset's name
+    """Fill every default, validate (:data:`SPEC`), resolve every preset to its full options (they
+    all enter the hash, not only the names), choose the gallery by rule when none is given, and pin
+    both datasets' content hashes. Execution-only keys are dropped."""
+    out = SPEC.resolve(spec)
     out["presets"] = [resolve_preset(p).to_dict() for p in out["presets"]]
     names = [p["name"] for p in out["presets"]]
     if len(set(names)) != len(names):
@@ -104,8 +132,11 @@ def resolve_spec(spec: dict) -> dict:
     for image_id, _ in out["gallery"]:
         if image_id not in known:
             raise ValueError(f"{PROTOCOL}: gallery image {image_id!r} is not in dataset {out['dataset']!r}")
-    out["dataset_sha256"] = ds.manifest_hash
-    out["cohort_sha256"] = cohort.manifest_hash
+    for key, d, source in (("dataset_sha256", ds, out["dataset"]), ("cohort_sha256", cohort, out["cohort_dataset"])):
+        if out[key] not in (None, d.manifest_hash):
+            raise ValueError(f"{PROTOCOL}: dataset {source!r} has sha256 {d.manifest_hash[:12]}..., "
+                             f"the spec pins {out[key][:12]}... ({key})")
+        out[key] = d.manifest_hash
     return out
 
 
@@ -173,14 +204,15 @@ def _gallery_rows(ds, spec, preset_spec, record_path: Path) -> list[dict]:
     return rows
 
 
-def _substitute_rows(cohort_ds, spec, done: frozenset[str], progress: bool) -> Iterator[pd.DataFrame]:
+def _substitute_rows(cohort_ds, spec, done: frozenset[str], progress: bool, *,
+                     chunk_size: int) -> Iterator[pd.DataFrame]:
     cohort = cohort_from_dataset(cohort_ds)
     frontal = cohort[cohort["view"].str.upper().isin(["PA", "AP"])]
     sources = sorted(frontal["image_id"])
     if spec["n_cases"] is not None:
         sources = sources[: int(spec["n_cases"])]
     todo = [s for s in sources if f"swap/{s}" not in done]
-    size = int(spec["chunk_size"])
+    size = int(chunk_size)
     chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
     for chunk in tqdm(chunks, desc="substitutes", unit="chunk", disable=not progress):
         pairs = sample_substitutes(cohort, seed=spec["substitute_seed"], sources=chunk, ssim_size=spec["ssim_size"],
@@ -190,7 +222,10 @@ def _substitute_rows(cohort_ds, spec, done: frozenset[str], progress: bool) -> I
         yield pairs
 
 
-def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
+def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | None = None) -> Run:
+    """Make the record of ``spec`` (resolved); ``execution`` holds the execution-only settings of
+    :data:`SPEC` (``chunk_size``)."""
+    chunk_size = SPEC.execution(execution)["chunk_size"]
     ds = load_dataset(spec["dataset"])
     cohort_ds = load_dataset(spec["cohort_dataset"])
     for key, d in (("dataset_sha256", ds), ("cohort_sha256", cohort_ds)):
@@ -206,7 +241,7 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
             for preset in tqdm(spec["presets"], desc="gallery", unit="preset", disable=not progress):
                 rows = _gallery_rows(ds, spec, preset, writer.path)
                 writer.append([r for r in rows if r["trial_id"] not in writer.done_ids])
-            for chunk in _substitute_rows(cohort_ds, spec, writer.done_ids, progress):
+            for chunk in _substitute_rows(cohort_ds, spec, writer.done_ids, progress, chunk_size=chunk_size):
                 writer.append(chunk)
             trials = Run(writer.path).trials
             subs = trials[trials["kind"] == "substitute"]

@@ -8,7 +8,7 @@ One record per (dataset, model). Its trials are
   subsets: ``RO``, ``OCO`` and ``DOCO`` at each blending strength p.
 
 Per-class evaluation subsets (as in the reference code's
-``classes_jsons/{Category}_samples*.json``): class c's subset holds every image
+``classes_jsons/{Category}_samples*.json``, read by arco-group/ShoViR-Bench ``src/benchmark/cli.py``@06324c9): class c's subset holds every image
 whose dataset label for c is positive and that has at least one box of c, so
 an image appears once per positive class. Classes with fewer than
 ``min_count`` images are dropped (the paper's PadChest-GR rule is 40; the
@@ -52,12 +52,15 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from ..data import Dataset, load_dataset
+from ..data import Dataset
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 from ..records import Run, RunWriter, load_run, spec_hash
+from ..vocab import P_GRID
+from .datasets import load_dataset
+from .spec import Field, SpecSchema
 
 __all__ = [
-    "resolve_spec", "execute", "CONDITIONS", "IMAGE_CONDITIONS", "DISEASE_CONDITIONS", "DEFAULTS",
+    "SPEC", "resolve_spec", "execute", "CONDITIONS", "IMAGE_CONDITIONS", "DISEASE_CONDITIONS", "DEFAULTS",
     "trial_id", "class_subsets", "plan_trials", "open_dataset", "label_columns",
 ]
 
@@ -66,28 +69,52 @@ IMAGE_CONDITIONS = ("Baseline", "FullNoise")
 DISEASE_CONDITIONS = ("RO", "OCO", "DOCO")
 CONDITIONS = IMAGE_CONDITIONS + DISEASE_CONDITIONS
 
-DEFAULTS: dict = {
-    "dataset": "demo",
-    "dataset_options": {},
-    "model": "ref-blind-prior",
-    "conditions": list(CONDITIONS),
-    "ps": [0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
-    "classes": None,
-    "min_count": 40,
-    "max_per_class": None,
-    "subset_seed": 0,
-    "seed": 3,
-    "preset": "paper",
-    "iou_threshold": 0.15,
-    "max_retries": 100,
-    "prompt": None,
-    "max_new_tokens": None,
-    "batch_size": 8,
-    "reference_labels": "report",
-    "reference_text": "report",
-    "chunk_size": 512,
-}
-"""Every spec key with its default.
+def _preset_check(value) -> str | None:
+    from ..perturb import resolve_preset
+
+    try:
+        resolve_preset(value)
+    except (KeyError, TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+SPEC = SpecSchema(PROTOCOL, [
+    Field("dataset", str, "demo", doc="demo name or adapter:path (mimic:$SHOVIR_MIMIC, padchest:$SHOVIR_PADCHEST); "
+                                      "$VARS are expanded when loading, so the spec stays machine-independent"),
+    Field("dataset_options", dict, {}, doc="keyword options of the dataset adapter"),
+    Field("model", str, "ref-blind-prior", doc="registry name (shovir_core.models.list_models())"),
+    Field("conditions", list, list(CONDITIONS), items=str, choices=CONDITIONS, min_items=1, unique=True),
+    Field("ps", list, list(P_GRID), items=float, range=(0.0, 1.0), min_items=1, unique=True,
+          doc="blending strengths of RO/OCO/DOCO"),
+    Field("classes", (list, type(None)), None, items=str, choices=FINDINGS_13, min_items=1, unique=True,
+          doc="localisable target classes; null: every class with >= min_count images"),
+    Field("min_count", int, 40, range=(1, None), doc="classes with fewer images in their subset are dropped"),
+    Field("max_per_class", (int, type(None)), None, range=(1, None),
+          doc="at most this many images per class subset (hash order of subset_seed); null: all"),
+    Field("subset_seed", int, 0, range=(0, None)),
+    Field("seed", int, 3, range=(0, None), doc="perturbation seed (the reference code's default is 3)"),
+    Field("preset", (str, dict), "paper", check=_preset_check,
+          doc="noise preset name or options (shovir_core.perturb.resolve_preset)"),
+    Field("iou_threshold", float, 0.15, range=(0.0, 1.0), doc="the DOCO IoU rule's threshold"),
+    Field("max_retries", int, 100, range=(1, None), doc="RO placement attempts per random box"),
+    Field("prompt", (str, type(None)), None, doc="report prompt override (null: the model's paper prompt)"),
+    Field("max_new_tokens", (int, type(None)), None, range=(1, None),
+          doc="report length override (null: the model's paper setting)"),
+    Field("reference_labels", str, "report", choices=("report", "dataset"),
+          doc="label the reference report, or use the dataset labels"),
+    Field("reference_text", str, "report", choices=("report", "template"),
+          doc="the dataset's report, or a template report from the labels"),
+    # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
+    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
+    Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
+    # execution-only: never part of the record's identity
+    Field("batch_size", int, 8, range=(1, None), execution=True, doc="images per model call"),
+    Field("chunk_size", int, 512, range=(1, None), execution=True,
+          doc="trials per record part (resume granularity)"),
+])
+"""The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`): every key, its type, range and
+default. ``batch_size`` and ``chunk_size`` are execution-only: they never enter the record's identity.
 
 ``dataset``            demo name or ``adapter:path`` (``mimic:``/``padchest:``; ``$VARS`` are expanded
                        when loading, so the spec stays machine-independent)
@@ -104,11 +131,13 @@ DEFAULTS: dict = {
 ``iou_threshold``      the DOCO IoU rule's threshold
 ``max_retries``        RO placement attempts per random box
 ``prompt``, ``max_new_tokens``  generation overrides (``None``: the model's paper settings)
-``batch_size``         images per model call
 ``reference_labels``   ``"report"`` (label the reference report) or ``"dataset"`` (dataset labels)
 ``reference_text``     ``"report"`` (the dataset's report) or ``"template"`` (template from labels)
-``chunk_size``         trials per record part (resume granularity)
+``batch_size``         images per model call (execution-only)
+``chunk_size``         trials per record part, the resume granularity (execution-only)
 """
+DEFAULTS: dict = {k: v for k, v in SPEC.defaults.items() if k not in ("dataset_sha256", "model_fingerprint")}
+"""Every user-facing identity key and its default (the execution-only keys are in :data:`SPEC`)."""
 
 _LABEL_PREFIXES = ("pred", "ref", "gt")
 
@@ -137,13 +166,9 @@ def trial_id(condition: str, image_id: str, target: str | None = None, p: float 
 
 
 # -- spec --------------------------------------------------------------------------------------
-def _check_choice(key: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ValueError(f"shovir: {key}={value!r} not in {list(allowed)}")
-
-
 def open_dataset(spec: dict) -> Dataset:
-    """Load the spec's dataset (expanding ``$VARS`` in ``adapter:path`` names)."""
+    """Load the spec's dataset (expanding ``$VARS`` in ``adapter:path`` names); reused in-process
+    while none of its files changed (:func:`shovir_core.protocols.datasets.load_dataset`)."""
     from ..data import mimic, padchest  # noqa: F401  (register the mimic: and padchest: adapters)
 
     source = spec.get("dataset", DEFAULTS["dataset"])
@@ -155,53 +180,31 @@ def open_dataset(spec: dict) -> Dataset:
 
 
 def resolve_spec(spec: dict) -> dict:
-    """Fill every default, validate, and pin the dataset's content hash."""
-    unknown = set(spec) - set(DEFAULTS) - {"dataset_sha256", "model_fingerprint"}
-    if unknown:
-        raise ValueError(f"shovir: unknown spec keys {sorted(unknown)} (allowed: {sorted(DEFAULTS)})")
-    out = {**{k: (list(v) if isinstance(v, list) else (dict(v) if isinstance(v, dict) else v))
-              for k, v in DEFAULTS.items()}, **spec}
-    for c in out["conditions"]:
-        _check_choice("condition", c, CONDITIONS)
+    """Fill every default, validate (:data:`SPEC`), and pin the dataset's content hash and the model's
+    fingerprint (a pinned value that no longer matches is an error). Execution-only keys are dropped."""
+    out = SPEC.resolve(spec)
     out["conditions"] = [c for c in CONDITIONS if c in out["conditions"]]
-    ps = [float(p) for p in out["ps"]]
-    if not ps or any(not 0.0 <= p <= 1.0 for p in ps) or len(set(ps)) != len(ps):
-        raise ValueError(f"shovir: ps={out['ps']!r} must be distinct values in [0, 1]")
-    out["ps"] = sorted(ps)
+    out["ps"] = sorted(out["ps"])
     if out["classes"] is not None:
-        bad = [c for c in out["classes"] if c not in FINDINGS_13]
-        if bad:
-            raise ValueError(f"shovir: classes {bad} are not localisable CheXpert classes ({list(FINDINGS_13)})")
         out["classes"] = [c for c in FINDINGS_13 if c in out["classes"]]
-    for key in ("min_count", "batch_size", "chunk_size", "max_retries"):
-        if not isinstance(out[key], int) or out[key] < 1:
-            raise ValueError(f"shovir: {key}={out[key]!r} must be a positive integer")
-    if out["max_per_class"] is not None and (not isinstance(out["max_per_class"], int) or out["max_per_class"] < 1):
-        raise ValueError(f"shovir: max_per_class={out['max_per_class']!r} must be a positive integer or null")
-    for key in ("seed", "subset_seed"):
-        if not isinstance(out[key], int) or out[key] < 0:
-            raise ValueError(f"shovir: {key}={out[key]!r} must be a non-negative integer")
-    _check_choice("reference_labels", out["reference_labels"], ("report", "dataset"))
-    _check_choice("reference_text", out["reference_text"], ("report", "template"))
-    if not 0.0 <= float(out["iou_threshold"]) <= 1.0:
-        raise ValueError(f"shovir: iou_threshold={out['iou_threshold']!r} must lie in [0, 1]")
-    from ..perturb import resolve_preset
-
-    resolve_preset(out["preset"])  # raises on an unknown preset
     ds = open_dataset(out)
     if ds.reports is None and "report" in (out["reference_labels"], out["reference_text"]):
         raise ValueError(
             f"shovir: dataset {out['dataset']!r} has no reports; set reference_labels: dataset and "
             "reference_text: template (the demo's choice)")
-    if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
+    if out["dataset_sha256"] not in (None, ds.manifest_hash):
         raise ValueError(f"shovir: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
-                         f"{str(spec['dataset_sha256'])[:12]})")
+                         f"{out['dataset_sha256'][:12]}, the hash the spec pins)")
     out["dataset_sha256"] = ds.manifest_hash
     from ..models import model_fingerprint
 
     # the model's identity (weights/parameters and the code that builds them) is part of the
     # record's identity: a retrained reference model makes a new record instead of reusing one
-    out["model_fingerprint"] = model_fingerprint(out["model"])
+    fingerprint = model_fingerprint(out["model"])
+    if out["model_fingerprint"] not in (None, fingerprint):
+        raise ValueError(f"shovir: model {out['model']!r} changed since the spec was resolved "
+                         "(its fingerprint differs from the one the spec pins)")
+    out["model_fingerprint"] = fingerprint
     return out
 
 
@@ -344,15 +347,19 @@ def _info_json(info: dict) -> str:
     return json.dumps(keep, sort_keys=True, default=float)
 
 
-def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
-    """Run (or resume) the grid of ``spec`` for one (dataset, model); returns the complete record."""
+def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | None = None) -> Run:
+    """Run (or resume) the grid of ``spec`` (resolved) for one (dataset, model); returns the complete record.
+
+    ``execution`` holds the execution-only settings of :data:`SPEC` (``batch_size``, ``chunk_size``)."""
     from ..models import cached, get_model
     from ..perturb import EmptyBoxSetError, box_size_pool, resolve_preset
 
+    settings = SPEC.execution(execution)
+    batch_size, chunk_size = settings["batch_size"], settings["chunk_size"]
     ds = open_dataset(spec)
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"shovir: dataset {spec['dataset']!r} changed while resolving the spec")
-    model = cached(get_model(spec["model"]), chunk_size=spec["batch_size"], progress=False)
+        raise RuntimeError(f"shovir: dataset {spec['dataset']!r} changed since the spec was resolved")
+    model = cached(get_model(spec["model"]), chunk_size=batch_size, progress=False)
     preset = resolve_preset(spec["preset"])
     groups, plan = plan_trials(spec, ds)
     meta = ds.images.set_index("image_id")
@@ -394,7 +401,7 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
                 if r["input_sha256"] not in memo and r["input_sha256"] not in seen:
                     seen.add(r["input_sha256"])
                     need.append(r)
-            for batch in _chunks(need, spec["batch_size"]):
+            for batch in _chunks(need, batch_size):
                 t0 = time.perf_counter()
                 texts = model.generate_reports(
                     [r.pop("_pixels") for r in batch], prompt=spec["prompt"],
@@ -439,7 +446,7 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
                     **{f"gt.{c}": float(gt.loc[image_id, c]) for c in CHEXPERT_CLASSES},
                 }
                 buffer.append(row)
-            if len(buffer) >= spec["chunk_size"]:
+            if len(buffer) >= chunk_size:
                 flush(buffer)
                 buffer = []
         if buffer:

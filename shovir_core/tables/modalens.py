@@ -4,7 +4,7 @@ Every function takes the ``trials`` frames of :mod:`shovir_core.protocols.modale
 frame per arm) and returns a :class:`TableResult`: a display frame plus a flat dict of values whose
 keys are the glue keys without the ``ml.`` prefix (e.g. ``t2.all14.present.flip_rate``).
 
-Readouts (paper-map B.1): ``lowercase`` (argmax of the lowercase ``yes``/``no`` logits; columns
+Readouts (ModaLens §2, "Prompt and readout"; App. I): ``lowercase`` (argmax of the lowercase ``yes``/``no`` logits; columns
 ``readout_c``/``readout_d``), ``family`` (log-sum-exp of the token families; ``family_readout_*``)
 and ``generated`` (the parsed greedy answer; ``answer_*``). Under ``generated`` a trial counts only
 when the answer on both images -- and, for paired arms, in both arms -- opens with Yes or No;

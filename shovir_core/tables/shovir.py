@@ -3,12 +3,12 @@
 The chapter's notebooks call these (one call per table); every value traces to
 the trials of the records passed in.
 
-Choices where the paper is silent (paper-map A.4), each an option:
+Choices where the paper is silent (ShoViR §3.4 names the metrics, not these details), each an option:
 
 * F1_14 / F1_5 are **micro**-averaged by default (the reference code lists
   micro first); uncertain (-1) counts as negative (``uncertain=``).
 * Per-class F1_c is computed on class c's evaluation subset only, against the
-  reference label of c (the reference code's ``run_eval_chexbert_class.py``);
+  reference label of c (arco-group/ShoViR-Bench ``evaluations/run_eval_chexbert_class.py``@add95d5);
   with dataset labels as reference every item is positive, so F1_c is the
   F1 of recall-only errors.
 * μ-F1 weights F1_c by the number of items of c **in that condition's subset**
