@@ -171,8 +171,9 @@ def modality_ablation(cells: Mapping[str, pd.DataFrame], *, n_draws: int, seed: 
     out = pd.DataFrame(rows)
     metrics = {c: "balanced_accuracy" for c in ("pooled", "pooled_lo", "pooled_hi", "macro", "macro_lo", "macro_hi")}
     return TableResult(out, values, metrics=metrics,
-                       labels={"cell": "cell", "key": "key", "pooled": "BA (pooled)", "pooled_lo": "lo",
-                               "pooled_hi": "hi", "macro": "BA (macro)", "macro_lo": "lo", "macro_hi": "hi"},
+                       labels={"cell": "cell", "key": "key", "pooled": "BA (pooled)", "pooled_lo": "pooled lo",
+                               "pooled_hi": "pooled hi", "macro": "BA (macro)", "macro_lo": "macro lo",
+                               "macro_hi": "macro hi"},
                        caption=f"Modality ablation, {design} design: balanced accuracy of the four cells.")
 
 
@@ -227,7 +228,8 @@ def one_question_ablation(cells: Mapping[str, pd.DataFrame], *, n_draws: int, se
     return TableResult(pd.DataFrame(rows), values,
                        metrics={"accuracy": "accuracy", "lo": "accuracy", "hi": "accuracy",
                                 "balanced_accuracy": "balanced_accuracy", "specificity": "specificity"},
-                       labels={"cell": "cell", "key": "key", "yes": "yes answers"},
+                       labels={"cell": "cell", "key": "key", "yes": "yes answers", "accuracy": "accuracy",
+                               "lo": "lo", "hi": "hi"},
                        caption="One-question modality ablation: accuracy of the four cells (Table 23).")
 
 

@@ -208,7 +208,8 @@ def fr_by_quartile(rows: pd.DataFrame, *, n_draws: int, seed: int) -> TableResul
                        metrics={"flip_rate": "flip_rate", "lo": "flip_rate", "hi": "flip_rate",
                                 "distance_max": "cosine_distance"},
                        labels={"report": "report", "quartile": "distance quartile", "flips": "flips",
-                               "trials": "trials", "distance_max": "upper edge"},
+                               "trials": "trials", "distance_max": "upper edge", "flip_rate": "flip rate", "lo": "lo",
+                               "hi": "hi"},
                        caption="One-question flip rate by embedding-distance quartile (App. B).")
 
 

@@ -145,7 +145,8 @@ def weighting_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int
                        metrics={"fr_present": "flip_rate", "fr_absent": "flip_rate", "diff": "paired_diff",
                                 "diff_lo": "paired_diff", "diff_hi": "paired_diff"},
                        labels={"weighting": "weighting / subset", "n_trials": "trials", "n_patients": "patients",
-                               "key": "key"},
+                               "key": "key", "fr_present": "FR, report present", "fr_absent": "FR, report absent",
+                               "diff": "A − P", "diff_lo": "lo", "diff_hi": "hi"},
                        caption="Report effect FR_A − FR_P under other weightings and subsets (App. G).")
 
 
@@ -223,7 +224,9 @@ def policy_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, s
                                 "share_aligned": "share_target_aligned"},
                        labels={"policy": "label policy", "report": "report", "n_retained": "trials retained",
                                "n_changed": "label-changed", "n_unchanged": "label-unchanged",
-                               "n_excluded": "excluded", "paper": "in the paper", "policy_key": "key"},
+                               "n_excluded": "excluded", "paper": "in the paper", "policy_key": "key",
+                               "fr_changed": "FR, label-changed", "fr_unchanged": "FR, label-unchanged",
+                               "diff": "changed − unchanged", "diff_lo": "lo", "diff_hi": "hi"},
                        caption="Label policies: flip rate on label-changed vs unchanged trials (App. G).")
 
 
@@ -376,7 +379,8 @@ def transitions_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: i
     frame = pd.DataFrame(rows)
     return TableResult(frame, values, metrics={"share": "transition_share", "lo": "transition_share",
                                                "hi": "transition_share"},
-                       labels={"report": "report", "transition": "transition (label-changed trials)", "n": "trials"},
+                       labels={"report": "report", "transition": "transition (label-changed trials)", "n": "trials",
+                               "share": "share", "lo": "lo", "hi": "hi"},
                        caption="Correctness transitions on label-changed trials (Table 16).")
 
 
