@@ -101,7 +101,7 @@ def test_anchored_follows_the_report_on_a_share_w_of_pairs(demo):
         present = model.score_yes_no([ScoreRequest(im, q, report=r, finding=f) for im, r, f, q in reqs])
         absent = model.score_yes_no([ScoreRequest(im, q, finding=f) for im, r, f, q in reqs])
         read = reader.score_yes_no([ScoreRequest(None, q, report=r, finding=f) for im, r, f, q in reqs])
-        follows = np.array([Anchored.gate(r, f) < w for _, r, f, _ in reqs])
+        follows = np.array([Anchored.gate(hashlib.sha256(r.encode()).hexdigest(), f) < w for _, r, f, _ in reqs])
         assert 0 < follows.mean() < 1 and abs(follows.mean() - w) < 0.15
         for k, use_report in enumerate(follows):
             assert present[k]["margin"] == pytest.approx((read if use_report else absent)[k]["margin"])

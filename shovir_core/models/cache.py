@@ -14,8 +14,10 @@ import sqlite3
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from .. import paths
-from .protocol import VLM, Box, ScoreRequest
+from .protocol import VLM, Box, ScoreRequest, image_fingerprint
 
 __all__ = ["InferenceCache", "CachedVLM", "cached", "default_cache_dir", "cache_key"]
 
@@ -130,6 +132,19 @@ class CachedVLM(VLM):
                                                                      answer_tokens=answer_tokens),
                            "score", "trial")
         return [{**v, "input_hash": k} for v, k in zip(values, keys)]
+
+    def vision_embedding(self, images) -> list[np.ndarray]:
+        """The wrapped model's :meth:`~shovir_core.models.protocol.VLM.vision_embedding`, computed once per
+        distinct image (keyed by the model identity and the pixels' fingerprint)."""
+        images = list(images)
+        identity = self.model.identity()
+        keys = [cache_key(identity, "vision_embedding", image_fingerprint(image), {"pool": "mean"})
+                for image in images]
+
+        def compute(idx):
+            return [np.asarray(v, dtype=float).tolist() for v in self.model.vision_embedding([images[i] for i in idx])]
+
+        return [np.asarray(v, dtype=float) for v in self._run(keys, compute, "embed", "image")]
 
     def generate_reports(self, images, *, prompt: str | None = None, max_new_tokens: int | None = None,
                          boxes: Sequence[Sequence[Box]] | None = None) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["INPUT_SIZE", "CLASSES", "build_cnn", "preprocess"]
+__all__ = ["INPUT_SIZE", "CLASSES", "build_cnn", "preprocess", "penultimate_features"]
 
 INPUT_SIZE = 64
 
@@ -55,3 +55,11 @@ def preprocess(gray: np.ndarray) -> np.ndarray:
         return gray.astype(np.float32)
     im = Image.fromarray(np.ascontiguousarray(gray, dtype=np.float32)).resize((INPUT_SIZE, INPUT_SIZE), Image.BILINEAR)
     return np.asarray(im, dtype=np.float32)
+
+
+def penultimate_features(net, x):
+    """The globally pooled features the linear head reads (64 per image): ``net`` without its last layer.
+
+    ``x`` is a (n, 1, INPUT_SIZE, INPUT_SIZE) float tensor, standardised as for the classifier.
+    """
+    return net[:-1](x)

@@ -447,6 +447,39 @@ class HFVLM(VLM):
             reports += self._decode(out[:, batch["input_ids"].shape[1]:].tolist())
         return reports
 
+    @torch.no_grad()
+    def vision_embedding(self, images: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Mean-pooled vision-tower outputs, one vector per image (ModaLens App. B).
+
+        Each image goes through the processor's image processor (the settings the model reads
+        images with) and the vision tower alone: ``vision_tower`` (SigLIP in Gemma 3 / MedGemma,
+        CLIP in LLaVA; its last hidden state, before the multimodal projector) or ``visual``
+        (Qwen2-VL; its patch embeddings after the tower's own merger). The output is averaged over
+        patches (and crops). One image per forward pass, so an image's vector never depends on the
+        other images of a call (the inference cache keys it by its pixels alone).
+        """
+        core = getattr(self.model, "model", self.model)
+        tower, visual = getattr(core, "vision_tower", None), getattr(core, "visual", None)
+        if tower is None and visual is None:
+            raise NotImplementedError(f"{self.name}: {type(self.model).__name__} exposes neither `vision_tower` "
+                                      "nor `visual`; no vision embedding")
+        out = []
+        for i, image in enumerate(images):
+            if image is None:
+                raise ValueError(f"{self.name}: vision_embedding got no image at position {i}")
+            batch = self.processor.image_processor(images=[_pil(image)], return_tensors="pt")
+            pixels = batch["pixel_values"].to(self.device, self.dtype)
+            if tower is not None:
+                hidden = tower(pixel_values=pixels).last_hidden_state          # (crops, patches, dim)
+                vec = hidden.float().mean(dim=tuple(range(hidden.ndim - 1)))
+            else:
+                res = visual(pixels, grid_thw=batch["image_grid_thw"].to(self.device))
+                hidden = res if torch.is_tensor(res) else getattr(res, "pooler_output", None)
+                if hidden is None:
+                    hidden = res.last_hidden_state
+                vec = hidden.float().reshape(-1, hidden.shape[-1]).mean(dim=0)
+            out.append(vec.cpu().numpy().astype(np.float64))
+        return out
 
 def build_hf(spec: ModelSpec, *, local_path: str | Path | None = None, device: str | None = None,
              dtype: str | None = None) -> HFVLM:

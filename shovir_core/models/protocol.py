@@ -220,6 +220,16 @@ class VLM:
         """
         raise NotImplementedError(f"{type(self).__name__} does not score yes/no questions")
 
+    def vision_embedding(self, images: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """One vector per image: the mean-pooled output of the model's vision tower.
+
+        ModaLens App. B measures how far apart the two images of a pair are for the model under
+        test by the cosine distance of these vectors (after centring on the cohort mean;
+        :func:`shovir_core.metrics.distance.centred_cosine_distance`). Adapters with a vision
+        tower override this; each image's vector depends on that image only.
+        """
+        raise NotImplementedError(f"{type(self).__name__} ({self.name}) has no vision tower to embed images with")
+
     def identity(self) -> dict:
         """Model id, revision and every setting that changes outputs (hashed into cache keys)."""
         return {"name": self.name}

@@ -18,7 +18,12 @@ name                   evidence                                    stated behavi
                        question) pairs, else the image             x report-absent; w = 1: 0
 ``ref-context-shortcut``  the co-occurring findings' boxes, never  OCO on c leaves its call of c
                        the finding's own (``boxes`` input)         unchanged; DOCO turns calls off
+``ref-distance-planted``  a 2-D code of the image's bytes (its     flip probability ε + (1 − 2ε)θ/π on
+                       "vision tower"); never the report           a pair whose codes are θ apart
 =====================  ==========================================  ===================================
+
+Every reference model embeds images (:meth:`ReferenceModel.vision_embedding`) with the reference
+CNN's pooled penultimate features, except ``ref-distance-planted``, whose embedding is its code.
 
 Parameters (priors, CNN weights, context thresholds) come from
 ``python -m shovir_core.models.train_reference`` and live in ``shovir_core/resources/ref_*``.
@@ -43,6 +48,7 @@ from .spec import ModelSpec, code_sha256
 __all__ = [
     "ReferenceModel", "BlindPrior", "ReportReader", "ImageClassifier", "Anchored", "ContextShortcut",
     "REFERENCE_MODELS", "REFERENCE_SPECS", "build_reference", "context_texture", "PARAMS_FILE", "WEIGHTS_FILE",
+    "DistancePlanted", "planted_flip_probability", "EVIDENCE_CLIP",
 ]
 
 PARAMS_FILE = "ref_reference_models.json"
@@ -57,6 +63,8 @@ CONTEXT_GAIN = 4.0
 CONTEXT_CAP = 0.05
 """Largest local contrast one pixel contributes to the context texture (about 13 of 255 grey levels)."""
 _CLIP = 12.0
+EVIDENCE_CLIP = _CLIP
+"""Every reference model's evidence logit (= its margin) is clipped to ±EVIDENCE_CLIP."""
 
 _FAMILIES = TokenFamilies(0, 1, (0,), (1,), {0: "yes", 1: "no"})
 
@@ -78,6 +86,19 @@ def _load_params() -> dict:
             f"reference-model parameters {path} are missing: run `python -m shovir_core.models.train_reference`"
         )
     return json.loads(path.read_text())
+
+
+@lru_cache(maxsize=1)
+def _reference_cnn():
+    """The reference CNN (``ref-image-classifier``'s weights) in eval mode, loaded once per process."""
+    from safetensors.torch import load_file
+
+    from .cnn import CLASSES, build_cnn
+
+    net = build_cnn(n_classes=len(CLASSES))
+    net.load_state_dict(load_file(str(paths.resources_root() / WEIGHTS_FILE)))
+    net.eval()
+    return net
 
 
 def _fingerprints(images: Sequence[np.ndarray | None]) -> list[str]:
@@ -189,6 +210,26 @@ class ReferenceModel(VLM):
             res["n_input_tokens"] = None
             results.append(res)
         return results
+
+    def vision_embedding(self, images) -> list[np.ndarray]:
+        """The reference CNN's globally pooled penultimate features (64 per image; ``cnn.py``).
+
+        One image per forward pass, for the reason given in :meth:`ImageClassifier.probabilities`.
+        """
+        import torch
+
+        from .cnn import penultimate_features, preprocess
+
+        net, cfg = _reference_cnn(), self.params["cnn"]
+        out = []
+        with torch.inference_mode():
+            for i, image in enumerate(images):
+                if image is None:
+                    raise ValueError(f"{self.name}: vision_embedding got no image at position {i}")
+                x = (preprocess(to_gray_float(image)) - cfg["mean"]) / cfg["std"]
+                feats = penultimate_features(net, torch.from_numpy(x[None, None].astype(np.float32)))
+                out.append(feats.double().numpy()[0])
+        return out
 
     def identity(self) -> dict:
         return {"name": self.name, "kind": "reference", "class": type(self).__name__,
@@ -308,8 +349,8 @@ class ImageClassifier(ReferenceModel):
 class Anchored(ImageClassifier):
     """Follows the report (``ref-report-reader``) on a share ``w`` of trials and the image (the CNN) on the rest.
 
-    With the report present, each (report, question) pair draws ``u = gate(report, finding)`` in
-    [0, 1) from a SHA-256 of the report text and the finding; the answer follows the report when
+    With the report present, each (report, question) pair draws ``u = gate(report_sha256, finding)``
+    in [0, 1) from the report's SHA-256 (the ``report_sha256`` a record stores) and the finding; the answer follows the report when
     ``u < w`` and the image otherwise. The gate does not depend on the image, so the source and the
     substitute of a trial take the same branch: report-present flips happen only on image-branch
     trials, where the answer is exactly the report-absent one. Hence the planted behaviour,
@@ -338,9 +379,12 @@ class Anchored(ImageClassifier):
         self._reader = ReportReader("ref-report-reader")
 
     @staticmethod
-    def gate(report: str, finding: str) -> float:
-        """The uniform draw in [0, 1) that decides whether a (report, finding) pair follows the report."""
-        digest = hashlib.sha256(f"anchored-gate|{finding}|{report}".encode()).digest()
+    def gate(report_sha256: str, finding: str) -> float:
+        """The uniform draw in [0, 1) that decides whether a (report, finding) pair follows the report.
+
+        ``report_sha256`` is the hex SHA-256 of the report text (UTF-8), as records store it.
+        """
+        digest = hashlib.sha256(f"anchored-gate|{finding}|{report_sha256}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2.0 ** 64
 
     def _finding_logits(self, image, report, boxes, *, fingerprint=None):
@@ -353,7 +397,8 @@ class Anchored(ImageClassifier):
     def _evidence(self, logits, finding: str) -> float:
         if "text" not in logits:
             return super()._evidence(logits, finding)
-        branch = "report" if self.gate(logits["text"], finding) < self.w else "image"
+        sha = hashlib.sha256(logits["text"].encode()).hexdigest()
+        branch = "report" if self.gate(sha, finding) < self.w else "image"
         return super()._evidence(logits[branch], finding)
 
     def identity(self) -> dict:
@@ -388,12 +433,104 @@ class ContextShortcut(ReferenceModel):
                 for f in FINDINGS_13}
 
 
+PLANT_SEED = 15
+"""Seed of ``ref-distance-planted``'s per-question answer directions."""
+PLANT_NOISE = 0.1
+"""η: probability that ``ref-distance-planted`` inverts an answer (independently per image and question)."""
+PLANT_LOGIT = 3.0
+"""Evidence logit of a ``ref-distance-planted`` answer (+ for yes, − for no)."""
+_PLANT_QUESTIONS = (*FINDINGS_13, COMPOSITE)
+
+
+def _plant_code(fingerprint: str) -> np.ndarray:
+    return np.random.default_rng(int(fingerprint[:32], 16)).standard_normal(2)
+
+
+@lru_cache(maxsize=1)
+def _plant_directions() -> np.ndarray:
+    angle = np.random.default_rng(PLANT_SEED).uniform(0.0, 2.0 * np.pi, len(_PLANT_QUESTIONS))
+    return np.column_stack([np.cos(angle), np.sin(angle)])
+
+
+def planted_flip_probability(code_c, code_d, *, noise: float = PLANT_NOISE) -> np.ndarray:
+    """``ref-distance-planted``'s flip probability on pairs with codes ``code_c``, ``code_d`` ((n, 2) each).
+
+    P(flip) = ε + (1 − 2ε)·θ/π, θ the angle between the two codes and ε = 2η(1 − η) the probability
+    that exactly one of the two answers is inverted (η = ``noise``).
+
+    >>> planted_flip_probability([[1.0, 0.0]], [[-2.0, 0.0]], noise=0.0).tolist()
+    [1.0]
+    """
+    a, b = np.atleast_2d(np.asarray(code_c, dtype=float)), np.atleast_2d(np.asarray(code_d, dtype=float))
+    if a.shape != b.shape or a.shape[1] != 2:
+        raise ValueError(f"codes must be two (n, 2) arrays, got {a.shape} and {b.shape}")
+    cos = np.einsum("ij,ij->i", a, b) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    theta = np.arccos(np.clip(cos, -1.0, 1.0))
+    eps = 2.0 * noise * (1.0 - noise)
+    return eps + (1.0 - 2.0 * eps) * theta / np.pi
+
+
+class DistancePlanted(ReferenceModel):
+    """Answers from a 2-D code of the image, so its flips depend on the pair's image distance by construction.
+
+    Vision tower (:meth:`vision_embedding`): the image's code u(x), two standard normals from a
+    generator seeded by the image's SHA-256 fingerprint, so the codes of distinct images are
+    independent and isotropic. The answer to question q (13 findings and the composite) is yes iff
+    ``(w_q · u(x) > 0) XOR n_q(x)``: w_q a fixed direction per question (seed :data:`PLANT_SEED`),
+    n_q(x) ~ Bernoulli(η = :data:`PLANT_NOISE`) drawn from the image fingerprint and q. The report
+    and the labels are never read; without an image it answers from the label priors.
+
+    Planted behaviour: for a pair of distinct images whose codes are θ apart, P(flip) = ε + (1 −
+    2ε)·θ/π with ε = 2η(1 − η) (the sign of w·u differs on two isotropic codes θ apart with
+    probability θ/π), independently across pairs of distinct images, the same with and without the
+    report (:func:`planted_flip_probability`). ModaLens App. B regresses flip on z(distance) + label
+    change + report presence; on this model that regression estimates the logistic projection of
+    the planted curve on the cohort's rows -- its planted odds ratio per SD of distance
+    (:func:`shovir_core.stats.fractional_logistic`) -- and an odds ratio of exactly 1 for the report.
+    """
+
+    stated_behaviour = ("Flips depend on image distance by construction: P(flip) = eps + (1 - 2 eps) theta/pi for "
+                        "codes theta apart (eps = 2 eta (1 - eta), eta = 0.1); report and labels never read, so "
+                        "report-present flips equal report-absent flips.")
+
+    def _finding_logits(self, image, report, boxes, *, fingerprint=None):
+        if image is None:
+            out = {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
+            out[COMPOSITE] = ReferenceModel._evidence(self, out, COMPOSITE)
+            return out
+        key = image_fingerprint(image) if fingerprint is None else fingerprint
+        side = _plant_directions() @ _plant_code(key) > 0.0
+        seed = int(key[:32], 16)
+        noise = [np.random.default_rng([seed, q]).random() < PLANT_NOISE for q in range(len(_PLANT_QUESTIONS))]
+        return {f: PLANT_LOGIT if (s != n) else -PLANT_LOGIT for f, s, n in zip(_PLANT_QUESTIONS, side, noise)}
+
+    def _evidence(self, logits, finding):
+        return logits[finding]
+
+    def generate_reports(self, images, *, prompt=None, max_new_tokens=None, boxes=None) -> list[str]:
+        out = []
+        for image in images:
+            logits = self._finding_logits(image, None, None)
+            out.append(template_report([f for f in FINDINGS_13 if logits[f] > 0]))
+        return out
+
+    def vision_embedding(self, images) -> list[np.ndarray]:
+        """The image's 2-D code (see the class docstring)."""
+        out = []
+        for i, key in enumerate(_fingerprints(list(images))):
+            if key == "none":
+                raise ValueError(f"{self.name}: vision_embedding got no image at position {i}")
+            out.append(_plant_code(key))
+        return out
+
+
 REFERENCE_MODELS = {
     "ref-blind-prior": BlindPrior,
     "ref-report-reader": ReportReader,
     "ref-image-classifier": ImageClassifier,
     "ref-anchored": Anchored,
     "ref-context-shortcut": ContextShortcut,
+    "ref-distance-planted": DistancePlanted,
 }
 
 

@@ -64,9 +64,14 @@ class TableResult:
         return replace(self, run_ids=tuple(sorted(set(self.run_ids) | set(run_ids_of(runs)))))
 
     def display(self) -> pd.DataFrame:
-        """The frame formatted for readers: metric columns formatted and renamed, labels applied."""
+        """The frame formatted for readers: metric columns formatted and renamed, labels applied.
+
+        A metric column is headed by its metric's display name unless ``labels`` names it (so two
+        columns of one metric, e.g. the flip rates of two arms, stay distinguishable).
+        """
         from ..metrics.schema import display_frame
 
         metrics = {c: m for c, m in self.metrics.items() if c in self.frame.columns}
         out = display_frame(self.frame, metrics) if metrics else self.frame.copy()
-        return out.rename(columns={c: l for c, l in self.labels.items() if c in out.columns})
+        out.columns = [self.labels.get(c, shown) for c, shown in zip(self.frame.columns, out.columns)]
+        return out
