@@ -45,7 +45,7 @@ _EMBEDDED = [
     (re.compile(r"<\s*img\b", re.I), "an <img> element"),
     (re.compile(r"<\s*svg\b", re.I), "an inline <svg> image"),
     (re.compile(r"<\s*canvas\b", re.I), "a <canvas> element"),
-    (re.compile(r"(?:iVBORw0KGgo|/9j/|R0lGODlh|R0lGODdh|UklGR|SUkqAA|TU0AKg)[A-Za-z0-9+/=\s]{200}"),
+    (re.compile(r"(?:iVBORw0KGgo|/9j/|R0lGODlh|R0lGODdh|UklGR|SUkqAA|TU0AKg)[A-Za-z0-9+/=]{40}"),
      "base64-encoded image bytes"),
 ]
 _NUMBERISH = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|[^\W\d_]+")

@@ -7,7 +7,8 @@ covers the pixels it touches: columns ``floor(x1) .. ceil(x2) - 1`` and rows
 
 Box sets (ShoViR §3, for an image with boxes B and target class c):
 
-* ``B_c`` = boxes labelled c;
+* ``B_c`` = boxes labelled c (class names compared by :func:`~shovir_core.perturb.validation.class_key`,
+  so a DOCO target box never lands in ``B_c̄``);
 * ``B_c̄`` = boxes not labelled c whose IoU with every box of ``B_c`` is
   ``< 0.15`` (paper; ``<= 0.15`` in the reference code's ``filter_bbox_doco.py``).
 """
@@ -164,15 +165,18 @@ def box_sets(boxes: Sequence, target: str, *, iou_threshold: float = 0.15, inclu
     >>> len(s.target), len(s.others), len(s.dropped)
     (1, 1, 1)
     """
-    if not isinstance(target, str) or not target:
-        raise ValueError(f"{_where(item_id)}: target must be a class name, got {target!r}")
-    if not 0.0 <= float(iou_threshold) <= 1.0:
-        raise ValueError(f"iou_threshold must lie in [0, 1], got {iou_threshold!r}")
+    from .validation import PerturbInputError, check_real, class_key
+
+    if not isinstance(target, str) or not target.strip():
+        raise PerturbInputError(f"{_where(item_id)}: target must be a class name, got {target!r}")
+    iou_threshold = check_real(iou_threshold, "iou_threshold", lo=0.0, hi=1.0, item_id=item_id)
     checked = validate_boxes(boxes, item_id=item_id)
-    target_boxes = tuple(b for b in checked if b.finding == target)
+    key = class_key(target)
+    is_target = [class_key(b.finding) == key for b in checked]  # DOCO: a target box is never in B_c̄
+    target_boxes = tuple(b for b, t in zip(checked, is_target) if t)
     others, dropped = [], []
-    for b in checked:
-        if b.finding == target:
+    for b, t in zip(checked, is_target):
+        if t:
             continue
         worst = max((iou(b, t) for t in target_boxes), default=0.0)
         keep = worst <= iou_threshold if inclusive else worst < iou_threshold
