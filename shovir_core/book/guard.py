@@ -33,7 +33,7 @@ from . import shingles
 __all__ = [
     "CredentialedDataError", "assert_aggregate", "any_credentialed", "looks_like_pixels", "credentialed_reads",
     "session_credentialed", "index_for_reads", "session_index", "record_texts", "dataset_texts",
-    "IMAGE_MAX_SIDE", "IMAGE_MAX_CELLS", "FREE_TEXT_MIN_CHARS", "REFUSED", "install_display_guard",
+    "IMAGE_MAX_SIDE", "IMAGE_MAX_CELLS", "REFUSED", "install_display_guard",
 ]
 
 REFUSED = "shovir_refused"
@@ -43,11 +43,6 @@ IMAGE_MAX_SIDE = 28
 """A numeric array (or image artist) longer than this along any side looks like pixels."""
 IMAGE_MAX_CELLS = 196
 """... and so does one with more than this many values (14 x 14: the largest class-by-class matrix)."""
-
-FREE_TEXT_MIN_CHARS = 24
-"""Fallback when no report index can be built: strings of 3+ words holding a word that is not a
-label word are refused; this constant is kept for callers of the earlier guard."""
-
 
 class CredentialedDataError(PermissionError):
     """Free text or pixels from a credentialed record were about to be rendered."""

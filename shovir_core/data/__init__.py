@@ -69,6 +69,9 @@ def load_dataset(source: str | Path, **kwargs) -> Dataset:
         _check_options(adapter, loader, kwargs)
         if not path.strip():
             raise DatasetError(f"dataset {source!r}: give the folder after '{adapter}:'")
+        if "$" in path:
+            raise DatasetError(f"dataset {source!r} names an unset environment variable; set it to the folder of "
+                               "your copy of the data (see README, 'Profiles and credentialed data')")
         ds = loader(Path(path), **kwargs)
     else:
         path = Path(source)

@@ -57,13 +57,13 @@ def read_json(path: Path, *, name: str, what: str = "annotations file"):
         raise DatasetError(f"{name}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def number(value, *, where: str) -> float:
+def number(value, *, where: str, what: str = "value") -> float:
     """A finite real number; bools, strings, None, NaN and infinities are refused."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise DatasetError(f"{where}: {value!r} is not a number")
+        raise DatasetError(f"{where}: {what} = {value!r} is not a number")
     x = float(value)
     if not math.isfinite(x):
-        raise DatasetError(f"{where}: {value!r} is not a finite number")
+        raise DatasetError(f"{where}: {what} = {value!r} is not a finite number")
     return x
 
 
@@ -83,7 +83,7 @@ def bbox4(value, *, where: str, width: float | None = None, height: float | None
     """
     if not isinstance(value, (list, tuple)) or len(value) != 4:
         raise DatasetError(f"{where}: expected [x1, y1, x2, y2], got {'null' if value is None else repr(value)}")
-    x1, y1, x2, y2 = (number(v, where=f"{where}[{i}]") for i, v in enumerate(value))
+    x1, y1, x2, y2 = (number(v, where=where, what=c) for c, v in zip(("x1", "y1", "x2", "y2"), value))
     if x2 < x1 or y2 < y1:
         raise DatasetError(f"{where}: inverted box [x1, y1, x2, y2] = {[x1, y1, x2, y2]} (need x1 < x2, y1 < y2)")
     if width is not None and height is not None and (x1 < 0 or y1 < 0 or x2 > width or y2 > height):

@@ -110,20 +110,21 @@ def _meta_table(metadata_csv: Path | None, name: str) -> pd.DataFrame | None:
     return meta.drop_duplicates("ImageID").set_index("ImageID")
 
 
-def _region_classes(region: dict, where: str) -> list[str]:
+def _region_classes(region: dict, where) -> list[str]:
+    """``where(field)`` names the file, the image and the field (``regions[k].<field>``)."""
     if "chexpert_categories" in region:
-        classes = need_list(region["chexpert_categories"], where=f"{where}.chexpert_categories",
+        classes = need_list(region["chexpert_categories"], where=where("chexpert_categories"),
                             what="a list of CheXpert classes ([] for none)")
     else:
-        findings = need_list(region.get("findings", []), where=f"{where}.findings",
+        findings = need_list(region.get("findings", []), where=where("findings"),
                              what="a list of PadChest labels ([] for none)")
         bad = [f for f in findings if not isinstance(f, str)]
         if bad:
-            raise DatasetError(f"{where}.findings: {bad[0]!r} is not a PadChest label")
+            raise DatasetError(f"{where('findings')}: {bad[0]!r} is not a PadChest label")
         classes = sorted({c for c in map(padchest_to_chexpert, findings) if c})
     for c in classes:
         if c not in FINDINGS_13:
-            raise unknown_name(c, FINDINGS_13, where=f"{where}.chexpert_categories", what="localisable CheXpert class")
+            raise unknown_name(c, FINDINGS_13, where=where("chexpert_categories"), what="localisable CheXpert class")
     return list(classes)
 
 
@@ -208,12 +209,12 @@ def load_padchest_gr(root: str | Path, *, samples: str | Path = "verified_sample
             if not isinstance(bbs, list) or not bbs:
                 raise DatasetError(f"{at(name, samples_path, image_id, rfield + '.bbox')}: expected a list of "
                                    f"normalised [x1, y1, x2, y2], got {'null' if bbs is None else repr(bbs)}")
-            classes = _region_classes(region, at(name, samples_path, image_id, rfield))
+            classes = _region_classes(region, lambda f, _k=rfield: at(name, samples_path, image_id, f"{_k}.{f}"))
             for j, bb in enumerate(bbs):
                 bwhere = at(name, samples_path, image_id, f"{rfield}.bbox[{j}]")
                 if not isinstance(bb, list) or len(bb) != 4:
                     raise DatasetError(f"{bwhere}: {bb!r} is not [x1, y1, x2, y2]")
-                v = [number(x, where=f"{bwhere}[{i}]") for i, x in enumerate(bb)]
+                v = [number(x, where=bwhere, what=c) for c, x in zip(("x1", "y1", "x2", "y2"), bb)]
                 if not all(0.0 <= x <= 1.0 for x in v):
                     raise DatasetError(f"{bwhere}: {bb!r} is not normalised to [0, 1]")
                 if v[2] < v[0] or v[3] < v[1]:
