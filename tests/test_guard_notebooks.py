@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from shovir_core import paths
-from shovir_core.book import BookError, CredentialedDataError, execute_notebook
+from shovir_core.book import CredentialedDataError, execute_notebook
 from shovir_core.book.figures import TAG
 from shovir_core.book.scan import LeakError, scan_notebook
 from shovir_core.book.shingles import ShingleIndex
@@ -105,7 +105,8 @@ report = load_dataset(runs["cohort"].manifest["spec"]["dataset"]).reports["text"
 book.glue("leak.report", report, runs=[])
 '''
     _add_notebook(book_root, "leak_glue", source, COHORT)
-    with pytest.raises(BookError, match="CredentialedDataError") as info:
+    with pytest.raises(CredentialedDataError, match=r"'leak_glue' failed in code cell \[In \d+\].*CredentialedDataError: "
+                       r"glue 'leak.report': holds 3 or more consecutive words") as info:
         execute_notebook("leak_glue", profile="mimic")
     assert "heart" not in str(info.value).lower()
     assert not (book_root / "book" / "leak_glue.ipynb").exists()

@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -182,8 +181,3 @@ def test_a_report_always_leaks_itself(text):
     exempt = all(index._exempt(tuple(tokens[i:i + 3])) for i in range(len(tokens) - 2))
     assert index.leaks(text) == (len(tokens) >= 3 and not exempt)
     assert index.leaks(text.upper()) == index.leaks(text)
-
-
-def test_property_settings_are_reasonable():
-    assert SETTINGS.max_examples >= 100
-    pytest.importorskip("hypothesis")

@@ -96,14 +96,18 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
 
     The notebook is executed into a temporary folder. When it read a credentialed record or dataset,
     everything it emitted is scanned (:mod:`shovir_core.book.scan`) and on any finding nothing is
-    written: :class:`~shovir_core.book.guard.CredentialedDataError` names the notebook, the cells and
-    the kinds of leak. ``parameters`` override the params file's papermill parameters.
+    written: :class:`~shovir_core.book.scan.LeakError` (a
+    :class:`~shovir_core.book.guard.CredentialedDataError`) names the notebook, the cells and the kinds
+    of leak. A value the guard refused inside the notebook (``book.glue``/``book.show``) stops it with
+    a :class:`~shovir_core.book.guard.CredentialedDataError` naming the cell. A notebook that fails keeps
+    its executed copy in ``book/`` (public data) or under the runs root (credentialed data), never
+    credentialed outputs in ``book/``. ``parameters`` override the params file's papermill parameters.
     """
     import jupytext
     import papermill
 
     from .figures import FIGURE_KEY_ENV
-    from .guard import index_for_reads
+    from .guard import CredentialedDataError, index_for_reads
     from .scan import LeakError, scan_notebook
 
     source = paths.notebooks_root() / f"{notebook}.py"
@@ -141,8 +145,12 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         except papermill.PapermillExecutionError as exc:
             credentialed = [e for e in _read_entries(log) if e.get("credentialed")]
             kept = _keep_failed_copy(executed_path, target, notebook, credentialed=bool(credentialed))
-            raise BookError(f"notebook {notebook!r} failed (executed copy kept at {kept}): "
-                            f"{exc.ename}: {_withheld(exc.evalue, credentialed, notebook)}") from None
+            cell = f"code cell [In {exc.exec_count}]" if exc.exec_count is not None else f"cell {exc.cell_index}"
+            message = (f"notebook {notebook!r} failed in {cell} (executed copy kept at {kept}, nothing written to "
+                       f"book/): {exc.ename}: {_withheld(exc.evalue, credentialed, notebook)}")
+            if exc.ename == "CredentialedDataError":  # the guard's first line refused a value in the notebook
+                raise CredentialedDataError(message) from None
+            raise BookError(message) from None
         finally:
             for k, v in env_before.items():
                 if v is None:

@@ -32,13 +32,11 @@ signed data-use agreement).
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from PIL import Image
 
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 from .checks import at, bbox4, check_image_file, need_list, read_csv, read_json, unknown_name

@@ -12,7 +12,6 @@ same noise field.
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
