@@ -57,7 +57,7 @@ MIMIC_LICENCE = "PhysioNet Credentialed Health Data License 1.5.0 (credentialed 
 CHEXBERT_CODES: dict[int, float] = {0: np.nan, 1: 1.0, 2: 0.0, 3: -1.0}
 """The reference metadata's label codes -> CheXpert codes (blank, positive, negative, uncertain)."""
 
-_PATH = re.compile(r"(?:^|/)p\d{2}/p(?P<patient>\d+)/s(?P<study>\d+)/(?P<dicom>[^/]+)\.jpg$")
+_PATH = re.compile(r"(?:^|/)p[0-9]{2}/p(?P<patient>[0-9]+)/s(?P<study>[0-9]+)/(?P<dicom>[^/]+)\.jpg$")
 
 
 def decode_chexbert_codes(codes, *, where: str) -> list[float]:

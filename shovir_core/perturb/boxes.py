@@ -15,6 +15,7 @@ Box sets (ShoViR §3, for an image with boxes B and target class c):
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
@@ -108,10 +109,9 @@ def validate_boxes(boxes: Sequence, *, shape: tuple[int, ...] | None = None, ite
             raise BoxError(f"{where}: expected (finding, x1, y1, x2, y2), got {b!r}")
         if not isinstance(finding, str) or not finding:
             raise BoxError(f"{where}: finding must be a non-empty string, got {finding!r}")
-        try:
-            x1, y1, x2, y2 = (float(c) for c in coords)
-        except (TypeError, ValueError):
-            raise BoxError(f"{where}: coordinates must be numbers, got {coords!r}") from None
+        if any(isinstance(c, (bool, np.bool_, str, bytes)) or not isinstance(c, numbers.Real) for c in coords):
+            raise BoxError(f"{where}: coordinates must be numbers (not bools or strings), got {coords!r}")
+        x1, y1, x2, y2 = (float(c) for c in coords)
         if not all(math.isfinite(c) for c in (x1, y1, x2, y2)):
             raise BoxError(f"{where}: non-finite coordinates {[x1, y1, x2, y2]}")
         if not (x1 < x2 and y1 < y2):
