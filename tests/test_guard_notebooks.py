@@ -114,6 +114,25 @@ book.glue("leak.report", report, runs=[])
         "a failed credentialed notebook is kept under runs/, never in book/"
 
 
+def test_files_written_into_the_book_are_removed_and_reported(book_root):
+    source = '''# %% tags=["parameters"]
+profile = "mimic"
+run_ids = None
+# %%
+import os
+from shovir_core import book, paths
+runs = book.load_runs("leak_file", profile=profile, run_ids=run_ids)
+(paths.book_root() / "pixels.png").write_bytes(b"x")
+open("here.txt", "w").write("written to the working folder, a temporary one")
+print(os.getcwd() != str(paths.book_root()))
+'''
+    _add_notebook(book_root, "leak_file", source, COHORT)
+    with pytest.raises(LeakError, match=r"file pixels\.png.*file written into book/") as info:
+        execute_notebook("leak_file", profile="mimic")
+    assert [leak.kind for leak in info.value.leaks] == ["file written into book/"]
+    assert not (book_root / "book" / "pixels.png").exists() and not (book_root / "book" / "here.txt").exists()
+
+
 def test_a_dataset_read_directly_is_scanned_too(book_root):
     source = '''# %% tags=["parameters"]
 profile = "mimic"

@@ -108,7 +108,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
 
     from .figures import FIGURE_KEY_ENV
     from .guard import CredentialedDataError, index_for_reads
-    from .scan import LeakError, scan_notebook
+    from .scan import Leak, LeakError, scan_notebook
 
     source = paths.notebooks_root() / f"{notebook}.py"
     if not source.is_file():
@@ -138,9 +138,12 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         os.environ[GLUE_LOG_ENV] = str(glue_log)
         os.environ[FIGURE_KEY_ENV] = figure_key
         try:
+            before = _book_files(output_dir)
+            work = Path(tmp) / "cwd"  # what a notebook writes to its working folder never reaches book/
+            work.mkdir()
             papermill.execute_notebook(
                 str(src_nb), str(executed_path), parameters=params, kernel_name="python3",
-                cwd=str(output_dir), progress_bar=False, log_output=False,
+                cwd=str(work), progress_bar=False, log_output=False,
             )
         except papermill.PapermillExecutionError as exc:
             credentialed = [e for e in _read_entries(log) if e.get("credentialed")]
@@ -169,6 +172,11 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         if credentialed:
             index = index_for_reads(credentialed, what=f"notebook {notebook!r}")
             leaks = scan_notebook(executed, index=index, figure_key=figure_key, notebook=notebook)
+            for new in sorted(_book_files(output_dir) - before):  # written into book/ behind the runner's back
+                new.unlink()
+                leaks.append(Leak(notebook, None, None, None, f"file {new.relative_to(output_dir)}",
+                                  "file written into book/", "removed: a notebook that read credentialed data may "
+                                                             "not write files into the book"))
             if leaks:
                 raise LeakError(notebook, leaks)
     executed["metadata"]["shovir"] = {"profile": profile, "run_ids": run_ids, "records_read": reads,
@@ -180,6 +188,15 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
     atomic_write_text(target, json.dumps(executed, indent=1, ensure_ascii=False) + "\n")
     _update_glue_index(output_dir, notebook, glued)
     return target
+
+
+def _book_files(book_dir: Path) -> set[Path]:
+    """Files under ``book_dir`` (without the HTML build), to notice files a notebook wrote there."""
+    out = set()
+    for root, dirs, files in os.walk(book_dir):
+        dirs[:] = [d for d in dirs if d != "_build"]
+        out.update(Path(root) / f for f in files)
+    return out
 
 
 def _withheld(message: str, credentialed: list[dict], notebook: str) -> str:

@@ -65,7 +65,7 @@ class Leak:
     detail: str
 
     def __str__(self) -> str:
-        at = "notebook metadata" if self.cell is None else (
+        at = "notebook" if self.cell is None else (
             f"code cell {self.cell}" + (f" [In {self.execution_count}]" if self.execution_count is not None else "")
             + (f", output {self.output}" if self.output is not None else ""))
         return f"{at} ({self.where}): {self.kind}: {self.detail}"
