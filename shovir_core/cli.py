@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "run_guarded", "error_line", "USER_ERRORS"]
 
 # Subcommands contributed by other modules: name -> module with add_parser(subparsers) and main(args).
 EXTRA_COMMANDS = {
@@ -64,8 +64,9 @@ def _cmd_records(args) -> int:
         with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
             print(df[["run_id", "status", "n_trials", "dataset", "model", "git_commit", "ended"]].to_string(index=False))
         return 0
-    if not args.run_id or args.run_id.count("/") != 2:
-        print("shovir records show: give a run id <protocol>/<name>/<hash12> (see `shovir records list`)", file=sys.stderr)
+    if not args.run_id or args.run_id.count("/") != 2 or not all(args.run_id.split("/")):
+        print("shovir: error: records show: give a run id <protocol>/<name>/<hash12> (see `shovir records list`)",
+              file=sys.stderr)
         return 2
     protocol, name, h = args.run_id.split("/")
     run = load_run(protocol, name, h, require_complete=False)
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shovir", description="ShoViR / ModaLens companion: run records, notebooks and the book.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="make the run records that notebooks need",
@@ -114,22 +116,62 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # that part of the package is not installed in this checkout
             raise
         mod.add_parser(sub)
+    for p in sub.choices.values():  # `shovir run data --debug` as well as `shovir --debug run data`
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the full traceback of an error")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from .book import BookError, ParamsError
+USER_ERRORS = (ValueError, KeyError, TypeError, LookupError, OSError, PermissionError)
+"""Errors that reach the user as one line (the project's errors are ValueError/RuntimeError/
+PermissionError subclasses; validation raises ValueError, KeyError and TypeError)."""
+
+
+def _project_errors() -> tuple[type[BaseException], ...]:
+    from .book import BookError, CredentialedDataError, ParamsError
     from .data import DatasetError
     from .records import RecordError
 
+    return (BookError, ParamsError, DatasetError, RecordError, CredentialedDataError)
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for an error: its message (a KeyError's without the quotes), whitespace collapsed."""
+    msg = exc.args[0] if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
+    msg = " ".join(str(msg).split()) or type(exc).__name__
+    return msg
+
+
+def run_guarded(func, *args, prog: str = "shovir", debug: bool = False) -> int:
+    """Call ``func(*args)``; a user error prints ``<prog>: error: <one line>`` and returns 2.
+
+    With ``debug`` the exception propagates (full traceback). Any other exception is reported in one
+    line as an internal error (exit 1) with a pointer to ``--debug``; Ctrl-C says how to resume.
+    """
+    if debug:
+        return int(func(*args) or 0)
     try:
-        return int(args.func(args) or 0)
-    except (BookError, ParamsError, DatasetError, RecordError) as exc:
-        print(f"shovir {args.command}: {exc}", file=sys.stderr)
+        return int(func(*args) or 0)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; trials already written are kept: run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    except _project_errors() + USER_ERRORS as exc:
+        print(f"{prog}: error: {error_line(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback with --debug
+        print(f"{prog}: internal error ({type(exc).__name__}): {error_line(exc)}; run again with --debug for the "
+              "traceback and please report it", file=sys.stderr)
         return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``shovir`` command. Every user error is one line ``shovir: error: ...`` and exit status 2
+    (argparse's own usage errors too); ``--debug`` shows the traceback instead."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run_guarded(args.func, args, debug=args.debug)
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ def test_mimic_jpg_fixture_test_split_frontal():
     # lateral (…02), train-split (…08) and blank view without a frontal code (…09) are dropped
     assert sorted(img.index) == [f"0a1b2c3d-0000000{i}" for i in (1, 3, 4, 5, 6, 7)]
     assert img.loc["0a1b2c3d-00000004", "view"] == "" and bool(img.loc["0a1b2c3d-00000004", "view_blank"])
-    assert img.loc["0a1b2c3d-00000001", "study_datetime"] == "2180-05-06T21:30:14.531000"
+    assert img.loc["0a1b2c3d-00000001", "study_datetime"] == "2251-05-06T11:11:11.111000"
     assert (img.loc["0a1b2c3d-00000003", ["width", "height"]] == [34, 44]).all()
     assert img["patient_id"].nunique() == 3 and set(img["split"]) == {"test"}
 
@@ -92,10 +92,10 @@ def test_mimic_jpg_labels_are_study_level_codes():
 def test_mimic_jpg_reports_and_paths():
     ds = load_mimic_jpg(FIXTURE)
     assert ds.reports is not None and set(ds.reports.index) == set(ds.images["study_id"])
-    assert ds.reports.loc["50414267", "text"].startswith("FINAL REPORT EXAMINATION")
-    assert "\n" not in ds.reports.loc["50414267", "text"]
-    assert image_relpath("10000032", "50414267", "x").as_posix() == "files/p10/p10000032/s50414267/x.jpg"
-    assert report_relpath("10000032", "50414267").as_posix() == "files/p10/p10000032/s50414267.txt"
+    assert ds.reports.loc["90414267", "text"].startswith("FINAL REPORT EXAMINATION")
+    assert "\n" not in ds.reports.loc["90414267", "text"]
+    assert image_relpath("90000032", "90414267", "x").as_posix() == "files/p90/p90000032/s90414267/x.jpg"
+    assert report_relpath("90000032", "90414267").as_posix() == "files/p90/p90000032/s90414267.txt"
     with pytest.raises(DatasetError, match="report file not found"):
         load_mimic_jpg(FIXTURE, reports_root=FIXTURE / "nowhere-else")
 
@@ -124,11 +124,11 @@ def test_mimic_jpg_errors_name_the_item(tmp_path):
         load_mimic_jpg(root, split="dev")
     chex = root / "mimic-cxr-2.0.0-chexpert.csv"
     chex.write_text(chex.read_text().replace("-1.0", "0.5", 1))
-    with pytest.raises(DatasetError, match="study '50414267', class 'Pleural Effusion'"):
+    with pytest.raises(DatasetError, match="study '90414267', class 'Pleural Effusion'"):
         load_mimic_jpg(root)
     shutil.copy(FIXTURE / chex.name, chex)
-    (root / "mimic-cxr-reports/files/p10/p10000764/s57375968.txt").unlink()
-    with pytest.raises(DatasetError, match="study '57375968': report file not found"):
+    (root / "mimic-cxr-reports/files/p90/p90000764/s97375968.txt").unlink()
+    with pytest.raises(DatasetError, match="study '97375968': report file not found"):
         load_mimic_jpg(root)
     (root / "mimic-cxr-2.0.0-split.csv").unlink()
     with pytest.raises(DatasetError, match="split.csv"):

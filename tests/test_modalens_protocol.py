@@ -95,7 +95,7 @@ def test_cases_cover_all_three_tiers():
 
 
 def test_ssim_rejection_moves_a_case_to_the_next_tier():
-    # at 16 x 16 the two studies of patient 10000764 are near-identical gradients (SSIM > 0.9)
+    # at 16 x 16 the two studies of patient 90000764 are near-identical gradients (SSIM > 0.9)
     cases, counts = ml.build_cases(ml.resolve_spec({**BASE, "ssim_size": 16}))
     row = cases.set_index("case_id").loc["0a1b2c3d-00000005"]
     assert row["tier"] == 3 and row["n_rejected_ssim"] >= 1 and row["ssim"] <= 0.9

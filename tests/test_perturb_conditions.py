@@ -201,7 +201,9 @@ def test_doco_without_co_boxes_raises_and_names_the_item():
     with pytest.raises(EmptyBoxSetError, match="'img-7'.*DOCO"):
         occlude(image, [("A", 1, 1, 9, 9), ("B", 1, 1, 9, 9)], condition="DOCO", target="A", p=1, seed=0,
                 item_id="img-7")
-    with pytest.raises(EmptyBoxSetError, match="'img-8'.*OCO"):
+    from shovir_core.perturb import UnknownTargetError
+
+    with pytest.raises(UnknownTargetError, match="'img-8'.*OCO target 'A' is not a class"):
         occlude(image, [("B", 1, 1, 9, 9)], condition="OCO", target="A", p=1, seed=0, item_id="img-8")
 
 

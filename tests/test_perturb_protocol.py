@@ -109,4 +109,7 @@ def test_cli_export(tmp_path):
                                     "--conditions", "FullNoise", "OCO", "DOCO", "-q"]))
     assert pd.read_csv(again / "manifest.csv")["sha256"].equals(manifest["sha256"])
     bad = parser.parse_args(["perturb", "--dataset", "no-such-dataset", "--out", str(tmp_path / "x"), "-q"])
-    assert perturb_main(bad) == 1
+    from shovir_core.data import DatasetError
+
+    with pytest.raises(DatasetError, match="no-such-dataset"):
+        perturb_main(bad)

@@ -21,11 +21,11 @@ PADCHEST = FIXTURES / "padchest_gr"
 def test_mimic_cohort_filters_and_schema():
     ds = load_mimic_imagenome(MIMIC, metadata_csv="mimic-cxr-2.0.0-metadata.csv")
     ids = sorted(ds.images["image_id"])
-    # aaaa0003: No Finding only; aaaa0004: Edema positive without a confirming region
-    assert [i[:8] for i in ids] == ["aaaa0001", "aaaa0002", "aaaa0005"]
+    # zzzz0003: No Finding only; zzzz0004: Edema positive without a confirming region
+    assert [i[:8] for i in ids] == ["zzzz0001", "zzzz0002", "zzzz0005"]
     assert ds.credentialed and ds.manifest()["credentialed"]
     row = ds.images.set_index("image_id").loc[ids[0]]
-    assert (row["patient_id"], row["study_id"], row["width"], row["height"]) == ("p10000001", "s50000001", 64, 64)
+    assert (row["patient_id"], row["study_id"], row["width"], row["height"]) == ("p90000001", "s90000001", 64, 64)
     assert row["view"] == "PA"
     # a region carrying two findings becomes two box rows with the same coordinates
     two = ds.boxes[ds.boxes["box_id"] == f"{ids[0]}#0"]
@@ -36,7 +36,7 @@ def test_mimic_cohort_filters_and_schema():
     lab = ds.labels.loc[ids[0]]
     assert (lab["Atelectasis"], lab["Cardiomegaly"], lab["Pleural Effusion"]) == (1.0, 0.0, -1.0)
     assert np.isnan(lab["Edema"])
-    assert ds.reports.loc["s50000002", "text"].startswith("FINDINGS: The heart is enlarged")
+    assert ds.reports.loc["s90000002", "text"].startswith("FINDINGS: The heart is enlarged")
 
 
 def test_mimic_filters_can_be_switched_off():
@@ -77,7 +77,7 @@ def test_padchest_normalised_box_lists_and_static_map():
     assert (meta["width"].unique().tolist(), meta["height"].unique().tolist()) == ([72], [80])
     assert ds.load_image(meta.index[0]).dtype == np.uint16
     b = ds.boxes.set_index("box_id")
-    eff = b.loc[[i for i in b.index if i.startswith("216840111366964013076187734852011291090445391")
+    eff = b.loc[[i for i in b.index if i.startswith("999000000000000000000000000000000000000000003")
                  and b.loc[i, "finding"] == "Pleural Effusion"]].iloc[0]
     assert eff[["x1", "y1", "x2", "y2"]].tolist() == pytest.approx([0.6 * 72, 0.7 * 80, 0.95 * 72, 0.95 * 80])
     atel = ds.boxes[(ds.boxes["finding"] == "Atelectasis")]

@@ -9,3 +9,17 @@ __all__ = [
     "ParamsError", "load_params", "toc_notebooks", "BookError", "build_book", "execute_book",
     "execute_notebook", "make_records",
 ]
+
+
+def _tag_figures_under_the_runner() -> None:
+    """Inside a kernel started by the book runner: tagged aggregate figures and the display guard."""
+    import os
+
+    if os.environ.get("SHOVIR_FIGURE_KEY"):
+        from . import figures  # noqa: F401  (installs the tagging formatter on import)
+        from .guard import install_display_guard
+
+        install_display_guard()
+
+
+_tag_figures_under_the_runner()

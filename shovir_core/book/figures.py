@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Rectangle
 
-__all__ = ["box_gallery", "audit_status_bars", "FINDING_COLOURS"]
+__all__ = ["box_gallery", "audit_status_bars", "FINDING_COLOURS", "FIGURE_KEY_ENV", "TAG", "image_like_artists",
+           "figure_tag", "tag_is_valid", "aggregate_png", "install_figure_tagging", "show"]
 
 FINDING_COLOURS = dict(zip(
     ["Atelectasis", "Cardiomegaly", "Pleural Effusion", "Lung Opacity", "Lung Lesion", "Pneumonia",
@@ -60,3 +61,160 @@ def audit_status_bars(summary: pd.DataFrame, *, title: str):
     ax.legend(title="status")
     fig.tight_layout()
     return fig
+
+
+# --------------------------------------------------------------------------- aggregate-figure tagging
+# The book's credentialed-data scan (shovir_core.book.scan) refuses every image output of a notebook that
+# read credentialed data unless it carries the tag written here: matplotlib figures are rendered by
+# :func:`aggregate_png`, which the kernel uses for every Figure (:func:`install_figure_tagging`) and
+# which refuses figures drawing image-like arrays when the session read credentialed data.
+
+FIGURE_KEY_ENV = "SHOVIR_FIGURE_KEY"
+"""A per-execution secret set by the book runner; figure tags are HMAC-SHA256 of the PNG under it."""
+
+TAG = "shovir_figure"
+"""Output-metadata key of the tag (under the ``image/png`` metadata of the output)."""
+
+
+def image_like_artists(fig) -> list[str]:
+    """Artists of ``fig`` that draw image-like arrays (see :func:`shovir_core.book.guard.looks_like_pixels`).
+
+    Images (``imshow``, ``matshow``, ``figimage``, ...) and meshes (``pcolormesh``, seaborn heatmaps)
+    whose data is longer than 28 cells along a side or holds more than 196 cells.
+    """
+    import matplotlib.collections as mcoll
+    import matplotlib.image as mimage
+
+    from .guard import looks_like_pixels
+
+    image_types = tuple(t for t in (getattr(mimage, "_ImageBase", None), mimage.AxesImage, mimage.FigureImage,
+                                    mimage.BboxImage) if t is not None)
+    mesh_types = tuple(t for t in (mcoll.QuadMesh, getattr(mcoll, "PolyQuadMesh", None)) if t is not None)
+    found = []
+    for artist in fig.findobj(lambda a: isinstance(a, image_types + mesh_types)):
+        if isinstance(artist, image_types):
+            data = artist.get_array()
+            shape = tuple(np.shape(data)) if data is not None else ()
+            cells = shape[:2]
+        else:
+            coords = artist.get_coordinates() if hasattr(artist, "get_coordinates") else None
+            cells = (coords.shape[0] - 1, coords.shape[1] - 1) if coords is not None else np.shape(artist.get_array())
+            shape = tuple(cells)
+        if cells and looks_like_pixels(np.zeros(cells, dtype=np.uint8)):
+            found.append(f"{type(artist).__name__} of shape {shape}")
+    return found
+
+
+def figure_tag(data: bytes, *, key: str | None = None) -> dict:
+    """The tag of one rendered figure: SHA-256 of the bytes and, under the runner's key, their HMAC."""
+    import hashlib
+    import hmac
+    import os
+
+    key = os.environ.get(FIGURE_KEY_ENV, "") if key is None else key
+    tag = {"sha256": hashlib.sha256(data).hexdigest()}
+    if key:
+        tag["hmac"] = hmac.new(key.encode(), data, hashlib.sha256).hexdigest()
+    return tag
+
+
+def tag_is_valid(data: bytes, tag, *, key: str) -> bool:
+    """Whether ``tag`` (an output's metadata entry) is this execution's tag of ``data``."""
+    import hmac
+
+    if not isinstance(tag, dict) or tag.get("refused") or not key:
+        return False
+    expected = figure_tag(data, key=key)
+    return hmac.compare_digest(str(tag.get("hmac", "")), expected["hmac"])
+
+
+def _png_bytes(fig) -> bytes | None:
+    from IPython.core.pylabtools import print_figure
+
+    return print_figure(fig, fmt="png", bbox_inches="tight", base64=False)
+
+
+def aggregate_png(fig):
+    """IPython PNG formatter for matplotlib figures: ``(base64 PNG, {TAG: tag})``.
+
+    When the session read credentialed data, a figure that draws image-like arrays is not rendered:
+    the output carries ``{TAG: {"refused": why}}`` and an empty image, which the runner's scan reports.
+    """
+    import base64
+
+    from .guard import session_credentialed
+
+    if session_credentialed():
+        problems = image_like_artists(fig)
+        if problems:
+            return "", {TAG: {"refused": "; ".join(problems)}}
+    data = _png_bytes(fig)
+    if data is None:
+        return None
+    return base64.b64encode(data).decode("ascii"), {TAG: figure_tag(data)}
+
+
+def install_figure_tagging(shell=None) -> bool:
+    """Render every matplotlib Figure of this IPython kernel through :func:`aggregate_png`.
+
+    Other figure formats (SVG, JPEG, PDF) are switched off, so a figure reaches the notebook only as a
+    tagged PNG. Re-installed before and after every cell in case ``%matplotlib inline`` reset it.
+    Returns False outside IPython.
+    """
+    from matplotlib.figure import Figure
+
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return False
+        shell = get_ipython()
+    if shell is None or not hasattr(shell, "display_formatter"):
+        return False
+
+    def _install(*_args, **_kwargs) -> None:
+        formatters = shell.display_formatter.formatters
+        for mime in ("image/svg+xml", "image/jpeg", "application/pdf"):
+            if mime in formatters:
+                formatters[mime].pop(Figure, None)
+        png = formatters["image/png"]
+        if png.type_printers.get(Figure) is not aggregate_png:
+            png.for_type(Figure, aggregate_png)
+
+    _install()
+    if not getattr(shell, "_shovir_figure_tagging", False):
+        shell.events.register("pre_execute", _install)
+        shell.events.register("post_execute", _install)
+        shell._shovir_figure_tagging = True
+    return True
+
+
+def show(fig, *, runs=None) -> None:
+    """Display ``fig`` as a tagged aggregate figure (refused if it draws image-like credentialed data)."""
+    from IPython.display import display
+
+    from .guard import CredentialedDataError, any_credentialed, session_credentialed
+
+    if any_credentialed(runs) or session_credentialed():
+        problems = image_like_artists(fig)
+        if problems:
+            plt.close(fig)
+            raise CredentialedDataError(f"refusing a figure that draws image-like data ({'; '.join(problems)}) "
+                                        "in a notebook that read credentialed data; plot aggregates only")
+    data = _png_bytes(fig)
+    plt.close(fig)
+    if data is not None:
+        import base64
+
+        display({"image/png": base64.b64encode(data).decode("ascii"), "text/plain": repr(fig)}, raw=True,
+                metadata={"image/png": {TAG: figure_tag(data)}})
+
+
+def _auto_install() -> None:
+    import os
+
+    if os.environ.get(FIGURE_KEY_ENV):
+        install_figure_tagging()
+
+
+_auto_install()

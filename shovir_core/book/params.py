@@ -1,6 +1,7 @@
 """Notebook parameter files: ``params/<notebook>/<profile>.yaml``."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -14,22 +15,84 @@ class ParamsError(ValueError):
     """A params file is missing or malformed."""
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]*")
+_RUN_KEYS = {"protocol", "name", "spec"}
+_INJECTED = {"profile", "run_ids"}
+
+
+def _check_name(value, what: str, path) -> str:
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:
+        raise ParamsError(f"{path}: {what} must be a name of letters, digits and . _ @ + - (no '/', no '..'), "
+                          f"got {value!r}")
+    return value
+
+
 def load_params(notebook: str, profile: str) -> dict:
-    """``{"runs": {key: {protocol, name, spec}}, "parameters": {...}}`` for one notebook/profile."""
+    """``{"runs": {key: {protocol, name, spec}}, "parameters": {...}}`` for one notebook/profile.
+
+    Raises :class:`ParamsError` naming the file and the offending entry: a YAML syntax error (with
+    its line), a file that is not a mapping, ``runs`` or ``parameters`` that are not mappings, a run
+    without ``protocol``/``name``, an unknown protocol, a name that is not a plain name, a ``spec``
+    that is not a mapping, unknown keys, and parameters the runner injects itself.
+    """
+    _check_name(notebook, "the notebook name", "params")
+    _check_name(profile, "the profile name", "params")
     path = paths.params_root() / notebook / f"{profile}.yaml"
     if not path.is_file():
         have = profiles_of(notebook)
         raise ParamsError(f"no params file {path} (profiles of {notebook!r}: {have or 'none'})")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ParamsError(f"{path}: not valid YAML{where}: {problem}") from None
+    except UnicodeDecodeError as exc:
+        raise ParamsError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: must be a mapping with 'runs' and 'parameters', got a {type(data).__name__}")
     unknown = set(data) - {"runs", "parameters", "requires"}
     if unknown:
-        raise ParamsError(f"{path}: unknown top-level keys {sorted(unknown)}")
-    runs = data.get("runs") or {}
+        raise ParamsError(f"{path}: unknown top-level keys {sorted(map(str, unknown))} "
+                          "(allowed: runs, parameters, requires)")
+    runs = data.get("runs")
+    if runs is None:
+        runs = {}
+    if not isinstance(runs, dict):
+        raise ParamsError(f"{path}: 'runs' must be a mapping key -> {{protocol, name, spec}}, got a "
+                          f"{type(runs).__name__} (write `runs: {{cohort: {{protocol: cohort, name: demo}}}}`)")
+    from ..protocols import REGISTRY
+
     for key, r in runs.items():
+        if not isinstance(key, str) or not key:
+            raise ParamsError(f"{path}: run keys must be strings, got {key!r}")
         if not isinstance(r, dict) or not {"protocol", "name"} <= set(r):
-            raise ParamsError(f"{path}: run {key!r} needs 'protocol' and 'name' (and optionally 'spec')")
-        r.setdefault("spec", {})
-    return {"runs": runs, "parameters": data.get("parameters") or {},
+            raise ParamsError(f"{path}: run {key!r} needs 'protocol' and 'name' (and optionally 'spec'), got {r!r}")
+        extra = set(r) - _RUN_KEYS
+        if extra:
+            raise ParamsError(f"{path}: run {key!r} has unknown keys {sorted(map(str, extra))} "
+                              "(allowed: protocol, name, spec)")
+        if r["protocol"] not in REGISTRY:
+            raise ParamsError(f"{path}: run {key!r}: unknown protocol {r['protocol']!r}; known: {sorted(REGISTRY)}")
+        _check_name(r["name"], f"run {key!r}: 'name'", path)
+        spec = r.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            raise ParamsError(f"{path}: run {key!r}: 'spec' must be a mapping of spec keys (omit it for the "
+                              f"defaults), got {'null' if spec is None else repr(spec)}")
+    parameters = data.get("parameters")
+    if parameters is None:
+        parameters = {}
+    if not isinstance(parameters, dict):
+        raise ParamsError(f"{path}: 'parameters' must be a mapping of papermill parameters, got {parameters!r}")
+    for name in parameters:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ParamsError(f"{path}: parameter name {name!r} is not a Python identifier")
+        if name in _INJECTED:
+            raise ParamsError(f"{path}: parameter {name!r} is set by the runner (profile and run ids); remove it")
+    return {"runs": runs, "parameters": parameters,
             "requires": data.get("requires") or None, "path": path}
 
 
@@ -40,7 +103,14 @@ def profiles_of(notebook: str) -> list[str]:
 def toc_notebooks(toc: Path | None = None) -> list[str]:
     """Notebook names (``book/<name>`` entries with a ``notebooks/<name>.py`` source), in toc order."""
     toc = toc or paths.repo_root() / "_toc.yml"
-    data = yaml.safe_load(toc.read_text(encoding="utf-8"))
+    if not Path(toc).is_file():
+        raise ParamsError(f"no table of contents {toc}")
+    try:
+        data = yaml.safe_load(Path(toc).read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ParamsError(f"{toc}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     files: list[str] = []
 
     def walk(node) -> None:

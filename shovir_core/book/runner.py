@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -28,15 +29,41 @@ class BookError(RuntimeError):
 
 
 def make_records(notebook: str, *, profile: str = "demo", progress: bool = True) -> dict[str, str]:
-    """Make (or resume) every record ``params/<notebook>/<profile>.yaml`` names; returns key -> run id."""
+    """Make (or resume) every record ``params/<notebook>/<profile>.yaml`` names; returns key -> run id.
+
+    When a record fails, the error says which record, that the trials already written are kept, and
+    the command that resumes it.
+    """
     from ..protocols import run as run_protocol
 
     spec = load_params(notebook, profile)
     ids = {}
     for key, r in spec["runs"].items():
-        run = run_protocol(r["protocol"], r["name"], r["spec"], progress=progress)
+        try:
+            run = run_protocol(r["protocol"], r["name"], r["spec"], progress=progress)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            raise BookError(f"{notebook}: record {key!r} ({r['protocol']}/{r['name']}) failed: "
+                            f"{type(exc).__name__}: {exc}{_resume_hint(r, notebook, profile)}") from exc
         ids[key] = run.run_id
     return ids
+
+
+def _resume_hint(r: dict, notebook: str, profile: str) -> str:
+    """"; N trials already written are kept in <path>; `shovir run ...` resumes" (or "" if none yet)."""
+    try:
+        from ..protocols import run_id as _run_id
+        from ..records import load_run
+
+        protocol, name, h = _run_id(r["protocol"], r["name"], r["spec"]).split("/")
+        rec = load_run(protocol, name, h, require_complete=False)
+        n = len(rec.trials)
+    except Exception:  # noqa: BLE001 - no record yet (the spec itself was refused) or unreadable
+        return ""
+    profile_arg = "" if profile == "demo" else f" --profile {profile}"
+    return (f"; the {n} trial(s) already written are kept in {rec.path}; run `shovir run {notebook}{profile_arg}` "
+            "again to resume from there")
 
 
 def _tag_for_readers(nb) -> None:
@@ -54,11 +81,34 @@ def _tag_for_readers(nb) -> None:
             tags.append(extra)
 
 
+def _read_entries(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _failed_copy_dir() -> Path:
+    """Where the executed copy of a failed notebook that read credentialed data is kept (never book/)."""
+    return paths.runs_root() / ".book-failed"
+
+
 def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str, str] | None = None,
-                     output_dir: Path | None = None) -> Path:
-    """Execute ``notebooks/<notebook>.py`` with its params into ``book/<notebook>.ipynb``."""
+                     output_dir: Path | None = None, parameters: dict | None = None) -> Path:
+    """Execute ``notebooks/<notebook>.py`` with its params into ``book/<notebook>.ipynb``.
+
+    The notebook is executed into a temporary folder. When it read a credentialed record or dataset,
+    everything it emitted is scanned (:mod:`shovir_core.book.scan`) and on any finding nothing is
+    written: :class:`~shovir_core.book.scan.LeakError` (a
+    :class:`~shovir_core.book.guard.CredentialedDataError`) names the notebook, the cells and the kinds
+    of leak. A value the guard refused inside the notebook (``book.glue``/``book.show``) stops it with
+    a :class:`~shovir_core.book.guard.CredentialedDataError` naming the cell. A notebook that fails keeps
+    its executed copy in ``book/`` (public data) or under the runs root (credentialed data), never
+    credentialed outputs in ``book/``. ``parameters`` override the params file's papermill parameters.
+    """
     import jupytext
     import papermill
+
+    from .figures import FIGURE_KEY_ENV
+    from .guard import CredentialedDataError, index_for_reads
+    from .scan import Leak, LeakError, scan_notebook
 
     source = paths.notebooks_root() / f"{notebook}.py"
     if not source.is_file():
@@ -69,47 +119,110 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
     output_dir = Path(output_dir or paths.book_root())
     output_dir.mkdir(parents=True, exist_ok=True)
     target = output_dir / f"{notebook}.ipynb"
-    params = {**spec["parameters"], "profile": profile, "run_ids": run_ids}
+    params = {**spec["parameters"], **(parameters or {}), "profile": profile, "run_ids": run_ids}
     nb = jupytext.read(source)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     _tag_for_readers(nb)
+    figure_key = secrets.token_hex(32)
     with tempfile.TemporaryDirectory() as tmp:
         src_nb = Path(tmp) / f"{notebook}.ipynb"
+        executed_path = Path(tmp) / f"{notebook}.executed.ipynb"
         jupytext.write(nb, src_nb)
         log = Path(tmp) / "reads.jsonl"
         log.touch()
         glue_log = Path(tmp) / "glue.jsonl"
         glue_log.touch()
-        env_before = {k: os.environ.get(k) for k in (READ_LOG_ENV, GLUE_LOG_ENV)}
+        env_keys = (READ_LOG_ENV, GLUE_LOG_ENV, FIGURE_KEY_ENV)
+        env_before = {k: os.environ.get(k) for k in env_keys}
         os.environ[READ_LOG_ENV] = str(log)
         os.environ[GLUE_LOG_ENV] = str(glue_log)
+        os.environ[FIGURE_KEY_ENV] = figure_key
         try:
+            before = _book_files(output_dir)
+            work = Path(tmp) / "cwd"  # what a notebook writes to its working folder never reaches book/
+            work.mkdir()
             papermill.execute_notebook(
-                str(src_nb), str(target), parameters=params, kernel_name="python3",
-                cwd=str(output_dir), progress_bar=False, log_output=False,
+                str(src_nb), str(executed_path), parameters=params, kernel_name="python3",
+                cwd=str(work), progress_bar=False, log_output=False,
             )
         except papermill.PapermillExecutionError as exc:
-            raise BookError(f"notebook {notebook!r} failed (executed copy kept at {target}):\n"
-                            f"{exc.ename}: {exc.evalue}") from None
+            credentialed = [e for e in _read_entries(log) if e.get("credentialed")]
+            kept = _keep_failed_copy(executed_path, target, notebook, credentialed=bool(credentialed))
+            cell = f"code cell [In {exc.exec_count}]" if exc.exec_count is not None else f"cell {exc.cell_index}"
+            message = (f"notebook {notebook!r} failed in {cell} (executed copy kept at {kept}, nothing written to "
+                       f"book/): {exc.ename}: {_withheld(exc.evalue, credentialed, notebook)}")
+            if exc.ename == "CredentialedDataError":  # the guard's first line refused a value in the notebook
+                raise CredentialedDataError(message) from None
+            raise BookError(message) from None
         finally:
             for k, v in env_before.items():
                 if v is None:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-        reads = sorted({json.loads(line)["run_id"] for line in log.read_text().splitlines() if line.strip()})
+        entries = _read_entries(log)
+        reads = sorted({e["run_id"] for e in entries if "run_id" in e})
+        credentialed = [e for e in entries if e.get("credentialed")]
         glued = {}
         for line in glue_log.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 entry = json.loads(line)
                 glued[entry["key"]] = entry["runs"]
-    executed = json.loads(target.read_text(encoding="utf-8"))
+        executed = json.loads(executed_path.read_text(encoding="utf-8"))
+        if credentialed:
+            index = index_for_reads(credentialed, what=f"notebook {notebook!r}")
+            leaks = scan_notebook(executed, index=index, figure_key=figure_key, notebook=notebook)
+            for new in sorted(_book_files(output_dir) - before):  # written into book/ behind the runner's back
+                new.unlink()
+                leaks.append(Leak(notebook, None, None, None, f"file {new.relative_to(output_dir)}",
+                                  "file written into book/", "removed: a notebook that read credentialed data may "
+                                                             "not write files into the book"))
+            if leaks:
+                raise LeakError(notebook, leaks)
     executed["metadata"]["shovir"] = {"profile": profile, "run_ids": run_ids, "records_read": reads,
+                                      "credentialed": bool(credentialed),
                                       "params_file": str(spec["path"].relative_to(paths.repo_root())),
                                       "glue": glued}
-    target.write_text(json.dumps(executed, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    from ..records import atomic_write_text
+
+    atomic_write_text(target, json.dumps(executed, indent=1, ensure_ascii=False) + "\n")
     _update_glue_index(output_dir, notebook, glued)
     return target
+
+
+def _book_files(book_dir: Path) -> set[Path]:
+    """Files under ``book_dir`` (without the HTML build), to notice files a notebook wrote there."""
+    out = set()
+    for root, dirs, files in os.walk(book_dir):
+        dirs[:] = [d for d in dirs if d != "_build"]
+        out.update(Path(root) / f for f in files)
+    return out
+
+
+def _withheld(message: str, credentialed: list[dict], notebook: str) -> str:
+    """``message``, unless the notebook read credentialed data and the message holds its text."""
+    if not credentialed:
+        return message
+    from .guard import CredentialedDataError, index_for_reads
+
+    try:
+        leaks = index_for_reads(credentialed, what=f"notebook {notebook!r}").leaks(message)
+    except CredentialedDataError:
+        leaks = True
+    return "[message withheld: it may hold credentialed text; see the executed copy]" if leaks else message
+
+
+def _keep_failed_copy(executed: Path, target: Path, notebook: str, *, credentialed: bool) -> Path | None:
+    """Keep a failed notebook's executed copy: in book/ for public data, under runs/ for credentialed data."""
+    if not executed.is_file():
+        return None
+    if credentialed:
+        dest = _failed_copy_dir() / f"{notebook}.ipynb"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        dest = target
+    shutil.copyfile(executed, dest)
+    return dest
 
 
 def _update_glue_index(output_dir: Path, notebook: str, glued: dict) -> None:

@@ -4,7 +4,7 @@ Input: the ShoViR reference repository's ImaGenome metadata file
 (arco-group/ShoViR-Bench ``imagenome_annotations.json``@76cceca, at the repository root), a dict
 keyed by DICOM id whose values are::
 
-    {"img_path": "p10/p10000032/s50414267/<dicom>.jpg",   # relative to MIMIC-CXR-JPG files/
+    {"img_path": "pXX/p<subject>/s<study>/<dicom>.jpg",   # relative to MIMIC-CXR-JPG files/
      "report":   "<raw report text>",
      "labels":   [14 ints in CheXbert order; 0 blank, 1 positive, 2 negative, 3 uncertain],
      "regions":  [{"anatomy": "right lung", "bbox": [x1, y1, x2, y2],   # native pixels
@@ -32,15 +32,14 @@ signed data-use agreement).
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from PIL import Image
 
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
+from .checks import at, bbox4, check_image_file, need_list, read_csv, read_json, unknown_name
 from .schema import BOX_COLUMNS, Dataset, DatasetError
 
 __all__ = [
@@ -58,7 +57,7 @@ MIMIC_LICENCE = "PhysioNet Credentialed Health Data License 1.5.0 (credentialed 
 CHEXBERT_CODES: dict[int, float] = {0: np.nan, 1: 1.0, 2: 0.0, 3: -1.0}
 """The reference metadata's label codes -> CheXpert codes (blank, positive, negative, uncertain)."""
 
-_PATH = re.compile(r"(?:^|/)p\d{2}/p(?P<patient>\d+)/s(?P<study>\d+)/(?P<dicom>[^/]+)\.jpg$")
+_PATH = re.compile(r"(?:^|/)p[0-9]{2}/p(?P<patient>[0-9]+)/s(?P<study>[0-9]+)/(?P<dicom>[^/]+)\.jpg$")
 
 
 def decode_chexbert_codes(codes, *, where: str) -> list[float]:
@@ -72,16 +71,16 @@ def decode_chexbert_codes(codes, *, where: str) -> list[float]:
                            f"got {codes!r}")
     out = []
     for i, c in enumerate(codes):
-        if c not in CHEXBERT_CODES:
+        if isinstance(c, bool) or not isinstance(c, int) or c not in CHEXBERT_CODES:
             raise DatasetError(f"{where}: label {CHEXPERT_CLASSES[i]!r} has code {c!r}; expected 0, 1, 2 or 3")
         out.append(CHEXBERT_CODES[c])
     return out
 
 
-def _view_table(metadata_csv: Path | None) -> dict[str, str]:
+def _view_table(metadata_csv: Path | None, name: str = "mimic") -> dict[str, str]:
     if metadata_csv is None:
         return {}
-    meta = pd.read_csv(metadata_csv, usecols=lambda c: c in ("dicom_id", "ViewPosition"))
+    meta = read_csv(metadata_csv, name=name, usecols=lambda c: c in ("dicom_id", "ViewPosition"), dtype=str)
     if not {"dicom_id", "ViewPosition"} <= set(meta.columns):
         raise DatasetError(f"mimic: {metadata_csv} needs columns dicom_id and ViewPosition "
                            "(mimic-cxr-2.0.0-metadata.csv)")
@@ -91,7 +90,7 @@ def _view_table(metadata_csv: Path | None) -> dict[str, str]:
 def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imagenome_annotations.json",
                          files_dir: str | Path = "files", metadata_csv: str | Path | None = None,
                          drop_no_finding_only: bool = True, true_positive_filter: bool = True,
-                         name: str = "mimic-imagenome") -> Dataset:
+                         clip_boxes: bool = False, name: str = "mimic-imagenome") -> Dataset:
     """Load MIMIC-CXR-JPG images with ImaGenome-derived boxes.
 
     Parameters
@@ -109,6 +108,8 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
         view is ``"frontal"`` (the reference cohort holds frontal images only).
     drop_no_finding_only, true_positive_filter : bool
         The paper's cohort filters (see the module docstring).
+    clip_boxes : bool
+        Clip boxes that extend beyond the image to its edges (default: refuse them).
     name : str
         Dataset name recorded in run manifests.
 
@@ -117,6 +118,14 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
     Dataset
         ``credentialed=True``; ``reports`` indexed by study id; ``images`` has the
         extra column ``dicom_id``.
+
+    Raises
+    ------
+    DatasetError
+        Naming the file, the image (row) and the field of any bad value: a missing field or a null
+        where a list is expected, labels that are not 14 codes, an unknown finding name, a bbox that
+        is not four finite numbers, inverted, empty or (without ``clip_boxes``) outside the image, an
+        image file that is missing or does not decode.
     """
     root = Path(root)  # relative file arguments live under root; absolute ones stand alone (pathlib)
     ann_path = root / annotations
@@ -125,37 +134,53 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
         raise DatasetError(f"{name}: annotations file not found: {ann_path}")
     if not files.is_dir():
         raise DatasetError(f"{name}: MIMIC-CXR-JPG files/ folder not found: {files}")
-    raw = json.loads(ann_path.read_text(encoding="utf-8"))
+    raw = read_json(ann_path, name=name)
     if not isinstance(raw, dict):
         raise DatasetError(f"{name}: {ann_path} must hold a dict keyed by DICOM id")
     meta_path = None
     if metadata_csv is not None:
         meta_path = root / metadata_csv
-    views = _view_table(meta_path)
+    views = _view_table(meta_path, name)
 
     images, boxes, labels, reports = [], [], {}, {}
     for dicom, entry in raw.items():
-        where = f"{name}: image {dicom!r}"
+        where = at(name, ann_path, dicom)
+        if not isinstance(entry, dict):
+            raise DatasetError(f"{where}: the entry must be a dict with img_path, labels and regions, got {entry!r}")
         for key in ("img_path", "labels", "regions"):
             if key not in entry:
                 raise DatasetError(f"{where}: entry lacks {key!r}")
-        m = _PATH.search(str(entry["img_path"]))
+        if not isinstance(entry["img_path"], str):
+            raise DatasetError(f"{at(name, ann_path, dicom, 'img_path')}: expected a path string, "
+                               f"got {entry['img_path']!r}")
+        m = _PATH.search(entry["img_path"])
         if m is None or m.group("dicom") != dicom:
-            raise DatasetError(f"{where}: img_path {entry['img_path']!r} is not pXX/p<patient>/s<study>/{dicom}.jpg")
-        codes = decode_chexbert_codes(entry["labels"], where=where)
-        positives = {c for c, v in zip(CHEXPERT_CLASSES, codes) if v == 1.0}
+            raise DatasetError(f"{at(name, ann_path, dicom, 'img_path')}: {entry['img_path']!r} is not "
+                               f"pXX/p<patient>/s<study>/{dicom}.jpg")
+        codes = decode_chexbert_codes(entry["labels"], where=at(name, ann_path, dicom, "labels"))
+        regions = need_list(entry["regions"], where=at(name, ann_path, dicom, "regions"),
+                            what="a list of regions ([] for none)")
         region_findings = set()
-        for region in entry["regions"]:
-            region_findings.update(region.get("findings") or [])
+        for k, region in enumerate(regions):
+            rwhere = at(name, ann_path, dicom, f"regions[{k}]")
+            if not isinstance(region, dict):
+                raise DatasetError(f"{rwhere}: expected a dict with anatomy, bbox and findings, got {region!r}")
+            found = need_list(region.get("findings", []), where=at(name, ann_path, dicom, f"regions[{k}].findings"),
+                              what="a list of CheXpert classes ([] for none)")
+            for finding in found:
+                if finding not in FINDINGS_13:
+                    raise unknown_name(finding, FINDINGS_13, where=at(name, ann_path, dicom, f"regions[{k}].findings"),
+                                       what="localisable CheXpert class")
+            region_findings.update(found)
+        if entry.get("report") is not None and not isinstance(entry["report"], str):
+            raise DatasetError(f"{at(name, ann_path, dicom, 'report')}: expected text, got {entry['report']!r}")
+        positives = {c for c, v in zip(CHEXPERT_CLASSES, codes) if v == 1.0}
         if drop_no_finding_only and positives <= {"No Finding"}:
             continue
         if true_positive_filter and not (positives & set(FINDINGS_13)) <= region_findings:
             continue
         path = files / entry["img_path"]
-        if not path.is_file():
-            raise DatasetError(f"{where}: file not found: {path}")
-        with Image.open(path) as im:
-            width, height = im.size
+        width, height = check_image_file(path, where=f"{name}: image {dicom!r}")
         study = f"s{m.group('study')}"
         images.append({
             "image_id": dicom, "study_id": study, "patient_id": f"p{m.group('patient')}",
@@ -165,18 +190,13 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
         labels[dicom] = codes
         if entry.get("report") is not None:
             reports[study] = str(entry["report"])
-        for k, region in enumerate(entry["regions"]):
-            bbox = region.get("bbox")
-            if not isinstance(bbox, list) or len(bbox) != 4:
-                raise DatasetError(f"{where}: region {k} ({region.get('anatomy')!r}) has bbox {bbox!r}; "
-                                   "expected [x1, y1, x2, y2] in pixels")
-            x1, y1, x2, y2 = (float(v) for v in bbox)
-            x1, x2 = sorted((max(0.0, x1), min(float(width), x2)))
-            y1, y2 = sorted((max(0.0, y1), min(float(height), y2)))
-            for finding in region.get("findings") or []:
-                if finding not in FINDINGS_13:
-                    raise DatasetError(f"{where}: region {k} has finding {finding!r}, not a localisable "
-                                       f"CheXpert class")
+        for k, region in enumerate(regions):
+            found = region.get("findings") or []
+            if not found:
+                continue
+            x1, y1, x2, y2 = bbox4(region.get("bbox"), where=at(name, ann_path, dicom, f"regions[{k}].bbox"),
+                                   width=width, height=height, clip=clip_boxes)
+            for finding in found:
                 boxes.append({"image_id": dicom, "box_id": f"{dicom}#{k}", "finding": finding,
                               "x1": x1, "y1": y1, "x2": x2, "y2": y2,
                               "source_label": str(region.get("anatomy", "unspecified"))})
@@ -184,7 +204,6 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
         raise DatasetError(f"{name}: no image of {ann_path} passes the cohort filters")
     image_df = pd.DataFrame(images)
     box_df = pd.DataFrame(boxes, columns=list(BOX_COLUMNS))
-    box_df = box_df[(box_df["x2"] > box_df["x1"]) & (box_df["y2"] > box_df["y1"])].reset_index(drop=True)
     label_df = pd.DataFrame.from_dict(labels, orient="index", columns=list(CHEXPERT_CLASSES))
     label_df.index.name = "image_id"
     report_df = pd.DataFrame({"text": pd.Series(reports, dtype=object)})

@@ -7,10 +7,10 @@ Expected layout (the PhysioNet release, v2.0.0 / v2.1.0; ``.csv`` or ``.csv.gz``
     <root>/mimic-cxr-2.0.0-split.csv      dicom_id, study_id, subject_id, split (train/validate/test)
     <root>/mimic-cxr-2.0.0-chexpert.csv   subject_id, study_id, and the 14 CheXpert classes
                                           (1.0, 0.0, -1.0, blank)
-    <root>/files/p10/p10000032/s50414267/<dicom_id>.jpg
+    <root>/files/pXX/p<subject_id>/s<study_id>/<dicom_id>.jpg
 
 Reports are not part of MIMIC-CXR-JPG; they come from MIMIC-CXR's ``mimic-cxr-reports`` archive
-(``files/p10/p10000032/s50414267.txt``), found under ``reports_root`` (default
+(``files/pXX/p<subject_id>/s<study_id>.txt``), found under ``reports_root`` (default
 ``<root>/mimic-cxr-reports``). Without them the dataset has no reports.
 
 Rows of the images table: ``image_id`` = dicom_id, ``study_id`` and ``patient_id`` (= subject_id)
@@ -34,12 +34,14 @@ Licence: PhysioNet Credentialed Health Data License 1.5.0 (credentialed access; 
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..labels import CHEXPERT_CLASSES, CODES
+from .checks import at, read_csv
 from .schema import BOX_COLUMNS, Dataset, DatasetError
 
 __all__ = [
@@ -68,16 +70,16 @@ MIMIC_JPG_LICENCE = "PhysioNet Credentialed Health Data License 1.5.0 (credentia
 
 
 def image_relpath(subject_id: str, study_id: str, dicom_id: str) -> Path:
-    """``files/p10/p10000032/s50414267/<dicom_id>.jpg`` of one image.
+    """``files/pXX/p<subject_id>/s<study_id>/<dicom_id>.jpg`` of one image (invented ids below).
 
-    >>> image_relpath("10000032", "50414267", "abc").as_posix()
-    'files/p10/p10000032/s50414267/abc.jpg'
+    >>> image_relpath("90000032", "90414267", "abc").as_posix()
+    'files/p90/p90000032/s90414267/abc.jpg'
     """
     return Path("files") / f"p{subject_id[:2]}" / f"p{subject_id}" / f"s{study_id}" / f"{dicom_id}.jpg"
 
 
 def report_relpath(subject_id: str, study_id: str) -> Path:
-    """``files/p10/p10000032/s50414267.txt`` of one study's report (MIMIC-CXR reports archive)."""
+    """``files/pXX/p<subject_id>/s<study_id>.txt`` of one study's report (MIMIC-CXR reports archive)."""
     return Path("files") / f"p{subject_id[:2]}" / f"p{subject_id}" / f"s{study_id}.txt"
 
 
@@ -85,7 +87,7 @@ def _read_csv(root: Path, key: str) -> tuple[pd.DataFrame, Path]:
     base = MIMIC_JPG_FILES[key]
     for candidate in (root / base, root / f"{base}.gz"):
         if candidate.is_file():
-            return pd.read_csv(candidate, dtype=str, keep_default_na=False), candidate
+            return read_csv(candidate, name="mimic-jpg", dtype=str, keep_default_na=False), candidate
     raise DatasetError(f"mimic-jpg: {root} has neither {base} nor {base}.gz")
 
 
@@ -97,25 +99,45 @@ def _need(df: pd.DataFrame, cols, file: Path) -> None:
 
 def _ids(series: pd.Series, what: str, file: Path) -> pd.Series:
     s = series.str.strip()
-    bad = s[~s.str.fullmatch(r"\d+")]
+    bad = s[~s.str.fullmatch(r"[0-9]+")]
     if not bad.empty:
-        raise DatasetError(f"mimic-jpg: {file.name}: {what} {bad.iloc[0]!r} is not a numeric id")
+        line = series.index.get_loc(bad.index[0]) + 2
+        raise DatasetError(f"{at('mimic-jpg', file, line, what)}: {bad.iloc[0]!r} is not a numeric id "
+                           "(rows counted as lines of the file, the header is line 1)")
     return s.str.lstrip("0").where(s.str.lstrip("0") != "", "0")
 
 
-def _datetime(date: str, time: str) -> str | None:
+_TIME = re.compile(r"(?P<hms>[0-9]{1,6})(?:\.(?P<frac>[0-9]+))?")
+
+
+def _datetime(date: str, time: str, *, file: Path | None = None, row=None) -> str | None:
+    """ISO date-time of a study from DICOM ``StudyDate`` (``YYYYMMDD``) and ``StudyTime`` (``HHMMSS[.f]``).
+
+    A time may have lost its leading zeros in a spreadsheet (``80556.875`` is 08:05:56.875); anything
+    else (``12:30``, ``25:00:00``, a date ``2251-05-06``) is refused naming the file, row and field.
+    """
     date, time = date.strip(), time.strip()
     if not date:
+        if time:
+            raise DatasetError(f"{at('mimic-jpg', file, row, 'StudyDate')}: empty while StudyTime is {time!r}")
         return None
+    if not re.fullmatch(r"[0-9]{8}", date):
+        raise DatasetError(f"{at('mimic-jpg', file, row, 'StudyDate')}: {date!r} is not a date YYYYMMDD")
     try:
         day = pd.to_datetime(date, format="%Y%m%d")
-    except ValueError as exc:
-        raise DatasetError(f"mimic-jpg: StudyDate {date!r} is not YYYYMMDD") from exc
+    except (ValueError, OverflowError):
+        raise DatasetError(f"{at('mimic-jpg', file, row, 'StudyDate')}: {date!r} is not a valid date YYYYMMDD") from None
     if time:
-        hhmmss = time.split(".")[0].zfill(6)
-        frac = float("0." + time.split(".")[1]) if "." in time else 0.0
-        day = day + pd.Timedelta(hours=int(hhmmss[:2]), minutes=int(hhmmss[2:4]),
-                                 seconds=int(hhmmss[4:6]) + frac)
+        m = _TIME.fullmatch(time)
+        if m is None:
+            raise DatasetError(f"{at('mimic-jpg', file, row, 'StudyTime')}: {time!r} is not a time HHMMSS[.fff]")
+        hhmmss = m.group("hms").zfill(6)
+        hh, mm, ss = int(hhmmss[:2]), int(hhmmss[2:4]), int(hhmmss[4:6])
+        if hh > 23 or mm > 59 or ss > 59:
+            raise DatasetError(f"{at('mimic-jpg', file, row, 'StudyTime')}: {time!r} is not a time of day "
+                               "(HH <= 23, MM <= 59, SS <= 59)")
+        frac = float("0." + m.group("frac")) if m.group("frac") else 0.0
+        day = day + pd.Timedelta(hours=hh, minutes=mm, seconds=ss + frac)
     return day.isoformat()
 
 
@@ -205,13 +227,16 @@ def load_mimic_jpg(root: str | Path, *, split: str | None = "test", frontal_only
         try:
             width, height = int(r.Columns), int(r.Rows)
         except ValueError:
-            raise DatasetError(f"mimic-jpg: image {r.dicom_id!r}: Rows/Columns {r.Rows!r}/{r.Columns!r} "
-                               f"are not integers") from None
+            width = height = 0
+        if width < 1 or height < 1:
+            raise DatasetError(f"{at('mimic-jpg', meta_file, r.dicom_id, 'Rows/Columns')}: "
+                               f"{r.Rows!r}/{r.Columns!r} are not positive integers")
         rows.append({
             "image_id": r.dicom_id, "study_id": r.study_id, "patient_id": r.subject_id,
             "view": r.view, "path": str((root / image_relpath(r.subject_id, r.study_id, r.dicom_id)).resolve()),
             "width": width, "height": height,
-            "study_datetime": _datetime(r.StudyDate, r.StudyTime), "view_blank": r.view == "",
+            "study_datetime": _datetime(r.StudyDate, r.StudyTime, file=meta_file, row=r.dicom_id),
+            "view_blank": r.view == "",
             "split": r.split,
         })
     images = pd.DataFrame(rows)
@@ -228,7 +253,11 @@ def load_mimic_jpg(root: str | Path, *, split: str | None = "test", frontal_only
             path = reports_root / report_relpath(subject, study)
             if not path.is_file():
                 raise DatasetError(f"mimic-jpg: study {study!r}: report file not found: {path}")
-            texts[study] = " ".join(path.read_text(encoding="utf-8").split())
+            try:
+                texts[study] = " ".join(path.read_text(encoding="utf-8").split())
+            except UnicodeDecodeError as exc:
+                raise DatasetError(f"mimic-jpg: study {study!r}: report {path} is not UTF-8 text "
+                                   f"({exc.reason} at byte {exc.start})") from None
             files.append(path)
         reports = pd.DataFrame({"text": pd.Series(texts)}).rename_axis("study_id")
         report_files = tuple(files)

@@ -28,6 +28,7 @@ import pandas as pd
 from PIL import Image
 
 from ..labels import CHEXPERT_CLASSES, NIH_TO_CHEXPERT
+from .checks import at, read_csv
 from .schema import Dataset, DatasetError
 
 __all__ = ["load_nih_folder", "NIH_CITATION", "NIH_LICENCE"]
@@ -46,6 +47,8 @@ def _labels_from_nih(image_ids, label_strings, name: str) -> pd.DataFrame:
     out = pd.DataFrame(np.nan, index=pd.Index(image_ids, name="image_id"), columns=list(CHEXPERT_CLASSES))
     out[_COVERED] = 0.0
     for image_id, s in zip(image_ids, label_strings):
+        if not isinstance(s, str) or not s.strip() or s == "nan":
+            raise DatasetError(f"{name}: image {image_id!r}, field 'labels_nih': empty (write 'No Finding' for none)")
         for finding in str(s).split("|"):
             finding = finding.strip()
             if finding not in NIH_TO_CHEXPERT:
@@ -59,6 +62,8 @@ def _labels_from_nih(image_ids, label_strings, name: str) -> pd.DataFrame:
 def _image_table(df: pd.DataFrame, images_dir: Path, name: str) -> pd.DataFrame:
     rows = []
     for r in df.itertuples():
+        if not isinstance(r.image, str) or not r.image.strip():
+            raise DatasetError(f"{name}: row {r.Index + 2}, field 'image': {r.image!r} is not a file name")
         path = images_dir / r.image
         if not path.is_file():
             raise DatasetError(f"{name}: image {r.image!r}: file not found: {path}")
@@ -82,6 +87,17 @@ def _image_table(df: pd.DataFrame, images_dir: Path, name: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _coords(raw: pd.DataFrame, col: str, file: Path, name: str) -> pd.Series:
+    """A coordinate column as floats; a non-numeric, empty or infinite cell names its row (file line)."""
+    values = pd.to_numeric(raw[col], errors="coerce").astype(float)
+    bad = raw.index[~np.isfinite(values.to_numpy())]
+    if len(bad):
+        i = int(bad[0])
+        raise DatasetError(f"{at(name, file, i + 2, col)}: {raw[col][i]!r} is not a finite number "
+                           "(rows counted as lines of the file, the header is line 1)")
+    return values
+
+
 def load_nih_folder(root: str | Path, *, name: str | None = None) -> Dataset:
     """Load an NIH-format folder (``images/`` + ``boxes.csv`` or ``index.csv``)."""
     root = Path(root)
@@ -91,17 +107,18 @@ def load_nih_folder(root: str | Path, *, name: str | None = None) -> Dataset:
         raise DatasetError(f"{name}: no images/ folder in {root}")
     if (root / "boxes.csv").is_file():
         meta_file = root / "boxes.csv"
-        raw = pd.read_csv(meta_file)
+        raw = read_csv(meta_file, name=name, what="boxes.csv")
         need = {"image", "finding", "labels_nih", "patient_id", "view"}
         if not need <= set(raw.columns):
             raise DatasetError(f"{name}: boxes.csv lacks columns {sorted(need - set(raw.columns))}")
         per_image = raw.drop_duplicates("image").reset_index(drop=True)
         images = _image_table(per_image, images_dir, name)
         if {"x1", "y1", "x2", "y2"} <= set(raw.columns):
-            x1, y1, x2, y2 = (raw[c].astype(float) for c in ("x1", "y1", "x2", "y2"))
+            x1, y1, x2, y2 = (_coords(raw, c, meta_file, name) for c in ("x1", "y1", "x2", "y2"))
         elif {"x", "y", "w", "h"} <= set(raw.columns):
-            x1, y1 = raw["x"].astype(float), raw["y"].astype(float)
-            x2, y2 = x1 + raw["w"].astype(float), y1 + raw["h"].astype(float)
+            x1, y1 = _coords(raw, "x", meta_file, name), _coords(raw, "y", meta_file, name)
+            x2 = x1 + _coords(raw, "w", meta_file, name)
+            y2 = y1 + _coords(raw, "h", meta_file, name)
         else:
             raise DatasetError(f"{name}: boxes.csv needs x, y, w, h or x1, y1, x2, y2 columns")
         findings = []
@@ -122,7 +139,7 @@ def load_nih_folder(root: str | Path, *, name: str | None = None) -> Dataset:
         })
     elif (root / "index.csv").is_file():
         meta_file = root / "index.csv"
-        raw = pd.read_csv(meta_file)
+        raw = read_csv(meta_file, name=name, what="index.csv")
         need = {"image", "patient_id", "view", "labels_nih"}
         if not need <= set(raw.columns):
             raise DatasetError(f"{name}: index.csv lacks columns {sorted(need - set(raw.columns))}")

@@ -34,13 +34,12 @@ Licence: PadChest-GR research data-use agreement (BIMCV; credentialed access).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
-from PIL import Image
 
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
+from .checks import at, check_image_file, need_list, number, read_csv, read_json, unknown_name
 from .mimic import decode_chexbert_codes
 from .schema import BOX_COLUMNS, Dataset, DatasetError
 
@@ -100,22 +99,34 @@ def padchest_to_chexpert(label: str) -> str | None:
 def _meta_table(metadata_csv: Path | None, name: str) -> pd.DataFrame | None:
     if metadata_csv is None:
         return None
-    meta = pd.read_csv(metadata_csv)
+    meta = read_csv(metadata_csv, name=name, dtype=str, keep_default_na=False)
     need = {"ImageID", "PatientID", "StudyID"}
     if not need <= set(meta.columns):
         raise DatasetError(f"{name}: {metadata_csv} lacks columns {sorted(need - set(meta.columns))}")
+    for col in sorted(need):
+        blank = meta.index[meta[col].str.strip() == ""]
+        if len(blank):
+            raise DatasetError(f"{at(name, metadata_csv, int(blank[0]) + 2, col)}: empty value "
+                               "(rows counted from the header line, 1)")
     return meta.drop_duplicates("ImageID").set_index("ImageID")
 
 
-def _region_classes(region: dict, where: str) -> list[str]:
+def _region_classes(region: dict, where) -> list[str]:
+    """``where(field)`` names the file, the image and the field (``regions[k].<field>``)."""
     if "chexpert_categories" in region:
-        classes = list(region["chexpert_categories"] or [])
+        classes = need_list(region["chexpert_categories"], where=where("chexpert_categories"),
+                            what="a list of CheXpert classes ([] for none)")
     else:
-        classes = sorted({c for c in map(padchest_to_chexpert, region.get("findings") or []) if c})
+        findings = need_list(region.get("findings", []), where=where("findings"),
+                             what="a list of PadChest labels ([] for none)")
+        bad = [f for f in findings if not isinstance(f, str)]
+        if bad:
+            raise DatasetError(f"{where('findings')}: {bad[0]!r} is not a PadChest label")
+        classes = sorted({c for c in map(padchest_to_chexpert, findings) if c})
     for c in classes:
         if c not in FINDINGS_13:
-            raise DatasetError(f"{where}: category {c!r} is not a localisable CheXpert class")
-    return classes
+            raise unknown_name(c, FINDINGS_13, where=where("chexpert_categories"), what="localisable CheXpert class")
+    return list(classes)
 
 
 def load_padchest_gr(root: str | Path, *, samples: str | Path = "verified_samples.json",
@@ -148,7 +159,7 @@ def load_padchest_gr(root: str | Path, *, samples: str | Path = "verified_sample
     img_root = root / images_dir
     if not samples_path.is_file():
         raise DatasetError(f"{name}: samples file not found: {samples_path}")
-    raw = json.loads(samples_path.read_text(encoding="utf-8"))
+    raw = read_json(samples_path, name=name, what="samples file")
     if not isinstance(raw, dict):
         raise DatasetError(f"{name}: {samples_path} must hold a dict keyed by ImageID")
     meta_path = None
@@ -156,52 +167,67 @@ def load_padchest_gr(root: str | Path, *, samples: str | Path = "verified_sample
         meta_path = root / metadata_csv
     meta = _meta_table(meta_path, name)
 
-    images, boxes, labels, reports = [], [], {}, {}
+    images, boxes, labels, reports, sentences = [], [], {}, {}, []
     for image_id, entry in raw.items():
-        where = f"{name}: image {image_id!r}"
+        where = at(name, samples_path, image_id)
+        if not isinstance(entry, dict):
+            raise DatasetError(f"{where}: the entry must be a dict with img_path, labels and regions, got {entry!r}")
         for key in ("img_path", "labels", "regions"):
             if key not in entry:
                 raise DatasetError(f"{where}: entry lacks {key!r}")
+        if not isinstance(entry["img_path"], str) or not entry["img_path"].strip():
+            raise DatasetError(f"{at(name, samples_path, image_id, 'img_path')}: expected a file name, "
+                               f"got {entry['img_path']!r}")
+        if entry.get("report") is not None and not isinstance(entry["report"], str):
+            raise DatasetError(f"{at(name, samples_path, image_id, 'report')}: expected text, got {entry['report']!r}")
+        regions = need_list(entry["regions"], where=at(name, samples_path, image_id, "regions"),
+                            what="a list of regions ([] for none)")
         path = img_root / entry["img_path"]
-        if not path.is_file():
-            raise DatasetError(f"{where}: file not found: {path}")
-        with Image.open(path) as im:
-            width, height = im.size
+        width, height = check_image_file(path, where=f"{name}: image {image_id!r}")
         if meta is not None:
             if image_id not in meta.index:
                 raise DatasetError(f"{where}: not in the metadata CSV {meta_path}")
             row = meta.loc[image_id]
             patient, study = str(row["PatientID"]), str(row["StudyID"])
-            view = str(row["Projection"]) if "Projection" in meta.columns else "frontal"
+            view = (str(row["Projection"]).strip() or "unknown") if "Projection" in meta.columns else "frontal"
         else:
             patient = study = str(image_id)
             view = "frontal"
         images.append({"image_id": str(image_id), "study_id": study, "patient_id": patient, "view": view,
                        "path": str(path.resolve()), "width": int(width), "height": int(height)})
-        labels[str(image_id)] = decode_chexbert_codes(entry["labels"], where=where)
+        labels[str(image_id)] = decode_chexbert_codes(entry["labels"], where=at(name, samples_path, image_id, "labels"))
         if entry.get("report") is not None:
             reports[study] = str(entry["report"])
-        for k, region in enumerate(entry["regions"]):
+        for k, region in enumerate(regions):
+            rfield = f"regions[{k}]"
+            if not isinstance(region, dict):
+                raise DatasetError(f"{at(name, samples_path, image_id, rfield)}: expected a dict, got {region!r}")
+            if isinstance(region.get("sentence"), str) and region["sentence"].strip():
+                sentences.append({"image_id": str(image_id), "region": k, "text": region["sentence"]})
             bbs = region.get("bbox")
-            if isinstance(bbs, list) and len(bbs) == 4 and all(isinstance(v, (int, float)) for v in bbs):
+            if isinstance(bbs, list) and len(bbs) == 4 and not any(isinstance(v, list) for v in bbs):
                 bbs = [bbs]
             if not isinstance(bbs, list) or not bbs:
-                raise DatasetError(f"{where}: region {k} has bbox {bbs!r}; expected a list of normalised "
-                                   "[x1, y1, x2, y2]")
-            classes = _region_classes(region, f"{where}, region {k}")
+                raise DatasetError(f"{at(name, samples_path, image_id, rfield + '.bbox')}: expected a list of "
+                                   f"normalised [x1, y1, x2, y2], got {'null' if bbs is None else repr(bbs)}")
+            classes = _region_classes(region, lambda f, _k=rfield: at(name, samples_path, image_id, f"{_k}.{f}"))
             for j, bb in enumerate(bbs):
+                bwhere = at(name, samples_path, image_id, f"{rfield}.bbox[{j}]")
                 if not isinstance(bb, list) or len(bb) != 4:
-                    raise DatasetError(f"{where}: region {k}, box {j}: {bb!r} is not [x1, y1, x2, y2]")
-                if not all(0.0 <= float(v) <= 1.0 for v in bb):
-                    raise DatasetError(f"{where}: region {k}, box {j}: {bb!r} is not normalised to [0, 1]")
-                x1, x2 = sorted((float(bb[0]) * width, float(bb[2]) * width))
-                y1, y2 = sorted((float(bb[1]) * height, float(bb[3]) * height))
+                    raise DatasetError(f"{bwhere}: {bb!r} is not [x1, y1, x2, y2]")
+                v = [number(x, where=bwhere, what=c) for c, x in zip(("x1", "y1", "x2", "y2"), bb)]
+                if not all(0.0 <= x <= 1.0 for x in v):
+                    raise DatasetError(f"{bwhere}: {bb!r} is not normalised to [0, 1]")
+                if v[2] < v[0] or v[3] < v[1]:
+                    raise DatasetError(f"{bwhere}: inverted box {bb!r} (need x1 < x2, y1 < y2)")
+                x1, x2 = v[0] * width, v[2] * width
+                y1, y2 = v[1] * height, v[3] * height
                 if x2 <= x1 or y2 <= y1:
-                    continue
+                    raise DatasetError(f"{bwhere}: empty box {bb!r}")
                 for c in classes:
                     boxes.append({"image_id": str(image_id), "box_id": f"{image_id}#{k}.{j}", "finding": c,
                                   "x1": x1, "y1": y1, "x2": x2, "y2": y2,
-                                  "source_label": "|".join(region.get("findings") or [])})
+                                  "source_label": "|".join(str(f) for f in (region.get("findings") or []))})
     if not images:
         raise DatasetError(f"{name}: {samples_path} holds no samples")
     label_df = pd.DataFrame.from_dict(labels, orient="index", columns=list(CHEXPERT_CLASSES))
@@ -212,5 +238,6 @@ def load_padchest_gr(root: str | Path, *, samples: str | Path = "verified_sample
     return Dataset(name=name, root=root, images=pd.DataFrame(images),
                    boxes=pd.DataFrame(boxes, columns=list(BOX_COLUMNS)), labels=label_df,
                    reports=report_df, credentialed=True, citation=PADCHEST_CITATION,
-                   licence=PADCHEST_LICENCE, extra_files=extra)
+                   licence=PADCHEST_LICENCE, extra_files=extra,
+                   sentences=pd.DataFrame(sentences, columns=["image_id", "region", "text"]))
 

@@ -11,6 +11,12 @@ A :class:`Dataset` holds four pandas tables:
 ``labels``  indexed by ``image_id``, one float column per CheXpert class holding
             codes 1 / 0 / -1 / NaN (blank).
 ``reports`` optional, indexed by ``study_id``, column ``text``.
+
+``sentences`` (optional) holds the dataset's finding sentences (``image_id, text``; PadChest-GR's
+region sentences), read by the book's credentialed-data guard together with the reports.
+
+Validation (:func:`validate`) also opens every image file: a missing, undecodable or truncated file
+is refused when the dataset is loaded, naming the image.
 """
 from __future__ import annotations
 
@@ -45,6 +51,7 @@ class Dataset:
     citation: str = ""
     licence: str = ""
     extra_files: tuple[Path, ...] = field(default_factory=tuple)
+    sentences: pd.DataFrame | None = None
     _hash: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -82,8 +89,11 @@ class Dataset:
         path = self.images.loc[self.images["image_id"] == image_id, "path"]
         if path.empty:
             raise KeyError(f"{self.name}: no image {image_id!r}")
-        with Image.open(path.iloc[0]) as im:
-            return np.asarray(im)
+        try:
+            with Image.open(path.iloc[0]) as im:
+                return np.asarray(im)
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise DatasetError(f"{self.name}: image {image_id!r}: {path.iloc[0]} does not decode ({exc})") from None
 
 
 def _manifest_hash(ds: Dataset) -> str:
@@ -110,9 +120,10 @@ def validate(ds: Dataset) -> None:
     dup = ds.images["image_id"][ds.images["image_id"].duplicated()]
     if not dup.empty:
         raise DatasetError(f"{name}: duplicate image_id {dup.iloc[0]!r}")
-    for row in ds.images.itertuples():
-        if not Path(row.path).is_file():
-            raise DatasetError(f"{name}: image {row.image_id!r}: file not found: {row.path}")
+    from .checks import check_image_file
+
+    for row in ds.images.itertuples():  # decoded enough to refuse a missing, foreign or truncated file now
+        check_image_file(row.path, where=f"{name}: image {row.image_id!r}")
     missing = [c for c in BOX_COLUMNS if c not in ds.boxes.columns]
     if missing:
         raise DatasetError(f"{name}: boxes table lacks columns {missing}")

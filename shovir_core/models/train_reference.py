@@ -1,6 +1,7 @@
 """Fit the reference models' parameters on the demo NIH box images.
 
-``python -m shovir_core.models.train_reference`` writes, under ``shovir_core/resources/``:
+``python -m shovir_core.models.train_reference`` (the demo training command) writes, under the tracked
+``shovir_core/resources/``:
 
 ``ref_image_classifier.safetensors``  the CNN weights of ``ref-image-classifier`` (~250 kB), trained
                                        with occlusion augmentation (:func:`make_augment`) so that its
@@ -8,6 +9,12 @@
 ``ref_reference_models.json``          label priors, CNN metadata (classes, standardisation, training
                                        settings, training accuracy, weight hash) and the context
                                        thresholds of ``ref-context-shortcut``
+
+Any other ``--dataset`` (a user's NIH folder, a credentialed ``mimic:``/``padchest:`` copy) writes to
+``$SHOVIR_RUNS/exports/reference-models/<dataset>`` by default, and an ``--out`` inside the repository's
+tracked tree is refused unless ``--force``: weights fitted on credentialed data are derived from it
+and must never be committed (:mod:`shovir_core.output_dirs`). The tracked ``resources/`` is written only
+by the demo training command.
 
 Deterministic: weights start from a seeded ``torch.Generator`` and batches are shuffled by a
 ``numpy.random.Generator`` from the same seed; full-batch statistics use no randomness. Runs in well
@@ -163,15 +170,35 @@ def main(argv: list[str] | None = None) -> dict:
     from .cnn import CLASSES, preprocess
     from .reference import PARAMS_FILE, WEIGHTS_FILE, params_sha256
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from ..data import DEMO_DATASETS
+    from ..output_dirs import check_output_dir, default_output_dir
+
+    ap = argparse.ArgumentParser(prog="python -m shovir_core.models.train_reference",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="demo")
     ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=paths.resources_root())
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder (default: shovir_core/resources/ for the demo, else "
+                         "$SHOVIR_RUNS/exports/reference-models/<dataset>)")
+    ap.add_argument("--force", action="store_true", help="allow --out inside the repository's tracked tree")
+    ap.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = ap.parse_args(argv)
+    if args.epochs < 1:
+        ap.error(f"--epochs must be at least 1, got {args.epochs}")
+    if args.seed < 0:
+        ap.error(f"--seed must be non-negative, got {args.seed}")
+
+    demo = isinstance(args.dataset, str) and args.dataset in DEMO_DATASETS
+    if args.out is None:
+        args.out = paths.resources_root() if demo else None
+    elif not (demo and Path(args.out).resolve() == paths.resources_root().resolve()):
+        args.out = check_output_dir(args.out, force=args.force, what="train_reference --out")
 
     torch.set_num_threads(1)  # one thread: bit-identical reductions on any machine
     ds = load_dataset(args.dataset)
+    if args.out is None:
+        args.out = default_output_dir("reference-models", ds.name)
     ids = ds.images["image_id"].tolist()
     grays = [to_gray_float(ds.load_image(i)) for i in ids]
     boxes = [ds.boxes_of(i) for i in ids]
@@ -205,4 +232,9 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from ..cli import run_guarded
+
+    sys.exit(run_guarded(lambda argv: main(argv) and 0, sys.argv[1:], prog="train_reference",
+                         debug="--debug" in sys.argv))

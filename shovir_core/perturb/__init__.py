@@ -20,10 +20,12 @@ from .conditions import (
 from .presets import PRESETS, Preset, resolve_preset
 from .stats import NoiseStats, matched_stats
 from .swap import TIERS, cohort_from_dataset, pair_ssim, sample_substitutes
+from .validation import PerturbInputError, UnknownTargetError, class_key, resolve_target
 
 __all__ = [
     "occlude", "occlude_grid", "full_noise", "prepare_image", "box_sets", "box_size_pool", "iou", "validate_boxes",
     "Box", "BoxSets", "BoxError", "EmptyBoxSetError", "REFERENCE_SIZE_STATS",
     "CONDITIONS", "OCCLUSIONS", "DEFAULT_PS", "Preset", "PRESETS", "resolve_preset",
     "NoiseStats", "matched_stats", "sample_substitutes", "cohort_from_dataset", "pair_ssim", "TIERS",
+    "PerturbInputError", "UnknownTargetError", "class_key", "resolve_target",
 ]

@@ -7,7 +7,8 @@ covers the pixels it touches: columns ``floor(x1) .. ceil(x2) - 1`` and rows
 
 Box sets (ShoViR §3, for an image with boxes B and target class c):
 
-* ``B_c`` = boxes labelled c;
+* ``B_c`` = boxes labelled c (class names compared by :func:`~shovir_core.perturb.validation.class_key`,
+  so a DOCO target box never lands in ``B_c̄``);
 * ``B_c̄`` = boxes not labelled c whose IoU with every box of ``B_c`` is
   ``< 0.15`` (ShoViR §3.2; ``<= 0.15`` in the reference code, arco-group/ShoViR-Bench
   ``filter_bbox_doco.py``@1c658f3).
@@ -15,6 +16,7 @@ Box sets (ShoViR §3, for an image with boxes B and target class c):
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
@@ -108,10 +110,9 @@ def validate_boxes(boxes: Sequence, *, shape: tuple[int, ...] | None = None, ite
             raise BoxError(f"{where}: expected (finding, x1, y1, x2, y2), got {b!r}")
         if not isinstance(finding, str) or not finding:
             raise BoxError(f"{where}: finding must be a non-empty string, got {finding!r}")
-        try:
-            x1, y1, x2, y2 = (float(c) for c in coords)
-        except (TypeError, ValueError):
-            raise BoxError(f"{where}: coordinates must be numbers, got {coords!r}") from None
+        if any(isinstance(c, (bool, np.bool_, str, bytes)) or not isinstance(c, numbers.Real) for c in coords):
+            raise BoxError(f"{where}: coordinates must be numbers (not bools or strings), got {coords!r}")
+        x1, y1, x2, y2 = (float(c) for c in coords)
         if not all(math.isfinite(c) for c in (x1, y1, x2, y2)):
             raise BoxError(f"{where}: non-finite coordinates {[x1, y1, x2, y2]}")
         if not (x1 < x2 and y1 < y2):
@@ -165,15 +166,18 @@ def box_sets(boxes: Sequence, target: str, *, iou_threshold: float = 0.15, inclu
     >>> len(s.target), len(s.others), len(s.dropped)
     (1, 1, 1)
     """
-    if not isinstance(target, str) or not target:
-        raise ValueError(f"{_where(item_id)}: target must be a class name, got {target!r}")
-    if not 0.0 <= float(iou_threshold) <= 1.0:
-        raise ValueError(f"iou_threshold must lie in [0, 1], got {iou_threshold!r}")
+    from .validation import PerturbInputError, check_real, class_key
+
+    if not isinstance(target, str) or not target.strip():
+        raise PerturbInputError(f"{_where(item_id)}: target must be a class name, got {target!r}")
+    iou_threshold = check_real(iou_threshold, "iou_threshold", lo=0.0, hi=1.0, item_id=item_id)
     checked = validate_boxes(boxes, item_id=item_id)
-    target_boxes = tuple(b for b in checked if b.finding == target)
+    key = class_key(target)
+    is_target = [class_key(b.finding) == key for b in checked]  # DOCO: a target box is never in B_c̄
+    target_boxes = tuple(b for b, t in zip(checked, is_target) if t)
     others, dropped = [], []
-    for b in checked:
-        if b.finding == target:
+    for b, t in zip(checked, is_target):
+        if t:
             continue
         worst = max((iou(b, t) for t in target_boxes), default=0.0)
         keep = worst <= iou_threshold if inclusive else worst < iou_threshold

@@ -1,8 +1,12 @@
 """``shovir perturb``: export a dataset's perturbed images (PNG + CSV manifest).
 
-    shovir perturb --dataset demo --out perturbed/ [--preset paper] [--seed 0]
+    shovir perturb --dataset demo [--out DIR] [--force] [--preset paper] [--seed 0]
                    [--conditions FullNoise RO OCO DOCO] [--ps 0 0.2 0.4 0.6 0.8 1]
                    [--classes Atelectasis ...] [--iou-threshold 0.15] [--limit N]
+
+``--out`` defaults to ``$SHOVIR_RUNS/exports/perturb/<dataset>`` (git-ignored ``runs/`` without
+``SHOVIR_RUNS``); a folder of the repository that git does not ignore is refused unless ``--force``
+(:mod:`shovir_core.output_dirs`).
 """
 from __future__ import annotations
 
@@ -24,7 +28,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "output (condition, class, p, seed, preset, boxes, noise statistics, SHA-256). Outputs are "
                     "deterministic in (seed, image id, class, condition).")
     p.add_argument("--dataset", default="demo", help="dataset: demo name, adapter:path or NIH-format folder")
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--out", help="output folder (default: $SHOVIR_RUNS/exports/perturb/<dataset>, git-ignored)")
+    p.add_argument("--force", action="store_true",
+                   help="allow an output folder inside the repository's tracked tree")
     p.add_argument("--preset", default="paper", choices=sorted(PRESETS), help="noise preset (default: paper)")
     p.add_argument("--seed", type=int, default=0, help="perturbation seed (default: 0)")
     p.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
@@ -39,21 +45,22 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the export; returns the exit status."""
+    """Run the export; returns the exit status (errors reach ``shovir``'s one-line error report)."""
     from ..data import load_dataset
+    from ..output_dirs import check_output_dir, default_output_dir
     from .export import export_perturbed
 
-    try:
-        ds = load_dataset(args.dataset)
-        if ds.credentialed:
-            print(f"note: {ds.name} is credentialed; keep {args.out} out of any shared location", file=sys.stderr)
-        manifest = export_perturbed(ds, args.out, conditions=args.conditions, ps=args.ps, seed=args.seed,
-                                    preset=args.preset, classes=args.classes, iou_threshold=args.iou_threshold,
-                                    limit=args.limit, progress=not args.quiet)
-    except (ValueError, TypeError) as exc:
-        print(f"shovir perturb: {exc}", file=sys.stderr)
-        return 1
+    if args.out is not None:
+        check_output_dir(args.out, force=args.force, what="shovir perturb --out")
+    ds = load_dataset(args.dataset)
+    out = args.out if args.out is not None else default_output_dir("perturb", ds.name)
+    if ds.credentialed:
+        print(f"note: {ds.name} is credentialed; the perturbed images in {out} are credentialed data too",
+              file=sys.stderr)
+    manifest = export_perturbed(ds, out, conditions=args.conditions, ps=args.ps, seed=args.seed,
+                                preset=args.preset, classes=args.classes, iou_threshold=args.iou_threshold,
+                                limit=args.limit, progress=not args.quiet, force=args.force)
     ok = manifest[manifest["status"] == "ok"]
     print(f"wrote {len(ok)} images ({int((manifest['status'] == 'dropped').sum())} DOCO items dropped) "
-          f"and {args.out}/manifest.csv")
+          f"and {out}/manifest.csv")
     return 0

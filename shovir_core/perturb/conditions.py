@@ -12,7 +12,6 @@ same noise field.
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
@@ -22,6 +21,8 @@ from .noise import array_sha256, blend, cast, draw_noise, feathered_mask, kernel
 from .presets import Preset, resolve_preset
 from .rng import item_rng, stream_key
 from .stats import SUPPORTED_DTYPES, matched_stats
+from .validation import (PerturbInputError, check_int, check_item_id, check_p_grid, check_real,
+                         resolve_target)
 
 __all__ = [
     "CONDITIONS", "OCCLUSIONS", "DEFAULT_PS", "EmptyBoxSetError", "occlude", "occlude_grid",
@@ -83,13 +84,7 @@ def prepare_image(image, preset: str | Preset | dict = "paper", *, item_id=None)
 
 
 def _check_p(p, item_id) -> float:
-    try:
-        value = float(p)
-    except (TypeError, ValueError):
-        raise ValueError(f"item {item_id!r}: p must be a number in [0, 1], got {p!r}") from None
-    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-        raise ValueError(f"item {item_id!r}: p must lie in [0, 1], got {p!r}")
-    return value
+    return check_real(p, "p", lo=0.0, hi=1.0, item_id=item_id)
 
 
 def _box_records(boxes: Sequence[Box], label: str) -> list[dict]:
@@ -141,14 +136,17 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
         Every annotated box of the image, in pixels.
     condition : {"RO", "OCO", "DOCO"}
     target : str
-        The target class c.
+        The target class c: one of the classes of ``boxes``, matched exactly or case-insensitively
+        (:func:`~shovir_core.perturb.validation.resolve_target`); the output's description uses the
+        boxes' spelling.
     ps : sequence of float
         Blending strengths in [0, 1]; p = 0 returns the input unchanged (the
         preset's baseline, :func:`prepare_image`: the input itself with the
         paper preset).
     seed : int
-    item_id : str
-        The item's stable id (e.g. the image id); part of the random stream.
+        Non-negative.
+    item_id : str or int
+        Required: the item's stable id (e.g. the image id); part of the random stream.
     preset : str, Preset or dict
         ``"paper"`` (default), ``"reference-code"``, or options (see
         :func:`~shovir_core.perturb.presets.resolve_preset`).
@@ -170,20 +168,23 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
     ------
     EmptyBoxSetError
         OCO without a target box, DOCO without a surviving co-finding box.
-    BoxError, ValueError, TypeError
-        Malformed inputs, naming the item.
+    UnknownTargetError
+        ``target`` is not a class of the image's boxes.
+    BoxError, PerturbInputError, TypeError
+        Malformed inputs, naming the item and the value (:mod:`shovir_core.perturb.validation`).
     """
+    item_id = check_item_id(item_id)
     preset = resolve_preset(preset)
-    if condition not in OCCLUSIONS:
-        raise ValueError(f"item {item_id!r}: condition must be one of {OCCLUSIONS}, got {condition!r}")
-    if not isinstance(target, str) or not target:
-        raise ValueError(f"item {item_id!r}: target must be a class name, got {target!r}")
-    ps = [_check_p(p, item_id) for p in ps]
-    if not ps:
-        raise ValueError(f"item {item_id!r}: empty grid of p")
+    if not isinstance(condition, str) or condition not in OCCLUSIONS:
+        raise PerturbInputError(f"item {item_id!r}: condition must be one of {OCCLUSIONS}, got {condition!r}")
+    ps = check_p_grid(ps, "ps", item_id=item_id)
+    seed = check_int(seed, "seed", lo=0, item_id=item_id)
+    iou_threshold = check_real(iou_threshold, "iou_threshold", lo=0.0, hi=1.0, item_id=item_id)
+    max_retries = check_int(max_retries, "max_retries", lo=1, item_id=item_id)
     source = _scaled(_validated(image, item_id), preset)
     work = _layout(source, preset)
     checked = validate_boxes(boxes, shape=work.shape, item_id=item_id)
+    target = resolve_target(target, [b.finding for b in checked], item_id=item_id, condition=condition)
     effective = preset.for_random_occlusion() if condition == "RO" else preset
     if condition == "RO" and preset.ro_sizes == "dataset" and size_pool is None:
         raise ValueError(f"item {item_id!r}: RO with ro_sizes='dataset' needs size_pool (the dataset's "
@@ -238,6 +239,7 @@ def occlude(image: np.ndarray, boxes: Sequence, *, condition: str, target: str, 
     >>> bool((out == img).all()), info["condition"], info["boxes"][0]["set"]
     (True, 'OCO', 'B_c')
     """
+    p = check_real(p, "p", lo=0.0, hi=1.0, item_id=item_id)
     return occlude_grid(image, boxes, condition=condition, target=target, ps=(p,), seed=seed, item_id=item_id,
                         preset=preset, size_pool=size_pool, iou_threshold=iou_threshold,
                         max_retries=max_retries)[0]
@@ -255,6 +257,8 @@ def full_noise(image: np.ndarray, *, seed: int, item_id, preset: str | Preset | 
     >>> a.dtype.name, bool((a == b).all()), info["condition"]
     ('uint8', True, 'FullNoise')
     """
+    item_id = check_item_id(item_id)
+    seed = check_int(seed, "seed", lo=0, item_id=item_id)
     preset = resolve_preset(preset)
     source = _scaled(_validated(image, item_id), preset)
     work = _layout(source, preset)

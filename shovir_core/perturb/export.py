@@ -50,7 +50,7 @@ def _row(ds_row, info: dict, *, out_dir: Path, file: Path | None, status: str, p
 def export_perturbed(dataset, out_dir: str | Path, *, conditions: Sequence[str] = CONDITIONS,
                      ps: Sequence[float] = DEFAULT_PS, seed: int = 0, preset="paper",
                      classes: Sequence[str] | None = None, iou_threshold: float = 0.15,
-                     limit: int | None = None, progress: bool = True) -> pd.DataFrame:
+                     limit: int | None = None, progress: bool = True, force: bool = False) -> pd.DataFrame:
     """Write the perturbed images of ``dataset`` and return the manifest (also ``<out>/manifest.csv``).
 
     Parameters
@@ -67,14 +67,30 @@ def export_perturbed(dataset, out_dir: str | Path, *, conditions: Sequence[str] 
     iou_threshold : float
     limit : int, optional
         Only the first ``limit`` images (sorted by image id).
+    force : bool
+        Allow ``out_dir`` inside the repository's tracked tree (refused by default:
+        :func:`shovir_core.output_dirs.check_output_dir`).
     """
-    unknown = [c for c in conditions if c not in CONDITIONS]
-    if unknown:
-        raise ValueError(f"unknown conditions {unknown}; choose from {CONDITIONS}")
+    from ..output_dirs import check_output_dir
+    from .validation import check_int, check_names, check_p_grid, check_real
+
+    conditions = check_names(conditions, "conditions", allowed=CONDITIONS)
+    ps = check_p_grid(ps, "ps")
+    if classes is not None:
+        classes = check_names(classes, "classes")
+    check_real(iou_threshold, "iou_threshold", lo=0.0, hi=1.0)
+    check_int(seed, "seed", lo=0)
+    if limit is not None:
+        check_int(limit, "limit", lo=1)
     preset = resolve_preset(preset)
-    out_dir = Path(out_dir)
+    out_dir = check_output_dir(out_dir, force=force, what="export_perturbed")
     out_dir.mkdir(parents=True, exist_ok=True)
     images = dataset.images.sort_values("image_id")
+    if classes is not None:
+        known = sorted(set(dataset.boxes["finding"]))
+        unknown = [c for c in classes if c not in known]
+        if unknown:
+            raise ValueError(f"classes {unknown} have no box in dataset {dataset.name!r}; its box classes are {known}")
     if limit is not None:
         images = images.head(int(limit))
     pool = box_size_pool(dataset.boxes, dataset.images) if len(dataset.boxes) else None

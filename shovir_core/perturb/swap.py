@@ -141,9 +141,20 @@ def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str
         raise ValueError(f"sample_substitutes: cohort lacks columns {missing} (need {list(COHORT_COLUMNS)})")
     if cohort["image_id"].duplicated().any():
         raise ValueError(f"sample_substitutes: duplicate image_id {cohort['image_id'][cohort['image_id'].duplicated()].iloc[0]!r}")
-    if not (isinstance(ssim_size, (int, np.integer)) and ssim_size >= 7):
+    from .validation import PerturbInputError, check_int, check_real
+
+    if isinstance(ssim_size, bool) or not (isinstance(ssim_size, (int, np.integer)) and ssim_size >= 7):
         raise ValueError(f"ssim_size must be an integer >= 7 (the SSIM window), got {ssim_size!r}")
-    frontal_views = {str(v).upper() for v in frontal_views}
+    check_int(seed, "seed", lo=0)
+    check_real(ssim_threshold, "ssim_threshold", lo=-1.0, hi=1.0)
+    if not isinstance(frontal_views, (str, bytes)):
+        frontal_views = list(frontal_views)
+    if isinstance(frontal_views, (str, bytes)) or not all(isinstance(v, str) for v in frontal_views):
+        raise PerturbInputError(f"frontal_views must be a list of view names ('' for a blank view), "
+                                f"got {frontal_views!r}")
+    frontal_views = {v.upper() for v in frontal_views}
+    if sources is not None and isinstance(sources, (str, bytes)):
+        raise ValueError(f"sample_substitutes: sources must be a list of image ids, got {sources!r}")
     df = cohort.assign(
         image_id=cohort["image_id"].astype(str), study_id=cohort["study_id"].astype(str),
         patient_id=cohort["patient_id"].astype(str),

@@ -429,8 +429,13 @@ def _load_pixels(path: str) -> np.ndarray:
     """Pixels of one image file (as :meth:`shovir_core.data.Dataset.load_image`, without the id lookup)."""
     from PIL import Image
 
-    with Image.open(path) as im:
-        return np.asarray(im)
+    from ..data import DatasetError
+
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im)
+    except (OSError, SyntaxError, ValueError) as exc:  # e.g. a file truncated after the dataset was validated
+        raise DatasetError(f"modalens: image {path} does not decode ({exc})") from None
 
 
 def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> pd.DataFrame:
