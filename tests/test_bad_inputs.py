@@ -280,7 +280,7 @@ def test_cli_user_errors_are_one_line(capsys, params_root, runs_root):
     (params_root / "demo.yaml").write_text("runs:\n  - 1\n")
     _one_line_error(capsys, ["run", "nb"], match="'runs' must be a mapping")
     (params_root / "demo.yaml").write_text("runs: {a: {protocol: cohort, name: x, spec: {colour: 1}}}\n")
-    _one_line_error(capsys, ["run", "nb", "-q"], match="unknown spec keys")  # a ValueError of a protocol
+    _one_line_error(capsys, ["run", "nb", "-q"], match="unknown key(s) ['colour']")  # a SpecError of a protocol
     _one_line_error(capsys, ["perturb", "--dataset", "nope", "-q"], match="dataset 'nope' not found")
     _one_line_error(capsys, ["perturb", "--dataset", "demo", "--ps", "1.5", "-q"], match="ps[0] must lie in")
     _one_line_error(capsys, ["perturb", "--dataset", "demo", "--out", str(paths.repo_root() / "x"), "-q"],
@@ -319,12 +319,7 @@ def test_cli_internal_errors_are_one_line_too(capsys, monkeypatch):
     assert len(err) == 1 and "internal error (ZeroDivisionError)" in err[0] and "--debug" in err[0]
 
 
-# --------------------------------------------------------------------------- protocol specs (branch `hygiene`)
-HYGIENE = pytest.mark.xfail(reason="protocol spec validation moves to protocols/spec.py on branch `hygiene`; "
-                                   "these cases run against the new schema once it is merged", strict=False)
-
-
-@HYGIENE
+# --------------------------------------------------------------------------- protocol specs
 @pytest.mark.parametrize("protocol, spec, match", [
     ("perturbations", {"ps": 0.5}, "ps"),
     ("shovir", {"conditions": "OCO"}, "conditions"),
@@ -332,7 +327,7 @@ HYGIENE = pytest.mark.xfail(reason="protocol spec validation moves to protocols/
     ("shovir", {"min_count": True}, "min_count"),
     ("modalens", {"ssim_threshold": 7}, "ssim_threshold"),
 ])
-def test_protocol_spec_cases_for_the_new_schema(protocol, spec, match):
+def test_protocol_spec_cases(protocol, spec, match):
     from shovir_core import protocols
 
     with pytest.raises(ValueError, match=match):
