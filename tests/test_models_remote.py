@@ -193,17 +193,19 @@ def test_unfilled_parameters_are_refused(maira_dir, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(UPSTREAM_CODE))
 def test_github_code_models_name_what_is_missing(name, tmp_path, monkeypatch):
+    from shovir_core.models.upstream import UPSTREAM
+
     monkeypatch.delenv("SHOVIR_MODEL_DIR", raising=False)
+    monkeypatch.setenv("SHOVIR_CODE_DIR", str(tmp_path / "code"))
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ModelNotAvailableError) as info:
         get_model(name, local_path=tmp_path)
     msg = str(info.value)
-    assert f"weights were found at {tmp_path}" in msg
-    assert "trust_remote_code cannot load it" in msg
-    assert f"register_remote_adapter({name!r}" in msg
-    repo = "github.com/ChantalMP/RaDialog" if name == "radialog" else "github.com/X-iZhang/Libra"
-    assert repo in msg and f"`{UPSTREAM_CODE[name]['module']}`" in msg
-    with pytest.raises(ModelNotAvailableError, match="weights are also missing"):
+    code = UPSTREAM[UPSTREAM_CODE[name]["code"]]
+    assert "its modelling code is not in a transformers checkpoint" in msg
+    assert code.repo in msg and code.commit in msg and "Weights needed" in msg
+    assert f"`{UPSTREAM_CODE[name]['module']}`" in msg
+    with pytest.raises(ModelNotAvailableError, match="weights not found locally"):
         get_model(name, local_path=tmp_path / "nowhere")
 
 
