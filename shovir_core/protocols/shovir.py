@@ -85,6 +85,7 @@ DEFAULTS: dict = {
     "batch_size": 8,
     "reference_labels": "report",
     "reference_text": "report",
+    "labeller": "rules",
     "chunk_size": 512,
 }
 """Every spec key with its default.
@@ -107,10 +108,14 @@ DEFAULTS: dict = {
 ``batch_size``         images per model call
 ``reference_labels``   ``"report"`` (label the reference report) or ``"dataset"`` (dataset labels)
 ``reference_text``     ``"report"`` (the dataset's report) or ``"template"`` (template from labels)
+``labeller``           report labeller of generated and reference reports: ``"rules"`` (offline default) or
+                       ``"chexbert"`` (the paper's; local weights, :mod:`shovir_core.labeling.chexbert`)
 ``chunk_size``         trials per record part (resume granularity)
 """
 
 _LABEL_PREFIXES = ("pred", "ref", "gt")
+LABELLER_CHOICES = ("rules", "chexbert")
+"""Report labellers the protocol takes (``labeller`` spec key; part of the record's identity)."""
 
 
 def label_columns(prefix: str) -> list[str]:
@@ -183,6 +188,7 @@ def resolve_spec(spec: dict) -> dict:
             raise ValueError(f"shovir: {key}={out[key]!r} must be a non-negative integer")
     _check_choice("reference_labels", out["reference_labels"], ("report", "dataset"))
     _check_choice("reference_text", out["reference_text"], ("report", "template"))
+    _check_choice("labeller", out["labeller"], LABELLER_CHOICES)
     if not 0.0 <= float(out["iou_threshold"]) <= 1.0:
         raise ValueError(f"shovir: iou_threshold={out['iou_threshold']!r} must lie in [0, 1]")
     from ..perturb import resolve_preset
@@ -272,13 +278,24 @@ def _codes(frame: pd.DataFrame, prefix: str) -> dict[str, list]:
 
 
 class _Labeller:
-    """Label texts once each (reports repeat a lot across conditions)."""
+    """Label texts once each (reports repeat a lot across conditions) with the spec's labeller.
 
-    def __init__(self) -> None:
-        from ..labeling import label_reports
+    Built before any model call, so a labeller that cannot run here (CheXbert without its local
+    weights) fails with its reason before anything is generated.
+    """
 
-        self._label = label_reports
+    def __init__(self, name: str = "rules") -> None:
+        from ..labeling import get_labeller, label_reports
+
+        self.name = name
+        self._impl = get_labeller(name)  # raises LabellerUnavailable (naming what is missing)
+        self._label = lambda texts: label_reports(texts, labeller=name)
         self._memo: dict[str, np.ndarray] = {}
+
+    def provenance(self) -> dict:
+        """What the record's manifest says about the labeller (CheXbert: its local files)."""
+        info = getattr(self._impl, "provenance", None)
+        return {"name": self.name, **(info() if callable(info) else {})}
 
     def __call__(self, texts: list[str]) -> pd.DataFrame:
         new = sorted({t for t in texts if t not in self._memo})
@@ -357,11 +374,11 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
     groups, plan = plan_trials(spec, ds)
     meta = ds.images.set_index("image_id")
     size_pool = box_size_pool(ds.boxes, ds.images) if len(ds.boxes) else None
-    labeller = _Labeller()
+    labeller = _Labeller(spec.get("labeller", "rules"))
     ref_text, ref_labels = _reference(spec, ds, labeller)
     gt = ds.labels.reindex(columns=list(CHEXPERT_CLASSES))
     seeds = {"perturbation": spec["seed"], "subset": spec["subset_seed"]}
-    model_info = {"id": spec["model"], **model.provenance()}
+    model_info = {"id": spec["model"], **model.provenance(), "labeller": labeller.provenance()}
 
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model=model_info, seeds=seeds,
                    credentialed=ds.credentialed) as writer:
