@@ -109,13 +109,14 @@ class Preset:
     ro_noise: Literal["matched", "plain"] = "matched"
     min_pixels: int = 32
     input_scaling: Literal["none", "minmax-uint8"] = "none"
+    text_metrics: Literal["project", "reference-code"] = "project"
 
     def __post_init__(self) -> None:
         choices = {
             "center": ("mean", "median"), "stats_region": ("image", "outside"),
             "channels": ("image", "rgb"), "rounding": ("round", "truncate"),
             "ro_sizes": ("dataset", "reference"), "ro_noise": ("matched", "plain"),
-            "input_scaling": ("none", "minmax-uint8"),
+            "input_scaling": ("none", "minmax-uint8"), "text_metrics": ("project", "reference-code"),
         }
         for field, allowed in choices.items():
             if getattr(self, field) not in allowed:
@@ -162,6 +163,7 @@ PRESETS: dict[str, Preset] = {
         name="reference-code", center="median", trim=(1.0, 99.0), min_std=1.0, smooth_radius=2.0,
         stats_region="outside", feather_radius=6.0, channels="rgb", rounding="truncate",
         iou_inclusive=True, ro_sizes="reference", ro_noise="plain", input_scaling="minmax-uint8",
+        text_metrics="reference-code",
     ),
 }
 """The two named presets; ``"paper"`` is the default everywhere."""
