@@ -86,6 +86,7 @@ DEFAULTS: dict = {
     "reference_labels": "report",
     "reference_text": "report",
     "labeller": "rules",
+    "rng": "per-item",
     "chunk_size": 512,
 }
 """Every spec key with its default.
@@ -110,6 +111,9 @@ DEFAULTS: dict = {
 ``reference_text``     ``"report"`` (the dataset's report) or ``"template"`` (template from labels)
 ``labeller``           report labeller of generated and reference reports: ``"rules"`` (offline default) or
                        ``"chexbert"`` (the paper's; local weights, :mod:`shovir_core.labeling.chexbert`)
+``rng``                ``"per-item"`` (streams from ids, order-independent) or a replay of the authors'
+                       legacy streams, ``"legacy-stream"`` / ``"legacy-per-sample"``
+                       (:mod:`shovir_core.perturb.legacy`; needs the ``reference-code`` preset)
 ``chunk_size``         trials per record part (resume granularity)
 """
 
@@ -189,11 +193,17 @@ def resolve_spec(spec: dict) -> dict:
     _check_choice("reference_labels", out["reference_labels"], ("report", "dataset"))
     _check_choice("reference_text", out["reference_text"], ("report", "template"))
     _check_choice("labeller", out["labeller"], LABELLER_CHOICES)
+    from ..perturb.legacy import RNG_MODES
+
+    _check_choice("rng", out["rng"], RNG_MODES)
     if not 0.0 <= float(out["iou_threshold"]) <= 1.0:
         raise ValueError(f"shovir: iou_threshold={out['iou_threshold']!r} must lie in [0, 1]")
     from ..perturb import resolve_preset
 
-    resolve_preset(out["preset"])  # raises on an unknown preset
+    preset = resolve_preset(out["preset"])  # raises on an unknown preset
+    if out["rng"] != "per-item" and preset.engine != "reference-code":
+        raise ValueError(f"shovir: rng={out['rng']!r} replays the authors' code and needs a preset with "
+                         f"engine 'reference-code' (preset {preset.name!r} has {preset.engine!r})")
     ds = open_dataset(out)
     if ds.reports is None and "report" in (out["reference_labels"], out["reference_text"]):
         raise ValueError(
@@ -329,8 +339,55 @@ def _reference(spec: dict, ds: Dataset, labeller: _Labeller) -> tuple[dict[str, 
     return texts, ref
 
 
-def _perturb(ds: Dataset, group: dict, spec: dict, cache: dict, size_pool) -> list[tuple[np.ndarray, dict]]:
-    from ..perturb import full_noise, occlude_grid, resolve_preset
+def _keyed_boxes(ds: Dataset, image_id: str) -> list[tuple]:
+    """The image's boxes as ``(finding, x1, y1, x2, y2, box_id)``: rows sharing a box id are one box."""
+    sub = ds.boxes[ds.boxes["image_id"] == image_id]
+    return [(r.finding, float(r.x1), float(r.y1), float(r.x2), float(r.y2), str(r.box_id)) for r in sub.itertuples()]
+
+
+def _iou_filter(ds: Dataset, preset) -> bool:
+    """Whether DOCO applies the IoU rule here (the reference code does not on PadChest-GR)."""
+    return not (preset.doco_iou_filter == "except-padchest" and ds.name.lower().startswith("padchest"))
+
+
+def _legacy_streams(spec: dict, ds: Dataset, preset):
+    """The authors' experiments of this record as :class:`~shovir_core.perturb.legacy.LegacyStreams`."""
+    from ..perturb import box_sets
+    from ..perturb.conditions import _reference_boxes
+    from ..perturb.legacy import LegacyStreams, authors_class_order
+    from ..perturb.reference import advance
+
+    full, _ = class_subsets(ds, classes=spec["classes"], min_count=spec["min_count"], max_per_class=None,
+                            subset_seed=spec["subset_seed"])
+    order = ds.images["image_id"].tolist()
+    rank = {i: k for k, i in enumerate(order)}
+    shape = {r.image_id: (int(r.height), int(r.width)) for r in ds.images.itertuples()}
+    iou_filter = _iou_filter(ds, preset)
+    disease = [(i, c) for c in authors_class_order(full) for i in sorted(full[c], key=rank.__getitem__)]
+
+    def kept_by_doco(item) -> bool:
+        i, c = item
+        sets = box_sets(_keyed_boxes(ds, i), c, iou_threshold=float(spec["iou_threshold"]),
+                        inclusive=preset.iou_inclusive, iou_filter=iou_filter)
+        return bool(_reference_boxes(sets, "DOCO", shape[i]))
+
+    orders = {"Baseline": [(i, None) for i in order], "FullNoise": [(i, None) for i in order],
+              "RO": disease, "OCO": disease, "DOCO": [it for it in disease if kept_by_doco(it)]}
+
+    def skip(condition, p, key, rng):
+        i, c = key
+        boxes = []
+        if c is not None:
+            sets = box_sets(_keyed_boxes(ds, i), c, iou_threshold=float(spec["iou_threshold"]),
+                            inclusive=preset.iou_inclusive, iou_filter=iou_filter)
+            boxes = _reference_boxes(sets, condition, shape[i])
+        advance(rng, condition, shape[i], boxes, p, max_retries=spec["max_retries"])
+
+    return LegacyStreams(spec["rng"], spec["seed"], orders, skip)
+
+
+def _perturb(ds: Dataset, group: dict, spec: dict, cache: dict, size_pool, streams=None) -> list[tuple[np.ndarray, dict]]:
+    from ..perturb import EmptyBoxSetError, full_noise, occlude, occlude_grid, resolve_preset
 
     image_id = group["image_id"]
     if image_id not in cache:
@@ -338,17 +395,26 @@ def _perturb(ds: Dataset, group: dict, spec: dict, cache: dict, size_pool) -> li
         cache[image_id] = ds.load_image(image_id)
     image = cache[image_id]
     cond = group["condition"]
+    preset = resolve_preset(spec["preset"])
     if cond == "Baseline":
         from ..perturb.conditions import prepare_image
         from ..perturb.noise import array_sha256
 
-        work = prepare_image(image, resolve_preset(spec["preset"]), item_id=image_id)
+        work = prepare_image(image, preset, item_id=image_id)
         return [(work, {"condition": "Baseline", "p": 0.0, "boxes": [], "sha256": array_sha256(work)})]
+    key = (image_id, group["target"])
+    if streams is not None and (cond, key) not in streams:
+        raise EmptyBoxSetError(f"item {image_id!r}: not in the authors' {cond} dataset (dropped)")
     if cond == "FullNoise":
-        return [full_noise(image, seed=spec["seed"], item_id=image_id, preset=spec["preset"])]
-    return occlude_grid(image, ds.boxes_of(image_id), condition=cond, target=group["target"], ps=group["ps"],
-                        seed=spec["seed"], item_id=image_id, preset=spec["preset"], size_pool=size_pool,
-                        iou_threshold=float(spec["iou_threshold"]), max_retries=spec["max_retries"])
+        rng = streams.rng_for(cond, 1.0, key) if streams is not None else None
+        return [full_noise(image, seed=spec["seed"], item_id=image_id, preset=preset, rng=rng)]
+    kwargs = dict(condition=cond, target=group["target"], seed=spec["seed"], item_id=image_id, preset=preset,
+                  size_pool=size_pool, iou_threshold=float(spec["iou_threshold"]), max_retries=spec["max_retries"],
+                  iou_filter=_iou_filter(ds, preset))
+    boxes = _keyed_boxes(ds, image_id)
+    if streams is None:
+        return occlude_grid(image, boxes, ps=group["ps"], **kwargs)
+    return [occlude(image, boxes, p=p, rng=streams.rng_for(cond, p, key), **kwargs) for p in group["ps"]]
 
 
 def _chunks(items: list, size: int) -> Iterator[list]:
@@ -396,7 +462,13 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
                                                      None if g["condition"] in IMAGE_CONDITIONS else p) not in done]
             if todo:
                 pending.append({**g, "ps": todo})
-        pending.sort(key=lambda g: (g["image_id"], CONDITIONS.index(g["condition"]), g["target"] or ""))
+        streams = _legacy_streams(spec, ds, preset) if spec.get("rng", "per-item") != "per-item" else None
+        if streams is None:
+            pending.sort(key=lambda g: (g["image_id"], CONDITIONS.index(g["condition"]), g["target"] or ""))
+        else:  # each experiment's stream is walked in the authors' order
+            pending.sort(key=lambda g: (CONDITIONS.index(g["condition"]),
+                                        streams.rank(g["condition"], (g["image_id"], g["target"]))
+                                        if (g["condition"], (g["image_id"], g["target"])) in streams else -1))
         gen_seconds = 0.0
         total = sum(len(g["ps"]) for g in pending)
         bar = tqdm(total=total, desc=f"shovir {ds.name} x {spec['model']}", unit="trial", disable=not progress)
@@ -434,7 +506,7 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
 
         for g in pending:
             try:
-                outputs = _perturb(ds, g, spec, image_cache, size_pool)
+                outputs = _perturb(ds, g, spec, image_cache, size_pool, streams)
             except EmptyBoxSetError:
                 if g["condition"] != "DOCO":
                     raise
