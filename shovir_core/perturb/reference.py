@@ -74,7 +74,8 @@ def robust_center_scale(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray, dic
     std = trimmed.std(axis=0).astype(np.float32)
     scale = np.maximum(std, np.float32(1.0))
     return center, scale, {"p_low": lo.tolist(), "p_high": hi.tolist(), "n_pixels": int(px.shape[0]),
-                           "n_trimmed": int(trimmed.shape[0]), "std": std.tolist()}
+                           "n_trimmed": int(trimmed.shape[0]), "std": std.tolist(), "median": center.tolist(),
+                           "mean": trimmed.mean(axis=0).tolist()}
 
 
 def _gaussian_blur(arr: np.ndarray, radius: float) -> np.ndarray:
@@ -177,7 +178,11 @@ def random_occlusion(img: np.ndarray, annotated, p: float, rng: Rng, *, max_retr
     if not placed:
         return img, info
     center, scale = plain_stats(img)
-    info["noise"] = {"center": center.tolist(), "scale": scale.tolist(), "region": "image", "trimmed": False}
+    flat = img.reshape(-1, 3)
+    info["noise"] = {"center": center.tolist(), "scale": scale.tolist(), "region": "image", "trimmed": False,
+                     "mean": center.tolist(), "std": scale.tolist(), "median": np.median(flat, axis=0).tolist(),
+                     "p_low": flat.min(axis=0).tolist(), "p_high": flat.max(axis=0).tolist(),
+                     "n_pixels": int(flat.shape[0]), "n_trimmed": int(flat.shape[0])}
     out = img.copy()
     for x1, y1, x2, y2 in placed:
         noise = rng.standard_normal((y2 - y1, x2 - x1, 3)).astype(np.float32) * scale + center

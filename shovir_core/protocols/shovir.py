@@ -36,7 +36,9 @@ radiologist's report, and the book says so.
 Trial columns: ids (``trial_id, level, condition, target, p, image_id,
 study_id, patient_id``), the perturbation (``input_sha256``, ``n_boxes``,
 ``perturbation`` JSON: boxes used with their set, noise statistics, stream key),
-the raw output (``generated``), labels (``pred.<class>`` of the generated
+the raw output (``generated``), ``gen_seconds`` (wall-clock seconds spent generating
+that report: its batch's time over the batch size; NaN when the report was reused from another
+trial, the inference cache or an earlier session), labels (``pred.<class>`` of the generated
 report, ``ref.<class>`` reference labels, ``gt.<class>`` dataset labels; codes
 1 / 0 / -1 / NaN) and ``reference_text``.
 """
@@ -483,20 +485,28 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
                 if r["input_sha256"] not in memo and r["input_sha256"] not in seen:
                     seen.add(r["input_sha256"])
                     need.append(r)
+            timing: dict[str, float] = {}
             for batch in _chunks(need, spec["batch_size"]):
+                computed_before = model.computed
                 t0 = time.perf_counter()
                 texts = model.generate_reports(
                     [r.pop("_pixels") for r in batch], prompt=spec["prompt"],
                     max_new_tokens=spec["max_new_tokens"],
                     boxes=[ds.boxes_of(r["image_id"]) for r in batch] if getattr(model, "uses_boxes", False)
                     else None)
-                gen_seconds += time.perf_counter() - t0
+                elapsed = time.perf_counter() - t0
+                gen_seconds += elapsed
+                if model.computed - computed_before == len(batch):  # all generated now, none from the cache
+                    timing.update((r["input_sha256"], elapsed / len(batch)) for r in batch)
                 if len(texts) != len(batch):
                     raise RuntimeError(f"{spec['model']}: {len(texts)} reports for {len(batch)} images")
                 memo.update((r["input_sha256"], str(t)) for r, t in zip(batch, texts))
             for r in rows:
                 r.pop("_pixels", None)
                 r["generated"] = memo[r["input_sha256"]]
+                # seconds of generation of this trial's report (batch time / batch size); NaN when the
+                # report was reused (another trial's input, the inference cache, a resumed session)
+                r["gen_seconds"] = timing.pop(r["input_sha256"], float("nan"))
             labels = labeller([r["generated"] for r in rows])
             pred = _codes(labels, "pred")
             for k, r in enumerate(rows):
