@@ -227,7 +227,7 @@ fig.tight_layout()
 #
 # ## The paper's consistency checks beside this run
 #
-# Each published check of these tables (paper-map Part E: e.g. 9,347 + 35,439 = 44,786 trials;
+# Each published check of these tables (e.g. 9,347 + 35,439 = 44,786 trials;
 # the four flip cells sum to the headline flips) with the audit's verdict on the published numbers,
 # and the same identity recomputed from this run's records.
 

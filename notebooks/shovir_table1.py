@@ -76,7 +76,7 @@ shown = table.rename(columns=names, level=1)
 book.show(shown.map(lambda v: "unavailable" if pd.isna(v) else f"{v:.3f}"), runs=runs)
 
 # %%
-unavailable = sv.external_metric_status()
+unavailable = sv.external_metric_status(table)
 for name, reason in unavailable.items():
     print(f"{metric_spec(name).display}: unavailable ({reason})")
 

@@ -128,7 +128,10 @@ def test_grid_and_single_p_share_one_noise_field(case):
                                 preset=preset, size_pool=POOL)
         assert np.array_equal(single, out)
         assert sinfo["sha256"] == info["sha256"] and sinfo["boxes"] == info["boxes"]
-    # x' = (1 - p) x + p n on the union: every p interpolates towards the p = 1 output
+    # x' = (1 - p) x + p n on the union: every p interpolates towards the p = 1 output (the reference
+    # code's RO fills its random boxes one after another, so overlapping boxes are blended twice)
+    if preset == "reference-code" and condition == "RO":
+        return
     base = prepare_image(image, preset).astype(float)
     noise = grid[-1][0].astype(float)
     tolerance = 1.0 if PRESETS[preset].feather_radius == 0 else None

@@ -85,6 +85,8 @@ CHEAP = {  # a spec of each protocol that resolves in well under a second
     "shovir": SMALL_SHOVIR,
     "perturbations": {"ssim_size": 64},
     "modalens": {"dataset": "demo-64px"},
+    "modalens-distance": {"dataset": "demo-64px", "n_patients": 4},
+    "accounting": {"dataset": "demo"},
 }
 
 

@@ -83,6 +83,20 @@ class CheXbertLabeller:
         self.device, self.batch_size = device, batch_size
         self._model, self._tokenizer = self._load()
 
+    def provenance(self) -> dict:
+        """The local files used: checkpoint name, size and SHA-256; the BERT folder's config hash."""
+        import hashlib
+
+        h = hashlib.sha256()
+        with open(self.weights, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        config = self.bert_dir / "config.json"
+        return {"weights": self.weights.name, "weights_bytes": self.weights.stat().st_size,
+                "weights_sha256": h.hexdigest(),
+                "bert_config_sha256": hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None,
+                "device": self.device}
+
     def _load(self):
         from ..models.chexbert import load_chexbert
 

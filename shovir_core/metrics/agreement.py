@@ -3,7 +3,7 @@
 The unchanged-answer rate is the agreement of two "raters" -- the readout on the source image and
 on the substitute -- over a finding's trials. Cohen's κ corrects it for the chance agreement of
 the two marginals; the response-bias floor p_yes² + p_no² is the agreement a responder answering
-from its pooled marginal alone would reach (paper-map B.2; ModaLens "other records": the floor over
+from its pooled marginal alone would reach (ModaLens §4.3; appendix "other records": the floor over
 per-finding evaluations). When the two marginals coincide (a model whose answers do not depend on
 the image) the chance agreement equals the floor exactly, and when the answers are constant both
 are 1 and κ is undefined (0/0).

@@ -3,6 +3,16 @@
 Both are reported on the 0-1 scale of ShoViR Table 1. BLEU is corpus-level (one
 score over all hypothesis/reference pairs), ROUGE-L the mean per-pair F-measure.
 
+Two conventions (:data:`TEXT_CONVENTIONS`, chosen by the noise preset's ``text_metrics``):
+
+``"project"``         lower-cased 13a BLEU with sacrebleu's default exponential smoothing; ROUGE-L with
+                      the Porter stemmer (the report-generation convention).
+``"reference-code"``  the ShoViR authors' ``evaluations/run_eval.py`` @07a7a6d (HF ``evaluate``): BLEU
+                      case-sensitive, 13a-tokenised, corpus-level, unsmoothed (``evaluate``'s
+                      ``compute_bleu(smooth=False)``: a zero n-gram precision gives 0); ROUGE-L without
+                      stemming, the mean per-pair F (``evaluate``'s default aggregator reports a
+                      bootstrap median of that mean, which differs from it by resampling noise only).
+
 References
 ----------
 Papineni K. et al., "BLEU", ACL 2002; Post M., "A call for clarity in reporting
@@ -17,7 +27,13 @@ import numpy as np
 # rouge-score imports nltk (seconds): both scorers load on first use, so importing the
 # metrics package stays light.
 
-__all__ = ["bleu", "rouge_l", "nlg_metrics"]
+__all__ = ["bleu", "rouge_l", "nlg_metrics", "TEXT_CONVENTIONS"]
+
+TEXT_CONVENTIONS: dict[str, dict] = {
+    "project": {"lowercase": True, "smooth": "exp", "use_stemmer": True},
+    "reference-code": {"lowercase": False, "smooth": "none", "use_stemmer": False},
+}
+"""BLEU / ROUGE-L options of each convention (see the module docstring)."""
 
 
 def _pairs(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -34,7 +50,7 @@ def _pairs(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[list[s
 
 
 def bleu(hypotheses: Sequence[str], references: Sequence[str], *, max_order: int = 4,
-         lowercase: bool = True, tokenize: str = "13a") -> float:
+         lowercase: bool = True, tokenize: str = "13a", smooth: str = "exp") -> float:
     """Corpus-level BLEU-n on the 0-1 scale (sacrebleu, one reference per hypothesis).
 
     Parameters
@@ -48,9 +64,13 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str], *, max_order: int
         Lower-case before tokenising (report-generation convention).
     tokenize : str
         sacrebleu tokenizer name.
+    smooth : str
+        sacrebleu smoothing method (``"exp"``, its default; ``"none"`` as HF ``evaluate``).
 
     >>> round(bleu(["the heart is normal"], ["the heart is normal"], max_order=1), 6)
     1.0
+    >>> round(bleu(["The heart"], ["the heart"], max_order=1, lowercase=False), 6)
+    0.5
     """
     hyps, refs = _pairs(hypotheses, references)
     if max_order < 1:
@@ -58,7 +78,7 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str], *, max_order: int
     from sacrebleu.metrics import BLEU
 
     metric = BLEU(max_ngram_order=max_order, lowercase=lowercase, tokenize=tokenize,
-                  effective_order=False)
+                  effective_order=False, smooth_method=smooth)
     return float(metric.corpus_score(hyps, [refs]).score / 100.0)
 
 
@@ -73,8 +93,12 @@ def rouge_l(hypotheses: Sequence[str], references: Sequence[str], *, use_stemmer
     return (float(scores.mean()), scores) if per_sample else float(scores.mean())
 
 
-def nlg_metrics(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:
-    """``bleu1``, ``bleu4`` and ``rouge_l`` of the pairs (schema names of ``metrics.yaml``)."""
-    return {"bleu1": bleu(hypotheses, references, max_order=1),
-            "bleu4": bleu(hypotheses, references, max_order=4),
-            "rouge_l": rouge_l(hypotheses, references)}
+def nlg_metrics(hypotheses: Sequence[str], references: Sequence[str], *,
+                convention: str = "project") -> dict[str, float]:
+    """``bleu1``, ``bleu4`` and ``rouge_l`` of the pairs (schema names of ``metrics.yaml``) under a convention."""
+    if convention not in TEXT_CONVENTIONS:
+        raise ValueError(f"text-metric convention {convention!r} not in {sorted(TEXT_CONVENTIONS)}")
+    c = TEXT_CONVENTIONS[convention]
+    return {"bleu1": bleu(hypotheses, references, max_order=1, lowercase=c["lowercase"], smooth=c["smooth"]),
+            "bleu4": bleu(hypotheses, references, max_order=4, lowercase=c["lowercase"], smooth=c["smooth"]),
+            "rouge_l": rouge_l(hypotheses, references, use_stemmer=c["use_stemmer"])}

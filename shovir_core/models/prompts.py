@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - typing only (protocol imports this module to validate requests)
     from .protocol import ScoreRequest
 
-__all__ = ["INSTRUCTIONS", "FRAMINGS", "ANSWER_OPTIONS", "text_block", "score_messages", "report_messages"]
+__all__ = ["INSTRUCTIONS", "FRAMINGS", "ANSWER_OPTIONS", "text_block", "score_messages", "report_messages",
+           "SHARED_MINIMAL_PROMPT"]
+
+SHARED_MINIMAL_PROMPT = "Describe the radiographic findings in this chest X-ray."
+"""The ShoViR Supplementary's shared prompt (§C.3): the authors' ``radiology_minimal`` prompt key
+(``arco-group/ShoViR-Bench`` ``src/benchmark/prompts.py`` @7dd01b7), used for every model by
+``--single-prompt-baseline``."""
 
 INSTRUCTIONS: dict[str, str] = {
     "none": "",

@@ -74,16 +74,20 @@ def _specs() -> dict[str, ModelSpec]:
                   report_order="text_first", max_new_tokens=128, families=_GEMMA_FAMILIES,
                   processor_kwargs={"do_pan_and_scan": False},
                   notes="BaseHFLM chat: system = prompt, user = ['Analyze this image.', image]"),
-        ModelSpec("radialog", "remote-code", "Chantal/RaDialog-interactive-radiology-report-generation",
+        ModelSpec("radialog", "remote-code", "ChantalPellegrini/RaDialog-interactive-radiology-report-generation",
                   paper="ShoViR", max_new_tokens=300,
                   report_user="<image>. Predicted Findings: {findings}. You are to act as a radiologist and write "
                               "the finding section of a chest x-ray radiology report for this X-ray image and the "
                               "given predicted findings. Write in the style of a radiologist, write one fluent text "
                               "without enumeration, be concise and don't provide explanations or reasons.",
-                  notes="LoRA on llava-v1.5-7b; findings from a CheXpert classifier checkpoint; BioViL transform"),
+                  notes="LoRA on llava-v1.5-7b; findings from a CheXpert classifier checkpoint; BioViL transform; "
+                        "the authors' wrapper names the repository Chantal/RaDialog-...; its Hugging Face id is "
+                        "ChantalPellegrini/RaDialog-interactive-radiology-report-generation"),
         ModelSpec("nv-reason-cxr", "hf", "nvidia/NV-Reason-CXR-3B", paper="ShoViR",
                   report_user="Find abnormalities and support devices.", max_new_tokens=2048,
-                  notes="one user message [image, text]; the reasoning trace is kept"),
+                  notes="Qwen2_5_VLForConditionalGeneration; one user message [image, text]; the report is "
+                        "batch_decode(new tokens, skip_special_tokens=True): chat markers and EOS are dropped, the "
+                        "reasoning text (<think>/<answer> tags included) is kept, as the authors' BaseHFLM does"),
     ]
     modalens = [
         ModelSpec("medgemma-27b", "hf", "google/medgemma-27b-it", revision="2d3e00e", paper="ModaLens",

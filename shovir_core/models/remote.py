@@ -20,9 +20,10 @@ download) with ``trust_remote_code=True`` and runs them the way the ShoViR autho
                  ``generate(max_length=128, num_beams=1, bad_words_ids=[[NF], [NI]])``; output
                  ``"Findings: ...\\nImpression: ..."``.
 
-Three more ShoViR models (LLaVA-Rad, Libra-v1, RaDialog) are run by separate GitHub code bases
-that are not part of their checkpoints; :data:`UPSTREAM_CODE` names what is missing and
-:func:`shovir_core.models.register_remote_adapter` is the hook an adapter for them plugs into.
+Three more ShoViR models (LLaVA-Rad, Libra-v1, RaDialog) are run by separate code bases that are not
+part of their checkpoints: their adapters (:mod:`.libra`, :mod:`.radialog`) import the authors' code
+(:mod:`.upstream`) and are listed in :data:`UPSTREAM_CODE`; :func:`shovir_core.models.register_remote_adapter`
+replaces any adapter.
 
 Yes/no scoring (ModaLens readouts) is offered where the model takes a free-text instruction:
 CheXagent-2. MAIRA-2's processor only builds its reporting and grounding prompts and CXRMate takes
@@ -38,7 +39,7 @@ where torchvision's uint8 path may differ by one gray level.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import inspect
 import json
 import shutil
@@ -454,51 +455,17 @@ REMOTE_ADAPTERS: dict[str, type[RemoteCodeVLM]] = {
 """Registry name -> adapter class of the remote-code models this companion can run."""
 
 UPSTREAM_CODE: dict[str, dict] = {
-    "llava-rad": {
-        "code": "the Libra code base (https://github.com/X-iZhang/Libra, Python package `libra`), whose "
-                "`libra.model.builder.load_pretrained_model`, `libra.mm_utils.process_images` / "
-                "`tokenizer_image_token` and conversation template 'v1' build and prompt this Libra-repo port "
-                "of LLaVA-Rad; the checkpoint folder holds weights only",
-        "module": "libra",
-        "run": "two image slots [current, current], left-padded batches, greedy, max_new_tokens=300",
-    },
-    "libra-v1": {
-        "code": "the Libra code base (https://github.com/X-iZhang/Libra, Python package `libra`): "
-                "`libra.model.builder.load_pretrained_model`, `libra.mm_utils.process_images` / "
-                "`tokenizer_image_token` and conversation template 'libra_llama_3' (temporal alignment "
-                "connector, two image slots with prior = current); the checkpoint folder holds weights only",
-        "module": "libra",
-        "run": "prompt '<image>\\n' + prompt + '\\n\\n' + 'Analyze this CXR image.', do_sample=True "
-               "(the methodology states T=0.2), max_new_tokens=300, keyword stopping",
-    },
-    "radialog": {
-        "code": "the RaDialog code base (https://github.com/ChantalMP/RaDialog): its LLaVA fork (`llava` package, "
-                "`conv_vicuna_v1`) to apply the LoRA to liuhaotian/llava-v1.5-7b, its CheXpert findings classifier "
-                "(`findings_classifier`, checkpoint ChexpertClassifier.ckpt) that fills 'Predicted Findings', and "
-                "hi-ml-multimodal (`health_multimodal`) for the BioViL transform "
-                "create_chest_xray_transform_for_inference(512, center_crop_size=448)",
-        "module": "llava",
-        "run": "grayscale image, findings = classifier sigmoid > 0.5, bf16, greedy, max_new_tokens=300",
-    },
+    "llava-rad": {"code": "libra", "adapter": "shovir_core.models.libra:LLaVARadVLM", "module": "libra"},
+    "libra-v1": {"code": "libra", "adapter": "shovir_core.models.libra:LibraV1VLM", "module": "libra"},
+    "radialog": {"code": "radialog", "adapter": "shovir_core.models.radialog:RaDialogVLM", "module": "LLAVA_Biovil"},
 }
-"""What each GitHub-code ShoViR model needs that its Hugging Face checkpoint does not carry."""
+"""The GitHub-code ShoViR models: the external code base each needs (:data:`.upstream.UPSTREAM`) and the
+adapter that runs it (imported when the model is built, so importing this module stays light)."""
 
 
-def _missing_code_error(spec: ModelSpec, local_path) -> ModelNotAvailableError:
-    need = UPSTREAM_CODE[spec.name]
-    try:
-        weights = f"its weights were found at {resolve_weights(spec, local_path=local_path)}"
-    except ModelNotAvailableError as exc:
-        weights = f"its weights are also missing ({exc})"
-    installed = importlib.util.find_spec(need["module"]) is not None
-    return ModelNotAvailableError(
-        f"model {spec.name!r} ({spec.hf_id}): its modelling code is not in its Hugging Face checkpoint, so "
-        f"trust_remote_code cannot load it; {weights}. Missing: {need['code']} "
-        f"(module `{need['module']}` is {'importable' if installed else 'not installed'} here), and an adapter "
-        f"that runs it ({need['run']}). Install that code, then implement a RemoteCodeVLM subclass with "
-        f"load(spec, path, *, device, dtype) and generate_reports(...) and register it with "
-        f"shovir_core.models.register_remote_adapter({spec.name!r}, YourAdapter)."
-    )
+def _upstream_adapter(name: str) -> type[RemoteCodeVLM]:
+    module, _, cls = UPSTREAM_CODE[name]["adapter"].partition(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def build_remote(spec: ModelSpec, *, local_path=None, device: str | None = None,
@@ -508,13 +475,14 @@ def build_remote(spec: ModelSpec, *, local_path=None, device: str | None = None,
     Raises
     ------
     ModelNotAvailableError
-        When the weights are not found locally, or when the model's code lives in a separate GitHub
-        code base and no adapter is registered (the message names the code and the hook).
+        When the weights are not found locally, or (GitHub-code models) when the authors' code base
+        is neither installed nor checked out under ``$SHOVIR_CODE_DIR`` (the message names the
+        repository, commit and weights).
     """
     adapter = REMOTE_ADAPTERS.get(spec.name)
+    if adapter is None and spec.name in UPSTREAM_CODE:
+        adapter = _upstream_adapter(spec.name)
     if adapter is None:
-        if spec.name in UPSTREAM_CODE:
-            raise _missing_code_error(spec, local_path)
         raise ModelNotAvailableError(f"model {spec.name!r}: no remote-code adapter is registered for it")
     path = resolve_weights(spec, local_path=local_path)
     return adapter.load(spec, path, device=device, dtype=dtype)

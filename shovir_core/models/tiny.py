@@ -7,6 +7,10 @@ a chat template shaped like the real one and the architecture's PIL image proces
                   Gemma turn markers, ``<start_of_image>`` expanded to ``image_tokens`` soft tokens
 ``tiny-llava``    ``LlavaForConditionalGeneration`` (CLIP + Mistral), Mistral ``[INST] ... [/INST]``
 ``tiny-qwen2vl``  ``Qwen2VLForConditionalGeneration``, ChatML with vision start/end markers
+``tiny-nvreason`` ``Qwen2_5_VLForConditionalGeneration`` (windowed-attention vision tower with full-attention
+                  blocks, MRoPE text model): the class of NV-Reason-CXR-3B (a Qwen2.5-VL-3B fine-tune),
+                  ChatML with Qwen2.5-VL's default system turn ("You are a helpful assistant.") and its
+                  vision markers; the tokenizer also knows NV-Reason's ``<think>`` / ``<answer>`` tags as text
 
 Weights are drawn from a seeded ``torch.Generator`` (no global seeding; the construction-time
 initialisation runs under ``torch.random.fork_rng`` so the global state is left untouched). Norm
@@ -33,6 +37,11 @@ TINY_SPECS: tuple[ModelSpec, ...] = (
               notes="random Gemma3ForConditionalGeneration, local BPE tokenizer and Gemma-style template"),
     ModelSpec("tiny-llava", "tiny", paper="test", dtype="float32", max_new_tokens=16,
               notes="random LlavaForConditionalGeneration (CLIP + Mistral), Mistral [INST] template"),
+    ModelSpec("tiny-nvreason", "tiny", paper="test", dtype="float32", max_new_tokens=16,
+              report_user="Find abnormalities and support devices.",
+              notes="random Qwen2_5_VLForConditionalGeneration (NV-Reason-CXR-3B's class), one user turn "
+                    "[image, text], Qwen2.5-VL default system turn; the report is the decoded continuation with "
+                    "special tokens dropped and the reasoning text kept (as the authors' wrapper)"),
     ModelSpec("tiny-qwen2vl", "tiny", paper="test", dtype="float32", max_new_tokens=16,
               notes="random Qwen2VLForConditionalGeneration, ChatML template"),
 )
@@ -46,6 +55,8 @@ _SPECIALS = {
     "tiny-llava": ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "<image>", "<pad>"],
     "tiny-qwen2vl": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                      "<|image_pad|>", "<|video_pad|>"],
+    "tiny-nvreason": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                      "<|image_pad|>", "<|video_pad|>"],
 }
 
 _SYSTEM_FOLD = (
@@ -91,8 +102,22 @@ TINY_TEMPLATES: dict[str, str] = {
         "{{ '<|im_end|>\\n' }}{%- endfor -%}"
         "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
     ),
+    "tiny-nvreason": (
+        "{%- if messages[0]['role'] != 'system' -%}"
+        "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{%- endif -%}"
+        "{%- for message in messages -%}"
+        "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+        + _content("<|vision_start|><|image_pad|><|vision_end|>") +
+        "{{ '<|im_end|>\\n' }}{%- endfor -%}"
+        "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
+    ),
 }
 """Jinja chat templates of the tiny models."""
+
+
+_NVREASON_LINES = ["Find abnormalities and support devices.", "You are a helpful assistant.",
+                   "<think> Step by step. </think> <answer> There is cardiomegaly. </answer>"] * 5
+"""Extra tokenizer text of ``tiny-nvreason`` (its prompt, default system turn and reasoning tags)."""
 
 
 def tokenizer_corpus() -> list[str]:
@@ -118,7 +143,7 @@ def _tokenizer_json(name: str, vocab_size: int) -> str:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=_SPECIALS[name], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(tokenizer_corpus(), trainer)
+    tok.train_from_iterator(tokenizer_corpus() + (_NVREASON_LINES if name == "tiny-nvreason" else []), trainer)
     return tok.to_str()
 
 
@@ -134,7 +159,7 @@ def _tokenizer(name: str, vocab_size: int = 640):
     elif name == "tiny-llava":
         kw = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
                   extra_special_tokens={"image_token": "<image>"})
-    else:
+    else:  # tiny-qwen2vl, tiny-nvreason
         kw = dict(eos_token="<|im_end|>", pad_token="<|endoftext|>",
                   extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
                                         "vision_start_token": "<|vision_start|>",
@@ -174,16 +199,19 @@ def _processor(name: str, tok, *, image_tokens: int, dims: dict | None = None):
 
     px = (16 * side) ** 2
     ip = Qwen2VLImageProcessorPil(patch_size=8, merge_size=2, temporal_patch_size=2, min_pixels=px, max_pixels=px)
-    return _image_only_qwen2vl_processor()(image_processor=ip, tokenizer=tok, chat_template=tok.chat_template)
+    cls = _image_only_qwen2vl_processor("qwen2_5_vl" if name == "tiny-nvreason" else "qwen2_vl")
+    return cls(image_processor=ip, tokenizer=tok, chat_template=tok.chat_template)
 
 
-@lru_cache(maxsize=1)
-def _image_only_qwen2vl_processor():
-    """``Qwen2VLProcessor`` without its video processor (which needs torchvision, absent here)."""
-    from transformers import Qwen2VLProcessor
+@lru_cache(maxsize=None)
+def _image_only_qwen2vl_processor(kind: str = "qwen2_vl"):
+    """``Qwen2VLProcessor`` / ``Qwen2_5_VLProcessor`` without a video processor (it needs torchvision, absent here)."""
+    from transformers import Qwen2_5_VLProcessor, Qwen2VLProcessor
     from transformers.processing_utils import ProcessorMixin
 
-    class ImageOnlyQwen2VLProcessor(Qwen2VLProcessor):
+    base = Qwen2_5_VLProcessor if kind == "qwen2_5_vl" else Qwen2VLProcessor
+
+    class ImageOnlyQwen2VLProcessor(base):
         def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
             self.image_token = tokenizer.image_token
             self.video_token = tokenizer.video_token
@@ -233,10 +261,23 @@ def _config(name: str, tok, *, image_tokens: int, dims: dict | None):
             image_token_id=ids("<image>"), vision_feature_layer=-1, vision_feature_select_strategy="default",
             pad_token_id=ids("<pad>"),
         )
-    from transformers import Qwen2VLConfig
+    from transformers import Qwen2_5_VLConfig, Qwen2VLConfig
 
     half = head_dim // 2
     section = [half - 2 * (half * 3 // 8), half * 3 // 8, half * 3 // 8]  # [2, 3, 3] for head_dim 16
+    if name == "tiny-nvreason":
+        return Qwen2_5_VLConfig(
+            text_config=dict(vocab_size=d["vocab"], hidden_size=d["hidden"], intermediate_size=d["intermediate"],
+                             num_hidden_layers=d["layers"], num_attention_heads=d["heads"],
+                             num_key_value_heads=d["kv_heads"], max_position_embeddings=4096,
+                             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": section},
+                             pad_token_id=ids("<|endoftext|>"), bos_token_id=None, eos_token_id=ids("<|im_end|>")),
+            vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=8,
+                               spatial_merge_size=2, temporal_patch_size=2, window_size=32, out_hidden_size=d["hidden"],
+                               fullatt_block_indexes=[1], in_channels=3),
+            image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
+            vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"),
+        )
     return Qwen2VLConfig(
         text_config=dict(vocab_size=d["vocab"], hidden_size=d["hidden"], intermediate_size=d["intermediate"],
                          num_hidden_layers=d["layers"], num_attention_heads=d["heads"], num_key_value_heads=d["kv_heads"],

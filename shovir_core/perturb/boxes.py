@@ -1,17 +1,24 @@
 """Boxes: validation, IoU, the ShoViR box sets and random control boxes.
 
 Boxes are ``(finding, x1, y1, x2, y2)`` in pixels of the image, ``x`` along
-columns, with ``0 <= x1 < x2 <= width`` and ``0 <= y1 < y2 <= height``. A box
-covers the pixels it touches: columns ``floor(x1) .. ceil(x2) - 1`` and rows
-``floor(y1) .. ceil(y2) - 1`` (its *footprint*).
+columns, with ``0 <= x1 < x2 <= width`` and ``0 <= y1 < y2 <= height``, optionally
+followed by a region key: ``(finding, x1, y1, x2, y2, key)``. Rows sharing a key are
+one annotated box carrying several findings (the paper's label set ``D_b``). Unkeyed
+rows are one box each.
+
+A box's *footprint* (the pixels it covers) is, with ``mode="cover"``, every pixel it
+touches: columns ``floor(x1) .. ceil(x2) - 1``; with ``mode="truncate"`` (the reference
+code's ``_clip_bbox``: ``int()`` of each edge, clamped to the image) columns
+``int(x1) .. int(x2) - 1``, which may be empty.
 
 Box sets (ShoViR §3, for an image with boxes B and target class c):
 
-* ``B_c`` = boxes labelled c (class names compared by :func:`~shovir_core.perturb.validation.class_key`,
-  so a DOCO target box never lands in ``B_c̄``);
-* ``B_c̄`` = boxes not labelled c whose IoU with every box of ``B_c`` is
-  ``< 0.15`` (ShoViR §3.2; ``<= 0.15`` in the reference code, arco-group/ShoViR-Bench
-  ``filter_bbox_doco.py``@1c658f3).
+* ``B_c`` = boxes whose label set contains c (class names compared by
+  :func:`~shovir_core.perturb.validation.class_key`, so a DOCO target box never lands in ``B_c̄``);
+* ``B_c̄`` = boxes whose label set does not contain c and whose IoU with every box
+  of ``B_c`` is ``< 0.15`` (ShoViR §3.2; ``<= 0.15`` in the reference code, arco-group/ShoViR-Bench
+  ``filter_bbox_doco.py``@1c658f3; no filter at all with ``iou_filter=False``, which is what the
+  reference code does for PadChest-GR).
 """
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "Box", "BoxError", "BoxSets", "validate_boxes", "iou", "box_sets", "footprint",
+    "Box", "BoxError", "BoxSets", "validate_boxes", "iou", "box_sets", "footprint", "FOOTPRINTS",
     "union_mask", "random_boxes", "box_size_pool", "REFERENCE_SIZE_STATS",
 ]
 
@@ -44,9 +51,19 @@ class Box(NamedTuple):
     y1: float
     x2: float
     y2: float
+    key: str | None = None
 
     def as_list(self) -> list:
         return [self.finding, float(self.x1), float(self.y1), float(self.x2), float(self.y2)]
+
+
+def _coords(box) -> tuple[float, float, float, float]:
+    """``(x1, y1, x2, y2)`` of a :class:`Box`, a ``(finding, x1, y1, x2, y2[, key])`` tuple or a 4-tuple."""
+    if isinstance(box, Box):
+        return float(box.x1), float(box.y1), float(box.x2), float(box.y2)
+    vals = list(box)
+    coords = vals if len(vals) == 4 else vals[1:5]
+    return tuple(float(v) for v in coords)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -106,6 +123,10 @@ def validate_boxes(boxes: Sequence, *, shape: tuple[int, ...] | None = None, ite
             finding, *coords = b
         except TypeError:
             raise BoxError(f"{where}: expected (finding, x1, y1, x2, y2), got {b!r}") from None
+        key = None
+        if len(coords) == 5:
+            *coords, key = coords
+            key = None if key is None else str(key)
         if len(coords) != 4:
             raise BoxError(f"{where}: expected (finding, x1, y1, x2, y2), got {b!r}")
         if not isinstance(finding, str) or not finding:
@@ -122,7 +143,7 @@ def validate_boxes(boxes: Sequence, *, shape: tuple[int, ...] | None = None, ite
             if x1 < 0 or y1 < 0 or x2 > w or y2 > h:
                 raise BoxError(f"{where}: (x1, y1, x2, y2) = {(x1, y1, x2, y2)} lies outside the "
                                f"{w}x{h} image")
-        out.append(Box(finding, x1, y1, x2, y2))
+        out.append(Box(finding, x1, y1, x2, y2, key))
     return out
 
 
@@ -132,8 +153,8 @@ def iou(a: Box | Sequence, b: Box | Sequence) -> float:
     >>> iou(("a", 0, 0, 2, 2), ("b", 1, 0, 3, 2))
     0.3333333333333333
     """
-    ax1, ay1, ax2, ay2 = (float(v) for v in (a[-4:]))
-    bx1, by1, bx2, by2 = (float(v) for v in (b[-4:]))
+    ax1, ay1, ax2, ay2 = _coords(a)
+    bx1, by1, bx2, by2 = _coords(b)
     iw = max(0.0, min(ax2, bx2) - max(ax1, bx1))
     ih = max(0.0, min(ay2, by2) - max(ay1, by1))
     inter = iw * ih
@@ -141,15 +162,24 @@ def iou(a: Box | Sequence, b: Box | Sequence) -> float:
     return inter / union if union > 0 else 0.0
 
 
+def _regions(boxes: list[Box]) -> list[tuple[frozenset, Box]]:
+    """``(label set, box)`` per annotated box: keyed rows merge, unkeyed rows stand alone (input order)."""
+    order: dict = {}
+    for i, b in enumerate(boxes):
+        k = ("key", b.key) if b.key is not None else ("row", i)
+        order.setdefault(k, []).append(b)
+    return [(frozenset(r.finding for r in rows), rows[0]) for rows in order.values()]
+
+
 def box_sets(boxes: Sequence, target: str, *, iou_threshold: float = 0.15, inclusive: bool = False,
-             item_id=None) -> BoxSets:
+             iou_filter: bool = True, item_id=None) -> BoxSets:
     """``B_c`` and ``B_c̄`` of one image for target class ``target``.
 
     Parameters
     ----------
-    boxes : sequence of (finding, x1, y1, x2, y2)
+    boxes : sequence of (finding, x1, y1, x2, y2[, key])
         Every annotated box of the image. A box carrying several findings
-        appears once per finding (same coordinates).
+        appears once per finding with the same key (unkeyed rows are separate boxes).
     target : str
         The target class c.
     iou_threshold : float
@@ -157,14 +187,22 @@ def box_sets(boxes: Sequence, target: str, *, iou_threshold: float = 0.15, inclu
         the threshold (``inclusive=True``: at most the threshold).
     inclusive : bool
         ``False`` is the paper's ``<``; ``True`` the reference code's ``<=``.
+    iou_filter : bool
+        ``False`` keeps every co-finding box (the reference code on PadChest-GR).
     item_id : optional
         Named in error messages.
+
+    ``target`` holds one :class:`Box` (finding = c) per box whose label set has c;
+    ``others`` one per box without c (its first finding).
 
     Examples
     --------
     >>> s = box_sets([("A", 0, 0, 10, 10), ("B", 5, 0, 15, 10), ("B", 50, 50, 60, 60)], "A")
     >>> len(s.target), len(s.others), len(s.dropped)
     (1, 1, 1)
+    >>> s = box_sets([("A", 0, 0, 10, 10, "r1"), ("B", 0, 0, 10, 10, "r1"), ("B", 50, 50, 60, 60, "r2")], "A")
+    >>> len(s.target), len(s.others), len(s.dropped)
+    (1, 1, 0)
     """
     from .validation import PerturbInputError, check_real, class_key
 
@@ -172,15 +210,15 @@ def box_sets(boxes: Sequence, target: str, *, iou_threshold: float = 0.15, inclu
         raise PerturbInputError(f"{_where(item_id)}: target must be a class name, got {target!r}")
     iou_threshold = check_real(iou_threshold, "iou_threshold", lo=0.0, hi=1.0, item_id=item_id)
     checked = validate_boxes(boxes, item_id=item_id)
-    key = class_key(target)
-    is_target = [class_key(b.finding) == key for b in checked]  # DOCO: a target box is never in B_c̄
-    target_boxes = tuple(b for b, t in zip(checked, is_target) if t)
+    key = class_key(target)  # class names compared by class_key, so a DOCO target box never lands in B_c̄
+    regions = [(labels, b, next((l for l in labels if class_key(l) == key), None)) for labels, b in _regions(checked)]
+    target_boxes = tuple(b._replace(finding=match) for labels, b, match in regions if match is not None)
     others, dropped = [], []
-    for b, t in zip(checked, is_target):
-        if t:
+    for labels, b, match in regions:
+        if match is not None:
             continue
         worst = max((iou(b, t) for t in target_boxes), default=0.0)
-        keep = worst <= iou_threshold if inclusive else worst < iou_threshold
+        keep = (not iou_filter) or (worst <= iou_threshold if inclusive else worst < iou_threshold)
         if keep:
             others.append(b)
         else:
@@ -188,20 +226,39 @@ def box_sets(boxes: Sequence, target: str, *, iou_threshold: float = 0.15, inclu
     return BoxSets(target_boxes, tuple(others), tuple(dropped), float(iou_threshold), bool(inclusive))
 
 
-def footprint(box: Box | Sequence, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-    """Pixel rows and columns a box covers: ``(r0, r1, c0, c1)``, end-exclusive, clipped to the image."""
+FOOTPRINTS = ("cover", "truncate")
+
+
+def footprint(box: Box | Sequence, shape: tuple[int, ...], mode: str = "cover") -> tuple[int, int, int, int]:
+    """Pixel rows and columns a box covers: ``(r0, r1, c0, c1)``, end-exclusive, clipped to the image.
+
+    ``mode="cover"``: every pixel the box touches (floor / ceil). ``mode="truncate"``: ``int()`` of
+    each edge clamped to ``[0, W]`` / ``[0, H]`` (the reference code); ``r1 <= r0`` or ``c1 <= c0``
+    then means an empty footprint.
+
+    >>> footprint(("A", 1.5, 2.5, 4.5, 6.5), (10, 10))
+    (2, 7, 1, 5)
+    >>> footprint(("A", 1.5, 2.5, 4.5, 6.5), (10, 10), mode="truncate")
+    (2, 6, 1, 4)
+    """
     h, w = shape[:2]
-    x1, y1, x2, y2 = (float(v) for v in box[-4:])
-    r0, r1 = max(0, math.floor(y1)), min(h, math.ceil(y2))
-    c0, c1 = max(0, math.floor(x1)), min(w, math.ceil(x2))
+    x1, y1, x2, y2 = _coords(box)
+    if mode == "cover":
+        r0, r1 = max(0, math.floor(y1)), min(h, math.ceil(y2))
+        c0, c1 = max(0, math.floor(x1)), min(w, math.ceil(x2))
+    elif mode == "truncate":
+        r0, r1 = max(0, min(int(y1), h)), max(0, min(int(y2), h))
+        c0, c1 = max(0, min(int(x1), w)), max(0, min(int(x2), w))
+    else:
+        raise ValueError(f"footprint mode {mode!r} not in {FOOTPRINTS}")
     return r0, r1, c0, c1
 
 
-def union_mask(boxes: Sequence, shape: tuple[int, ...]) -> np.ndarray:
+def union_mask(boxes: Sequence, shape: tuple[int, ...], mode: str = "cover") -> np.ndarray:
     """Boolean ``(H, W)`` mask of the union of the boxes' footprints."""
     mask = np.zeros(shape[:2], dtype=bool)
     for b in boxes:
-        r0, r1, c0, c1 = footprint(b, shape)
+        r0, r1, c0, c1 = footprint(b, shape, mode)
         mask[r0:r1, c0:c1] = True
     return mask
 
@@ -210,7 +267,7 @@ def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> boo
     return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
-def _draw_size(rng: np.random.Generator, shape, size_pool, sizes: str) -> tuple[int, int]:
+def _draw_size(rng: np.random.Generator, shape, size_pool, sizes: str, rounding: str = "round") -> tuple[int, int]:
     h, w = shape[:2]
     if sizes == "dataset":
         wf, hf = size_pool[rng.integers(len(size_pool))]
@@ -218,14 +275,15 @@ def _draw_size(rng: np.random.Generator, shape, size_pool, sizes: str) -> tuple[
         lo, hi = REFERENCE_SIZE_STATS["clip"]
         wf = float(np.clip(rng.normal(*REFERENCE_SIZE_STATS["width"]), lo, hi))
         hf = float(np.clip(rng.normal(*REFERENCE_SIZE_STATS["height"]), lo, hi))
-    bw = min(max(1, int(round(w * float(wf)))), w)
-    bh = min(max(1, int(round(h * float(hf)))), h)
+    cast = (lambda v: int(round(v))) if rounding == "round" else int
+    bw = min(max(1, cast(w * float(wf))), w)
+    bh = min(max(1, cast(h * float(hf))), h)
     return bw, bh
 
 
 def random_boxes(shape: tuple[int, ...], avoid: Sequence, *, k: int, rng: np.random.Generator,
                  size_pool: np.ndarray | None = None, sizes: str = "dataset",
-                 max_retries: int = 100) -> list[Box]:
+                 max_retries: int = 100, rounding: str = "round", footprint_mode: str = "cover") -> list[Box]:
     """Place up to ``k`` random control boxes that overlap none of ``avoid``.
 
     Each box draws a size (from ``size_pool`` rows ``(width_fraction,
@@ -233,8 +291,9 @@ def random_boxes(shape: tuple[int, ...], avoid: Sequence, *, k: int, rng: np.ran
     :data:`REFERENCE_SIZE_STATS`) and a uniform position, and is rejected when
     its footprint shares a pixel with the footprint of any box in ``avoid``;
     after ``max_retries`` failed draws it is skipped. Random boxes may overlap
-    each other (as in the reference code). Returns the boxes actually placed,
-    labelled ``"random"``.
+    each other (as in the reference code). Sizes are ``round``-ed to pixels, or
+    truncated (``rounding="truncate"``, the reference code). Returns the boxes
+    actually placed, labelled ``"random"``.
     """
     if sizes not in ("dataset", "reference"):
         raise ValueError(f"sizes must be 'dataset' or 'reference', got {sizes!r}")
@@ -249,11 +308,11 @@ def random_boxes(shape: tuple[int, ...], avoid: Sequence, *, k: int, rng: np.ran
     if k < 0 or max_retries < 1:
         raise ValueError(f"need k >= 0 and max_retries >= 1, got k={k}, max_retries={max_retries}")
     h, w = shape[:2]
-    blocked = [footprint(b, shape) for b in avoid]
+    blocked = [fp for fp in (footprint(b, shape, footprint_mode) for b in avoid) if fp[1] > fp[0] and fp[3] > fp[2]]
     placed = []
     for _ in range(k):
         for _ in range(max_retries):
-            bw, bh = _draw_size(rng, shape, size_pool, sizes)
+            bw, bh = _draw_size(rng, shape, size_pool, sizes, rounding)
             x1 = int(rng.integers(0, w - bw + 1))
             y1 = int(rng.integers(0, h - bh + 1))
             cand = (y1, y1 + bh, x1, x1 + bw)

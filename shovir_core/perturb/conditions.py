@@ -26,7 +26,7 @@ from .validation import (PerturbInputError, check_int, check_item_id, check_p_gr
 
 __all__ = [
     "CONDITIONS", "OCCLUSIONS", "DEFAULT_PS", "EmptyBoxSetError", "occlude", "occlude_grid",
-    "full_noise", "prepare_image",
+    "full_noise", "uniform_noise", "prepare_image",
 ]
 
 OCCLUSIONS = ("RO", "OCO", "DOCO")
@@ -96,10 +96,12 @@ def _noise_channels(source: np.ndarray, preset: Preset) -> int:
 
 
 def _select_boxes(shape, checked, *, condition, target, preset, iou_threshold, size_pool, placement_rng,
-                  max_retries, item_id) -> tuple[list[Box], dict]:
-    sets = box_sets(checked, target, iou_threshold=iou_threshold, inclusive=preset.iou_inclusive, item_id=item_id)
+                  max_retries, item_id, iou_filter: bool = True) -> tuple[list[Box], dict]:
+    sets = box_sets(checked, target, iou_threshold=iou_threshold, inclusive=preset.iou_inclusive,
+                    iou_filter=iou_filter, item_id=item_id)
     extra: dict = {"n_target_boxes": len(sets.target), "n_other_boxes": len(sets.others),
-                   "iou_threshold": float(iou_threshold), "iou_inclusive": bool(preset.iou_inclusive)}
+                   "iou_threshold": float(iou_threshold), "iou_inclusive": bool(preset.iou_inclusive),
+                   "iou_filter": bool(iou_filter)}
     if condition == "OCO":
         if not sets.target:
             raise EmptyBoxSetError(f"item {item_id!r}: OCO has no box of target class {target!r}")
@@ -112,10 +114,12 @@ def _select_boxes(shape, checked, *, condition, target, preset, iou_threshold, s
                 f"item {item_id!r}: DOCO has no co-finding box with IoU {rule} {iou_threshold} against "
                 f"the {target!r} boxes (item dropped from DOCO)")
         return list(sets.others), {**extra, "boxes": _box_records(sets.others, "B_cbar")}
-    # RO: k ~ U{1..|B_c ∪ B_c̄|}, placed away from every annotated box
+    # RO: k ~ U{1..|B_c ∪ B_c̄|}, placed away from every annotated box (ro_avoid="all") or B_c ∪ B_c̄ ("sets")
     k = int(placement_rng.integers(1, max(len(sets.annotated), 1) + 1))
-    placed = random_boxes(shape, checked, k=k, rng=placement_rng, size_pool=size_pool,
-                          sizes=preset.ro_sizes, max_retries=max_retries)
+    avoid = checked if preset.ro_avoid == "all" else list(sets.annotated)
+    placed = random_boxes(shape, avoid, k=k, rng=placement_rng, size_pool=size_pool,
+                          sizes=preset.ro_sizes, max_retries=max_retries, rounding=preset.rounding,
+                          footprint_mode=preset.footprint)
     return placed, {**extra, "k_requested": k, "n_placed": len(placed), "max_retries": int(max_retries),
                     "size_source": preset.ro_sizes, "boxes": _box_records(placed, "random")}
 
@@ -123,7 +127,8 @@ def _select_boxes(shape, checked, *, condition, target, preset, iou_threshold, s
 def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: str,
                  ps: Sequence[float] = DEFAULT_PS, seed: int, item_id, preset: str | Preset | dict = "paper",
                  size_pool: np.ndarray | None = None, iou_threshold: float = 0.15,
-                 max_retries: int = 100) -> list[tuple[np.ndarray, dict]]:
+                 max_retries: int = 100, iou_filter: bool = True,
+                 rng: np.random.Generator | np.random.RandomState | None = None) -> list[tuple[np.ndarray, dict]]:
     """Occlude one item under one condition for every strength in ``ps``.
 
     The boxes, the statistics and the noise field are computed once and
@@ -158,6 +163,15 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
         The DOCO IoU rule's threshold.
     max_retries : int
         RO placement attempts per box before it is skipped.
+    iou_filter : bool
+        ``False`` keeps every co-finding box for DOCO (and RO's avoided set), as the reference code
+        does on PadChest-GR.
+    rng : numpy.random.Generator or numpy.random.RandomState, optional
+        A random stream to draw from instead of the item's own stream (``seed`` is then only
+        recorded). With the ``"reference-code"`` engine a ``RandomState`` is consumed exactly as
+        the reference function consumes ``np.random`` for one p; a grid consumes it once per p,
+        in the order of ``ps`` (p = 0 draws nothing), like successive calls. The vectorised engine
+        takes a ``Generator`` only.
 
     Returns
     -------
@@ -189,16 +203,24 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
     if condition == "RO" and preset.ro_sizes == "dataset" and size_pool is None:
         raise ValueError(f"item {item_id!r}: RO with ro_sizes='dataset' needs size_pool (the dataset's "
                          "box-size distribution, see box_size_pool); or use ro_sizes='reference'")
-    placement_rng, noise_rng = item_rng(seed, item_id, target, condition, n=2)
+    if preset.engine == "reference-code":
+        return _reference_grid(work, checked, condition=condition, target=target, ps=ps, seed=seed,
+                               item_id=item_id, preset=preset, effective=effective, iou_threshold=iou_threshold,
+                               iou_filter=iou_filter, max_retries=max_retries, rng=rng)
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise TypeError(f"item {item_id!r}: the vectorised engine draws from a numpy.random.Generator; a "
+                        f"{type(rng).__name__} replays the reference code: use preset 'reference-code'")
+    placement_rng, noise_rng = item_rng(seed, item_id, target, condition, n=2) if rng is None else (rng, rng)
     used, extra = _select_boxes(work.shape, checked, condition=condition, target=target, preset=preset,
                                 iou_threshold=iou_threshold, size_pool=size_pool,
-                                placement_rng=placement_rng, max_retries=max_retries, item_id=item_id)
+                                placement_rng=placement_rng, max_retries=max_retries, item_id=item_id,
+                                iou_filter=iou_filter)
     h, w = work.shape[:2]
-    mask = union_mask(used, work.shape)
+    mask = union_mask(used, work.shape, preset.footprint)
     stats = matched_stats(source, preset=effective, exclude=mask, n_channels=_noise_channels(source, preset))
     base_info = {
         "item_id": item_id, "condition": condition, "target": target, "seed": int(seed),
-        "stream": stream_key(seed, item_id, target, condition), "preset": preset.name,
+        "stream": stream_key(seed, item_id, target, condition) if rng is None else "caller", "preset": preset.name,
         "options": effective.to_dict(), **extra, "noise": stats.to_dict(),
         "shape": list(work.shape), "dtype": str(work.dtype),
     }
@@ -225,7 +247,8 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
 
 def occlude(image: np.ndarray, boxes: Sequence, *, condition: str, target: str, p: float, seed: int, item_id,
             preset: str | Preset | dict = "paper", size_pool: np.ndarray | None = None,
-            iou_threshold: float = 0.15, max_retries: int = 100) -> tuple[np.ndarray, dict]:
+            iou_threshold: float = 0.15, max_retries: int = 100, iou_filter: bool = True,
+            rng: np.random.Generator | np.random.RandomState | None = None) -> tuple[np.ndarray, dict]:
     """Occlude one item under ``condition`` ("RO", "OCO", "DOCO") at strength ``p``.
 
     Same parameters as :func:`occlude_grid` with a single ``p``; the output is
@@ -242,12 +265,15 @@ def occlude(image: np.ndarray, boxes: Sequence, *, condition: str, target: str, 
     p = check_real(p, "p", lo=0.0, hi=1.0, item_id=item_id)
     return occlude_grid(image, boxes, condition=condition, target=target, ps=(p,), seed=seed, item_id=item_id,
                         preset=preset, size_pool=size_pool, iou_threshold=iou_threshold,
-                        max_retries=max_retries)[0]
+                        max_retries=max_retries, iou_filter=iou_filter, rng=rng)[0]
 
 
-def full_noise(image: np.ndarray, *, seed: int, item_id, preset: str | Preset | dict = "paper"
-               ) -> tuple[np.ndarray, dict]:
-    """The Full Noise Image: the whole image replaced by matched noise.
+def full_noise(image: np.ndarray, *, seed: int, item_id, preset: str | Preset | dict = "paper",
+               rng: np.random.Generator | np.random.RandomState | None = None) -> tuple[np.ndarray, dict]:
+    """The Full Noise Image: the whole image replaced by matched noise (or the preset's ``fill``).
+
+    ``rng`` as in :func:`occlude_grid` (the reference-code engine consumes a ``RandomState`` as
+    ``all_noise_mean`` consumes ``np.random``).
 
     Examples
     --------
@@ -262,15 +288,102 @@ def full_noise(image: np.ndarray, *, seed: int, item_id, preset: str | Preset | 
     preset = resolve_preset(preset)
     source = _scaled(_validated(image, item_id), preset)
     work = _layout(source, preset)
+    info = {"item_id": item_id, "condition": "FullNoise", "target": None, "p": 1.0, "seed": int(seed),
+            "stream": stream_key(seed, item_id, None, "FullNoise") if rng is None else "caller",
+            "preset": preset.name, "options": preset.to_dict(), "boxes": [], "shape": list(work.shape),
+            "dtype": str(work.dtype)}
+    if preset.engine == "reference-code":
+        from . import reference
+
+        (stream,) = item_rng(seed, item_id, None, "FullNoise", n=1) if rng is None else (rng,)
+        out, stats = reference.all_noise_mean(work, stream)
+        return out, {**info, "engine": "reference-code", "noise": stats, "sha256": array_sha256(out)}
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise TypeError(f"item {item_id!r}: the vectorised engine draws from a numpy.random.Generator; a "
+                        f"{type(rng).__name__} replays the reference code: use preset 'reference-code'")
     stats = matched_stats(source, preset=preset, n_channels=_noise_channels(source, preset))
-    (noise_rng,) = item_rng(seed, item_id, None, "FullNoise", n=1)
+    (noise_rng,) = item_rng(seed, item_id, None, "FullNoise", n=1) if rng is None else (rng,)
     noise = draw_noise(work.shape[:2], stats, preset, noise_rng)
     out = cast(noise, work.dtype, preset.rounding)
-    info = {
-        "item_id": item_id, "condition": "FullNoise", "target": None, "p": 1.0, "seed": int(seed),
-        "stream": stream_key(seed, item_id, None, "FullNoise"), "preset": preset.name,
-        "options": preset.to_dict(), "boxes": [], "noise": stats.to_dict(),
-        "shape": list(work.shape), "dtype": str(work.dtype), "sha256": array_sha256(out),
-    }
-    return out, info
+    return out, {**info, "noise": stats.to_dict(), "sha256": array_sha256(out)}
 
+
+def uniform_noise(image: np.ndarray, *, seed: int, item_id,
+                  rng: np.random.Generator | np.random.RandomState | None = None) -> tuple[np.ndarray, dict]:
+    """Uniform ``U{0..255}`` RGB noise of the image's size (the reference code's ``all_noise``).
+
+    The input's pixels are not used, only its height and width; the output is uint8 ``(H, W, 3)``.
+    """
+    from . import reference
+
+    image = _validated(image, item_id)
+    (stream,) = item_rng(seed, item_id, None, "UniformNoise", n=1) if rng is None else (rng,)
+    out = reference.all_noise(image.shape[:2], stream)
+    return out, {"item_id": item_id, "condition": "UniformNoise", "target": None, "p": 1.0, "seed": int(seed),
+                 "stream": stream_key(seed, item_id, None, "UniformNoise") if rng is None else "caller",
+                 "preset": "reference-code", "boxes": [], "shape": list(out.shape), "dtype": "uint8",
+                 "sha256": array_sha256(out)}
+
+
+def _pixel_box(b: Box) -> tuple[float, float, float, float]:
+    return float(b.x1), float(b.y1), float(b.x2), float(b.y2)
+
+
+def _reference_boxes(sets, condition: str, shape) -> list[tuple[float, float, float, float]]:
+    """Pixel boxes the reference-code engine uses for ``condition``: OCO ``B_c``, DOCO ``B_c̄``, RO (avoided)
+    ``B_c ∪ B_c̄``, without those whose truncated footprint is empty (the reference code drops them)."""
+    from . import reference
+
+    used = {"OCO": sets.target, "DOCO": sets.others, "RO": sets.annotated}.get(condition, ())
+    h, w = shape[:2]
+    return [_pixel_box(b) for b in used if reference.clip_box(_pixel_box(b), w, h) is not None]
+
+
+def _reference_grid(work, checked, *, condition, target, ps, seed, item_id, preset, effective, iou_threshold,
+                    iou_filter, max_retries, rng) -> list[tuple[np.ndarray, dict]]:
+    """The reference-code engine's RO / OCO / DOCO over a grid of p (see :mod:`.reference`)."""
+    from . import reference
+
+    sets = box_sets(checked, target, iou_threshold=iou_threshold, inclusive=preset.iou_inclusive,
+                    iou_filter=iou_filter, item_id=item_id)
+    h, w = work.shape[:2]
+    extra: dict = {"n_target_boxes": len(sets.target), "n_other_boxes": len(sets.others),
+                   "iou_threshold": float(iou_threshold), "iou_inclusive": bool(preset.iou_inclusive),
+                   "iou_filter": bool(iou_filter), "engine": "reference-code"}
+    if condition == "OCO":
+        used, label = list(sets.target), "B_c"
+    elif condition == "DOCO":
+        extra["dropped_by_iou"] = [{**_box_records([b], "B_cbar")[0], "max_iou": m} for b, m in sets.dropped]
+        used, label = list(sets.others), "B_cbar"
+    else:
+        used, label = list(sets.annotated), "avoided"
+    clipped = [b for b in used if reference.clip_box(_pixel_box(b), w, h) is not None]
+    if condition == "OCO" and not clipped:
+        raise EmptyBoxSetError(f"item {item_id!r}: OCO has no box of target class {target!r}")
+    if condition == "DOCO" and not clipped:
+        rule = "<=" if preset.iou_inclusive else "<"
+        raise EmptyBoxSetError(
+            f"item {item_id!r}: DOCO has no co-finding box{f' with IoU {rule} {iou_threshold}' if iou_filter else ''} "
+            f"against the {target!r} boxes (item dropped from DOCO)")
+    base = {"item_id": item_id, "condition": condition, "target": target, "seed": int(seed),
+            "stream": stream_key(seed, item_id, target, condition) if rng is None else "caller",
+            "preset": preset.name, "options": {**effective.to_dict(), "engine": "reference-code"}, **extra,
+            "shape": list(work.shape), "dtype": str(work.dtype)}
+    if condition == "RO":
+        base.update(size_source="reference", max_retries=int(max_retries))
+    outputs = []
+    for p in ps:
+        (stream,) = item_rng(seed, item_id, target, condition, n=1) if rng is None else (rng,)
+        if condition == "RO":
+            out, ro = reference.random_occlusion(work, [_pixel_box(b) for b in clipped], p, stream,
+                                                 max_retries=max_retries)
+            boxes = [{"finding": "random", "x1": x1, "y1": y1, "x2": x2, "y2": y2, "set": "random"}
+                     for x1, y1, x2, y2 in ro["placed"]]
+            info = {**base, "k_requested": ro["k_requested"], "n_placed": len(ro["placed"]), "boxes": boxes,
+                    "noise": ro.get("noise")}
+        else:
+            out, _, stats = reference.object_class_occlusion(work, [_pixel_box(b) for b in clipped], p, stream)
+            info = {**base, "boxes": _box_records(clipped, label), "noise": stats}
+        out = out.copy() if out is work else out
+        outputs.append((out, {**info, "p": p, "sha256": array_sha256(out)}))
+    return outputs

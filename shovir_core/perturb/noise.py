@@ -28,6 +28,8 @@ def kernel_margin(radius: float) -> int:
 def draw_noise(shape: tuple[int, int], stats: NoiseStats, preset: Preset, rng: np.random.Generator) -> np.ndarray:
     """A float32 noise field of ``shape`` (plus a channel axis when ``len(stats.center) > 1``).
 
+    With ``preset.fill`` other than ``"matched"`` the field is uniform noise, the trimmed mean or zeros.
+
     Standard normal draws (float32) are scaled by ``stats.scale`` and shifted by
     ``stats.center``, clipped to ``[0, max_value]``; with ``rounding="truncate"``
     they are cast (floored) to integers as the reference code does; then
@@ -35,6 +37,8 @@ def draw_noise(shape: tuple[int, int], stats: NoiseStats, preset: Preset, rng: n
     with a margin, so the smoothing has no border effect).
     """
     n_ch = len(stats.center)
+    if preset.fill != "matched":
+        return _plain_fill(shape, n_ch, stats, preset, rng)
     m = kernel_margin(preset.smooth_radius)
     h, w = shape[0] + 2 * m, shape[1] + 2 * m
     z = rng.standard_normal((h, w, n_ch) if n_ch > 1 else (h, w), dtype=np.float32)
@@ -54,6 +58,17 @@ def draw_noise(shape: tuple[int, int], stats: NoiseStats, preset: Preset, rng: n
         if preset.rounding == "truncate":  # Pillow's blur returns integers
             np.rint(z, out=z)
     return np.ascontiguousarray(z)
+
+
+def _plain_fill(shape, n_ch: int, stats: NoiseStats, preset: Preset, rng: np.random.Generator) -> np.ndarray:
+    """The occluders of the occluder-type ablation: uniform noise over ``[0, max]``, the trimmed mean, or black."""
+    full = (shape[0], shape[1], n_ch) if n_ch > 1 else (shape[0], shape[1])
+    if preset.fill == "uniform":
+        return rng.integers(0, stats.max_value + 1, full).astype(np.float32)
+    if preset.fill == "mean":
+        center = np.asarray(stats.mean, dtype=np.float32)
+        return np.broadcast_to(center if n_ch > 1 else center[0], full).astype(np.float32)
+    return np.zeros(full, dtype=np.float32)
 
 
 def feathered_mask(mask: np.ndarray, radius: float) -> np.ndarray:

@@ -8,22 +8,37 @@ reference code (arco-group/ShoViR-Bench ``src/benchmark/preprocess.py``@2a15203)
 differs in several places; each difference is an option here, and the
 ``"reference-code"`` preset switches all of them on:
 
-==================  =====================  ======================================
-option              ``"paper"``            ``"reference-code"``
-==================  =====================  ======================================
-``center``          ``"mean"``             ``"median"``
-``trim``            ``(1, 99)``            ``(1, 99)``
-``min_std``         ``0``                  ``1`` (in 8-bit units)
-``smooth_radius``   ``0`` (i.i.d.)         ``2`` (Gaussian blur of the noise)
-``stats_region``    ``"image"``            ``"outside"`` (outside the occluded union)
-``feather_radius``  ``0`` (hard edges)     ``6`` (Gaussian-feathered blending mask)
-``channels``        ``"image"``            ``"rgb"`` (three channels, independent noise)
-``rounding``        ``"round"``            ``"truncate"`` (``astype`` casts)
-``iou_inclusive``   ``False`` (IoU < t)    ``True`` (IoU <= t)
-``ro_sizes``        ``"dataset"``          ``"reference"`` (PadChest-GR constants)
-``ro_noise``        ``"matched"``          ``"plain"`` (untrimmed mean/std, no blur/feather)
-``input_scaling``   ``"none"``             ``"minmax-uint8"`` (min-max to 8 bits first)
-==================  =====================  ======================================
+===================  =====================  ==================================================
+option               ``"paper"``            ``"reference-code"``
+===================  =====================  ==================================================
+``engine``           ``"vectorised"``       ``"reference-code"``: full-frame arrays in the
+                                            reference code's order of operations, Pillow's
+                                            ``GaussianBlur`` for the noise (radius 2) and the
+                                            8-bit feathering mask (radius 6); consumes a passed
+                                            ``numpy.random.RandomState`` exactly as the
+                                            reference functions consume ``np.random``
+``center``           ``"mean"``             ``"median"``
+``trim``             ``(1, 99)``            ``(1, 99)``
+``min_std``          ``0``                  ``1`` (in 8-bit units)
+``smooth_radius``    ``0`` (i.i.d.)         ``2`` (Gaussian blur of the noise)
+``stats_region``     ``"image"``            ``"outside"`` (outside the occluded union)
+``feather_radius``   ``0`` (hard edges)     ``6`` (Gaussian-feathered blending mask)
+``channels``         ``"image"``            ``"rgb"`` (three channels, independent noise)
+``rounding``         ``"round"``            ``"truncate"`` (``astype`` casts; RO box sizes ``int()``)
+``footprint``        ``"cover"``            ``"truncate"`` (box edges ``int()``, ``_clip_bbox``)
+``iou_inclusive``    ``False`` (IoU < t)    ``True`` (IoU <= t)
+``doco_iou_filter``  ``"always"``           ``"except-padchest"`` (the reference code loads the
+                                            unfiltered per-class files for PadChest-GR)
+``ro_sizes``         ``"dataset"``          ``"reference"`` (PadChest-GR constants)
+``ro_noise``         ``"matched"``          ``"plain"`` (untrimmed mean/std, no blur/feather,
+                                            boxes filled one after another)
+``ro_avoid``         ``"all"`` (every       ``"sets"`` (only ``B_c`` and the ``B_c̄`` DOCO uses;
+                     annotated box)         IoU-dropped boxes may be covered)
+``input_scaling``    ``"none"``             ``"minmax-uint8"`` (min-max to 8 bits first)
+``fill``             ``"matched"``          ``"matched"``
+``text_metrics``     ``"project"``          ``"reference-code"`` (BLEU/ROUGE-L as
+                                            ``evaluations/run_eval.py`` @07a7a6d)
+===================  =====================  ==================================================
 
 With ``input_scaling="minmax-uint8"`` the input is first mapped to
 ``floor(255 * (x - min) / (max - min))`` as ``uint8`` (the reference code's
@@ -31,11 +46,14 @@ With ``input_scaling="minmax-uint8"`` the input is first mapped to
 (p = 0) is that 8-bit image and every output is ``uint8``. With ``"none"`` the
 input's dtype (uint8 or uint16) is kept.
 
-Smoothing uses :func:`scipy.ndimage.gaussian_filter` with ``sigma = radius``
-(Pillow's ``GaussianBlur(radius)`` takes the standard deviation as its radius
-and approximates it with box blurs). The reference code quantises the blending
-mask to 8 bits before feathering; this implementation keeps it in floating
-point (a difference of at most 1/255 in alpha).
+The vectorised engine smooths with :func:`scipy.ndimage.gaussian_filter` (``sigma =
+radius``) over a window around the boxes and shares one noise field across a p grid;
+the reference-code engine reproduces the reference functions byte for byte (see
+:mod:`shovir_core.perturb.reference`). ``fill`` selects the occluder of the
+occluder-type ablation (vectorised engine only): ``"matched"`` Gaussian noise,
+``"uniform"`` noise over the whole intensity range, ``"mean"`` (the trimmed mean,
+constant) or ``"black"`` (zeros). ``text_metrics`` picks the BLEU/ROUGE convention of
+:mod:`shovir_core.metrics.text`.
 """
 from __future__ import annotations
 
@@ -93,6 +111,20 @@ class Preset:
     input_scaling : {"none", "minmax-uint8"}
         ``"minmax-uint8"`` rescales the input to 8 bits (min-max, truncated)
         before anything else, as the reference code does.
+    engine : {"vectorised", "reference-code"}
+        The implementation (see the module docstring); ``"reference-code"``
+        requires the reference values of the noise options above.
+    footprint : {"cover", "truncate"}
+        Pixels a box covers (:func:`~shovir_core.perturb.boxes.footprint`).
+    ro_avoid : {"all", "sets"}
+        What random boxes must not overlap: every annotated box, or only
+        ``B_c`` and the ``B_c̄`` used by DOCO.
+    doco_iou_filter : {"always", "except-padchest"}
+        Whether DOCO applies the IoU rule on every dataset or not on PadChest-GR.
+    fill : {"matched", "uniform", "mean", "black"}
+        The occluder (occluder-type ablation).
+    text_metrics : {"project", "reference-code"}
+        BLEU / ROUGE-L convention (:data:`shovir_core.metrics.text.TEXT_CONVENTIONS`).
     """
 
     name: str = "paper"
@@ -109,13 +141,22 @@ class Preset:
     ro_noise: Literal["matched", "plain"] = "matched"
     min_pixels: int = 32
     input_scaling: Literal["none", "minmax-uint8"] = "none"
+    text_metrics: Literal["project", "reference-code"] = "project"
+    engine: Literal["vectorised", "reference-code"] = "vectorised"
+    footprint: Literal["cover", "truncate"] = "cover"
+    ro_avoid: Literal["all", "sets"] = "all"
+    doco_iou_filter: Literal["always", "except-padchest"] = "always"
+    fill: Literal["matched", "uniform", "mean", "black"] = "matched"
 
     def __post_init__(self) -> None:
         choices = {
             "center": ("mean", "median"), "stats_region": ("image", "outside"),
             "channels": ("image", "rgb"), "rounding": ("round", "truncate"),
             "ro_sizes": ("dataset", "reference"), "ro_noise": ("matched", "plain"),
-            "input_scaling": ("none", "minmax-uint8"),
+            "input_scaling": ("none", "minmax-uint8"), "text_metrics": ("project", "reference-code"),
+            "engine": ("vectorised", "reference-code"), "footprint": ("cover", "truncate"),
+            "ro_avoid": ("all", "sets"), "doco_iou_filter": ("always", "except-padchest"),
+            "fill": ("matched", "uniform", "mean", "black"),
         }
         for field, allowed in choices.items():
             if getattr(self, field) not in allowed:
@@ -130,6 +171,11 @@ class Preset:
                 raise ValueError(f"preset {self.name!r}: {field} must be >= 0, got {getattr(self, field)!r}")
         if self.min_pixels < 1:
             raise ValueError(f"preset {self.name!r}: min_pixels must be >= 1")
+        if self.engine == "reference-code":
+            wrong = {k: getattr(self, k) for k, v in _REFERENCE_ENGINE.items() if getattr(self, k) != v}
+            if wrong:
+                raise ValueError(f"preset {self.name!r}: engine='reference-code' implements the reference code's "
+                                 f"noise only; these options differ from it: {wrong} (need {_REFERENCE_ENGINE})")
 
     def replace(self, **changes) -> "Preset":
         """A copy with ``changes``; its name becomes ``"<name>+<option>=<value>,..."``."""
@@ -153,8 +199,13 @@ class Preset:
         if self.ro_noise == "matched":
             return self
         return dataclasses.replace(self, center="mean", trim=None, smooth_radius=0.0,
-                                   stats_region="image", feather_radius=0.0)
+                                   stats_region="image", feather_radius=0.0, engine="vectorised")
 
+
+_REFERENCE_ENGINE = {"center": "median", "trim": (1.0, 99.0), "min_std": 1.0, "smooth_radius": 2.0,
+                     "stats_region": "outside", "feather_radius": 6.0, "channels": "rgb", "rounding": "truncate",
+                     "ro_noise": "plain", "input_scaling": "minmax-uint8", "min_pixels": 32, "fill": "matched"}
+"""The options the reference-code engine implements (it reproduces ``preprocess.py``, not a variant of it)."""
 
 PRESETS: dict[str, Preset] = {
     "paper": Preset(),
@@ -162,6 +213,8 @@ PRESETS: dict[str, Preset] = {
         name="reference-code", center="median", trim=(1.0, 99.0), min_std=1.0, smooth_radius=2.0,
         stats_region="outside", feather_radius=6.0, channels="rgb", rounding="truncate",
         iou_inclusive=True, ro_sizes="reference", ro_noise="plain", input_scaling="minmax-uint8",
+        text_metrics="reference-code", engine="reference-code", footprint="truncate", ro_avoid="sets",
+        doco_iou_filter="except-padchest",
     ),
 }
 """The two named presets; ``"paper"`` is the default everywhere."""
@@ -187,5 +240,7 @@ def resolve_preset(preset: str | Preset | dict) -> Preset:
         base = resolve_preset(options.pop("base", "paper"))
         if "trim" in options and options["trim"] is not None:
             options["trim"] = tuple(options["trim"])
+        if base.engine == "reference-code" and "engine" not in options and set(options) & set(_REFERENCE_ENGINE):
+            options["engine"] = "vectorised"  # a variant of the reference options runs on the vectorised engine
         return base.replace(**options)
     raise TypeError(f"preset must be a name, a Preset or a dict, not {type(preset).__name__}")

@@ -25,6 +25,7 @@ REGISTRY: dict[str, str] = {
     "shovir": "shovir_core.protocols.shovir",
     "perturbations": "shovir_core.protocols.perturbations",
     "modalens-distance": "shovir_core.protocols.modalens_distance",
+    "accounting": "shovir_core.protocols.accounting",
 }
 
 

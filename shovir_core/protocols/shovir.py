@@ -36,7 +36,9 @@ radiologist's report, and the book says so.
 Trial columns: ids (``trial_id, level, condition, target, p, image_id,
 study_id, patient_id``), the perturbation (``input_sha256``, ``n_boxes``,
 ``perturbation`` JSON: boxes used with their set, noise statistics, stream key),
-the raw output (``generated``), labels (``pred.<class>`` of the generated
+the raw output (``generated``), ``gen_seconds`` (wall-clock seconds spent generating
+that report: its batch's time over the batch size; NaN when the report was reused from another
+trial, the inference cache or an earlier session), labels (``pred.<class>`` of the generated
 report, ``ref.<class>`` reference labels, ``gt.<class>`` dataset labels; codes
 1 / 0 / -1 / NaN) and ``reference_text``.
 """
@@ -56,6 +58,7 @@ from ..data import Dataset
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 from ..records import Run, RunWriter, load_run, spec_hash
 from ..vocab import P_GRID
+from ..perturb.legacy import RNG_MODES
 from .datasets import load_dataset
 from .spec import Field, SpecSchema
 
@@ -68,6 +71,10 @@ PROTOCOL = "shovir"
 IMAGE_CONDITIONS = ("Baseline", "FullNoise")
 DISEASE_CONDITIONS = ("RO", "OCO", "DOCO")
 CONDITIONS = IMAGE_CONDITIONS + DISEASE_CONDITIONS
+
+LABELLER_CHOICES = ("rules", "chexbert")
+"""Report labellers the protocol takes (``labeller`` spec key; part of the record's identity)."""
+
 
 def _preset_check(value) -> str | None:
     from ..perturb import resolve_preset
@@ -105,6 +112,10 @@ SPEC = SpecSchema(PROTOCOL, [
           doc="label the reference report, or use the dataset labels"),
     Field("reference_text", str, "report", choices=("report", "template"),
           doc="the dataset's report, or a template report from the labels"),
+    Field("labeller", str, "rules", choices=LABELLER_CHOICES,
+          doc="report labeller: rules (offline default) or chexbert (the paper's; local weights)"),
+    Field("rng", str, "per-item", choices=RNG_MODES,
+          doc="per-item streams, or a replay of the authors' legacy streams (needs the reference-code preset)"),
     # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
     Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
     Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
@@ -133,6 +144,11 @@ default. ``batch_size`` and ``chunk_size`` are execution-only: they never enter 
 ``prompt``, ``max_new_tokens``  generation overrides (``None``: the model's paper settings)
 ``reference_labels``   ``"report"`` (label the reference report) or ``"dataset"`` (dataset labels)
 ``reference_text``     ``"report"`` (the dataset's report) or ``"template"`` (template from labels)
+``labeller``           report labeller of generated and reference reports: ``"rules"`` (offline default) or
+                       ``"chexbert"`` (the paper's; local weights, :mod:`shovir_core.labeling.chexbert`)
+``rng``                ``"per-item"`` (streams from ids, order-independent) or a replay of the authors'
+                       legacy streams, ``"legacy-stream"`` / ``"legacy-per-sample"``
+                       (:mod:`shovir_core.perturb.legacy`; needs the ``reference-code`` preset)
 ``batch_size``         images per model call (execution-only)
 ``chunk_size``         trials per record part, the resume granularity (execution-only)
 """
@@ -187,6 +203,12 @@ def resolve_spec(spec: dict) -> dict:
     out["ps"] = sorted(out["ps"])
     if out["classes"] is not None:
         out["classes"] = [c for c in FINDINGS_13 if c in out["classes"]]
+    from ..perturb import resolve_preset
+
+    preset = resolve_preset(out["preset"])
+    if out["rng"] != "per-item" and preset.engine != "reference-code":
+        raise ValueError(f"shovir: rng={out['rng']!r} replays the authors' code and needs a preset with "
+                         f"engine 'reference-code' (preset {preset.name!r} has {preset.engine!r})")
     ds = open_dataset(out)
     if ds.reports is None and "report" in (out["reference_labels"], out["reference_text"]):
         raise ValueError(
@@ -275,13 +297,24 @@ def _codes(frame: pd.DataFrame, prefix: str) -> dict[str, list]:
 
 
 class _Labeller:
-    """Label texts once each (reports repeat a lot across conditions)."""
+    """Label texts once each (reports repeat a lot across conditions) with the spec's labeller.
 
-    def __init__(self) -> None:
-        from ..labeling import label_reports
+    Built before any model call, so a labeller that cannot run here (CheXbert without its local
+    weights) fails with its reason before anything is generated.
+    """
 
-        self._label = label_reports
+    def __init__(self, name: str = "rules") -> None:
+        from ..labeling import get_labeller, label_reports
+
+        self.name = name
+        self._impl = get_labeller(name)  # raises LabellerUnavailable (naming what is missing)
+        self._label = lambda texts: label_reports(texts, labeller=name)
         self._memo: dict[str, np.ndarray] = {}
+
+    def provenance(self) -> dict:
+        """What the record's manifest says about the labeller (CheXbert: its local files)."""
+        info = getattr(self._impl, "provenance", None)
+        return {"name": self.name, **(info() if callable(info) else {})}
 
     def __call__(self, texts: list[str]) -> pd.DataFrame:
         new = sorted({t for t in texts if t not in self._memo})
@@ -315,8 +348,55 @@ def _reference(spec: dict, ds: Dataset, labeller: _Labeller) -> tuple[dict[str, 
     return texts, ref
 
 
-def _perturb(ds: Dataset, group: dict, spec: dict, cache: dict, size_pool) -> list[tuple[np.ndarray, dict]]:
-    from ..perturb import full_noise, occlude_grid, resolve_preset
+def _keyed_boxes(ds: Dataset, image_id: str) -> list[tuple]:
+    """The image's boxes as ``(finding, x1, y1, x2, y2, box_id)``: rows sharing a box id are one box."""
+    sub = ds.boxes[ds.boxes["image_id"] == image_id]
+    return [(r.finding, float(r.x1), float(r.y1), float(r.x2), float(r.y2), str(r.box_id)) for r in sub.itertuples()]
+
+
+def _iou_filter(ds: Dataset, preset) -> bool:
+    """Whether DOCO applies the IoU rule here (the reference code does not on PadChest-GR)."""
+    return not (preset.doco_iou_filter == "except-padchest" and ds.name.lower().startswith("padchest"))
+
+
+def _legacy_streams(spec: dict, ds: Dataset, preset):
+    """The authors' experiments of this record as :class:`~shovir_core.perturb.legacy.LegacyStreams`."""
+    from ..perturb import box_sets
+    from ..perturb.conditions import _reference_boxes
+    from ..perturb.legacy import LegacyStreams, authors_class_order
+    from ..perturb.reference import advance
+
+    full, _ = class_subsets(ds, classes=spec["classes"], min_count=spec["min_count"], max_per_class=None,
+                            subset_seed=spec["subset_seed"])
+    order = ds.images["image_id"].tolist()
+    rank = {i: k for k, i in enumerate(order)}
+    shape = {r.image_id: (int(r.height), int(r.width)) for r in ds.images.itertuples()}
+    iou_filter = _iou_filter(ds, preset)
+    disease = [(i, c) for c in authors_class_order(full) for i in sorted(full[c], key=rank.__getitem__)]
+
+    def kept_by_doco(item) -> bool:
+        i, c = item
+        sets = box_sets(_keyed_boxes(ds, i), c, iou_threshold=float(spec["iou_threshold"]),
+                        inclusive=preset.iou_inclusive, iou_filter=iou_filter)
+        return bool(_reference_boxes(sets, "DOCO", shape[i]))
+
+    orders = {"Baseline": [(i, None) for i in order], "FullNoise": [(i, None) for i in order],
+              "RO": disease, "OCO": disease, "DOCO": [it for it in disease if kept_by_doco(it)]}
+
+    def skip(condition, p, key, rng):
+        i, c = key
+        boxes = []
+        if c is not None:
+            sets = box_sets(_keyed_boxes(ds, i), c, iou_threshold=float(spec["iou_threshold"]),
+                            inclusive=preset.iou_inclusive, iou_filter=iou_filter)
+            boxes = _reference_boxes(sets, condition, shape[i])
+        advance(rng, condition, shape[i], boxes, p, max_retries=spec["max_retries"])
+
+    return LegacyStreams(spec["rng"], spec["seed"], orders, skip)
+
+
+def _perturb(ds: Dataset, group: dict, spec: dict, cache: dict, size_pool, streams=None) -> list[tuple[np.ndarray, dict]]:
+    from ..perturb import EmptyBoxSetError, full_noise, occlude, occlude_grid, resolve_preset
 
     image_id = group["image_id"]
     if image_id not in cache:
@@ -324,17 +404,26 @@ def _perturb(ds: Dataset, group: dict, spec: dict, cache: dict, size_pool) -> li
         cache[image_id] = ds.load_image(image_id)
     image = cache[image_id]
     cond = group["condition"]
+    preset = resolve_preset(spec["preset"])
     if cond == "Baseline":
         from ..perturb.conditions import prepare_image
         from ..perturb.noise import array_sha256
 
-        work = prepare_image(image, resolve_preset(spec["preset"]), item_id=image_id)
+        work = prepare_image(image, preset, item_id=image_id)
         return [(work, {"condition": "Baseline", "p": 0.0, "boxes": [], "sha256": array_sha256(work)})]
+    key = (image_id, group["target"])
+    if streams is not None and (cond, key) not in streams:
+        raise EmptyBoxSetError(f"item {image_id!r}: not in the authors' {cond} dataset (dropped)")
     if cond == "FullNoise":
-        return [full_noise(image, seed=spec["seed"], item_id=image_id, preset=spec["preset"])]
-    return occlude_grid(image, ds.boxes_of(image_id), condition=cond, target=group["target"], ps=group["ps"],
-                        seed=spec["seed"], item_id=image_id, preset=spec["preset"], size_pool=size_pool,
-                        iou_threshold=float(spec["iou_threshold"]), max_retries=spec["max_retries"])
+        rng = streams.rng_for(cond, 1.0, key) if streams is not None else None
+        return [full_noise(image, seed=spec["seed"], item_id=image_id, preset=preset, rng=rng)]
+    kwargs = dict(condition=cond, target=group["target"], seed=spec["seed"], item_id=image_id, preset=preset,
+                  size_pool=size_pool, iou_threshold=float(spec["iou_threshold"]), max_retries=spec["max_retries"],
+                  iou_filter=_iou_filter(ds, preset))
+    boxes = _keyed_boxes(ds, image_id)
+    if streams is None:
+        return occlude_grid(image, boxes, ps=group["ps"], **kwargs)
+    return [occlude(image, boxes, p=p, rng=streams.rng_for(cond, p, key), **kwargs) for p in group["ps"]]
 
 
 def _chunks(items: list, size: int) -> Iterator[list]:
@@ -364,11 +453,11 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     groups, plan = plan_trials(spec, ds)
     meta = ds.images.set_index("image_id")
     size_pool = box_size_pool(ds.boxes, ds.images) if len(ds.boxes) else None
-    labeller = _Labeller()
+    labeller = _Labeller(spec.get("labeller", "rules"))
     ref_text, ref_labels = _reference(spec, ds, labeller)
     gt = ds.labels.reindex(columns=list(CHEXPERT_CLASSES))
     seeds = {"perturbation": spec["seed"], "subset": spec["subset_seed"]}
-    model_info = {"id": spec["model"], **model.provenance()}
+    model_info = {"id": spec["model"], **model.provenance(), "labeller": labeller.provenance()}
 
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model=model_info, seeds=seeds,
                    credentialed=ds.credentialed) as writer:
@@ -386,7 +475,13 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                                                      None if g["condition"] in IMAGE_CONDITIONS else p) not in done]
             if todo:
                 pending.append({**g, "ps": todo})
-        pending.sort(key=lambda g: (g["image_id"], CONDITIONS.index(g["condition"]), g["target"] or ""))
+        streams = _legacy_streams(spec, ds, preset) if spec.get("rng", "per-item") != "per-item" else None
+        if streams is None:
+            pending.sort(key=lambda g: (g["image_id"], CONDITIONS.index(g["condition"]), g["target"] or ""))
+        else:  # each experiment's stream is walked in the authors' order
+            pending.sort(key=lambda g: (CONDITIONS.index(g["condition"]),
+                                        streams.rank(g["condition"], (g["image_id"], g["target"]))
+                                        if (g["condition"], (g["image_id"], g["target"])) in streams else -1))
         gen_seconds = 0.0
         total = sum(len(g["ps"]) for g in pending)
         bar = tqdm(total=total, desc=f"shovir {ds.name} x {spec['model']}", unit="trial", disable=not progress)
@@ -401,20 +496,28 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                 if r["input_sha256"] not in memo and r["input_sha256"] not in seen:
                     seen.add(r["input_sha256"])
                     need.append(r)
+            timing: dict[str, float] = {}
             for batch in _chunks(need, batch_size):
+                computed_before = model.computed
                 t0 = time.perf_counter()
                 texts = model.generate_reports(
                     [r.pop("_pixels") for r in batch], prompt=spec["prompt"],
                     max_new_tokens=spec["max_new_tokens"],
                     boxes=[ds.boxes_of(r["image_id"]) for r in batch] if getattr(model, "uses_boxes", False)
                     else None)
-                gen_seconds += time.perf_counter() - t0
+                elapsed = time.perf_counter() - t0
+                gen_seconds += elapsed
+                if model.computed - computed_before == len(batch):  # all generated now, none from the cache
+                    timing.update((r["input_sha256"], elapsed / len(batch)) for r in batch)
                 if len(texts) != len(batch):
                     raise RuntimeError(f"{spec['model']}: {len(texts)} reports for {len(batch)} images")
                 memo.update((r["input_sha256"], str(t)) for r, t in zip(batch, texts))
             for r in rows:
                 r.pop("_pixels", None)
                 r["generated"] = memo[r["input_sha256"]]
+                # seconds of generation of this trial's report (batch time / batch size); NaN when the
+                # report was reused (another trial's input, the inference cache, a resumed session)
+                r["gen_seconds"] = timing.pop(r["input_sha256"], float("nan"))
             labels = labeller([r["generated"] for r in rows])
             pred = _codes(labels, "pred")
             for k, r in enumerate(rows):
@@ -424,7 +527,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
 
         for g in pending:
             try:
-                outputs = _perturb(ds, g, spec, image_cache, size_pool)
+                outputs = _perturb(ds, g, spec, image_cache, size_pool, streams)
             except EmptyBoxSetError:
                 if g["condition"] != "DOCO":
                     raise

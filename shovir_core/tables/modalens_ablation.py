@@ -1,6 +1,6 @@
 """ModaLens §4.2-4.3: the modality ablation (Tables 20, 23, 15) and per-finding agreement (Tables 10, 21, 22, 32).
 
-The four cells (paper-map B.2) are four ``modalens`` records of one model on the same cases:
+The four cells (ModaLens §4.2, Table 20) are four ``modalens`` records of one model on the same cases:
 
 ==========  =================================  ===========================
 cell        prompt                             arm (spec)

@@ -1,4 +1,4 @@
-"""The paper's own consistency checks (paper-map Part E) beside the same identities on this run.
+"""The paper's own consistency checks (identities its published numbers satisfy) beside the same identities on this run.
 
 A chapter names the published checks its tables touch (ids of ``papers/data/<paper>_checks.yaml``)
 and, for each, the same identity recomputed from its records (e.g. "label-changed + unchanged =

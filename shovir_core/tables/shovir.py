@@ -22,6 +22,7 @@ Choices where the paper is silent (ShoViR §3.4 names the metrics, not these det
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,7 @@ from ..protocols.shovir import label_columns
 __all__ = [
     "trials_of", "image_level", "table1", "per_class", "mu_f1_curves", "shortcut_metrics",
     "per_class_across_models", "paper_table1", "external_metric_status", "TABLE1_METRICS", "run_counts",
-    "key_part", "paper_figures",
+    "key_part", "paper_figures", "text_convention",
 ]
 
 TABLE1_METRICS = ("f1_14_micro", "f1_5_micro", "f1_radgraph", "green", "bleu1", "bleu4", "rouge_l")
@@ -50,7 +51,8 @@ def trials_of(runs: Mapping[str, Run]) -> pd.DataFrame:
     for key, run in runs.items():
         if run.manifest.get("protocol") != "shovir":
             raise ValueError(f"record {run.run_id!r} (key {key!r}) is not a shovir record")
-        frames.append(run.trials.assign(model=key, dataset=(run.manifest.get("dataset") or {}).get("name")))
+        frames.append(run.trials.assign(model=key, dataset=(run.manifest.get("dataset") or {}).get("name"),
+                                        record=str(run.path)))
     if not frames:
         raise ValueError("no shovir records given")
     return pd.concat(frames, ignore_index=True)
@@ -62,10 +64,17 @@ def _labels(frame: pd.DataFrame, prefix: str) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def external_metric_status() -> dict[str, str]:
-    """``{metric: reason}`` for the model-based metrics that cannot run here (RadGraph F1, GREEN)."""
+def external_metric_status(table: pd.DataFrame | None = None) -> dict[str, str]:
+    """``{metric: reason}`` for the model-based metrics (RadGraph F1, GREEN) without values.
+
+    With ``table`` (from :func:`image_level` or :func:`table1`): the metrics that table lacks and
+    why (scores cached in a record count as available even where the metric cannot run); without
+    it, the metrics that cannot run here.
+    """
     from ..metrics import external_availability
 
+    if table is not None:
+        return dict(table.attrs.get("unavailable", {}))
     out = {}
     for name in ("f1_radgraph", "green"):
         ok, reason, _ = external_availability(name)
@@ -74,31 +83,54 @@ def external_metric_status() -> dict[str, str]:
     return out
 
 
+def text_convention(trials: pd.DataFrame) -> str:
+    """The BLEU/ROUGE convention of the records' noise preset (``text_metrics``; one per frame)."""
+    from ..perturb import resolve_preset
+    from ..records import Run
+
+    if "record" not in trials:
+        return "project"
+    found = {resolve_preset(Run(Path(r)).manifest["spec"].get("preset", "paper")).text_metrics
+             for r in trials["record"].unique()}
+    if len(found) != 1:
+        raise ValueError(f"records with different text-metric conventions {sorted(found)} in one table")
+    return found.pop()
+
+
 def image_level(trials: pd.DataFrame, *, uncertain: str = "negative", external: bool = True) -> pd.DataFrame:
     """Report-level metrics of the image-level conditions, one row per (model, condition).
 
     Columns: ``f1_14_micro, f1_14_macro, f1_5_micro, f1_5_macro, bleu1, bleu4,
-    rouge_l, f1_radgraph, green, n_images``. RadGraph F1 and GREEN are computed
-    when their weights are available locally (``external=True``), else NaN
-    (:func:`external_metric_status` gives the reason).
+    rouge_l, f1_radgraph, green, n_images``. BLEU/ROUGE follow the records' preset
+    (:func:`text_convention`). RadGraph F1 and GREEN come from the record's score cache
+    (:mod:`shovir_core.metrics.store`) or are computed (and cached) when their weights are
+    available locally (``external=True``); else NaN (:func:`external_metric_status` gives the reason).
     """
     from ..metrics import compute_external
+    from ..metrics.store import ScoreStore
 
     img = trials[trials["level"] == "image"]
     if img.empty:
         raise ValueError("no image-level trials (conditions Baseline / FullNoise) in these records")
-    status = external_metric_status() if external else {"f1_radgraph": "off", "green": "off"}
-    rows = []
+    convention = text_convention(img)
+    rows, unavailable = [], {}
     for (model, cond), g in img.groupby(["model", "condition"], sort=False):
         g = g.sort_values("image_id")
         row = {"model": model, "condition": cond, "n_images": int(len(g))}
         row.update(report_label_f1(_labels(g, "pred"), _labels(g, "ref"), uncertain=uncertain))
         hyps, refs = g["generated"].tolist(), g["reference_text"].tolist()
-        row.update(nlg_metrics(hyps, refs))
+        row.update(nlg_metrics(hyps, refs, convention=convention))
+        store = ScoreStore(g["record"].iloc[0]) if "record" in g else None
         for name in ("f1_radgraph", "green"):
-            row[name] = (compute_external(name, hyps, refs).value if name not in status else np.nan)
+            res = compute_external(name, hyps, refs, store=store) if external else None
+            row[name] = res.value if res is not None and res.available else np.nan
+            if res is None or not res.available:
+                unavailable.setdefault(name, "not computed (external=False)" if res is None else res.reason)
         rows.append(row)
-    return pd.DataFrame(rows).set_index(["model", "condition"])
+    out = pd.DataFrame(rows).set_index(["model", "condition"])
+    out.attrs["unavailable"] = unavailable
+    out.attrs["text_convention"] = convention
+    return out
 
 
 def table1(trials: pd.DataFrame, *, uncertain: str = "negative") -> pd.DataFrame:
@@ -116,6 +148,7 @@ def table1(trials: pd.DataFrame, *, uncertain: str = "negative") -> pd.DataFrame
     for metric in ("f1_14_micro", "f1_5_micro"):
         out[("Δ_FN", metric)] = out[("Baseline", metric)] - out[("FullNoise", metric)]
     out.index.name = "model"
+    out.attrs = dict(il.attrs)
     return out
 
 

@@ -1,0 +1,179 @@
+"""The ``accounting`` protocol: how a ShoViR cohort is counted (the Supplementary's data accounting, §A).
+
+One record per dataset. Its rows (``kind`` column):
+
+``funnel``       one row per step of the cohort funnel, as the dataset's adapter counts it: images and
+                 boxes left after each filter. MIMIC-CXR (ImaGenome): annotated images -> not only No
+                 Finding (``drop_no_finding_only``) -> true-positive filter (``true_positive_filter``)
+                 -> in a class subset; PadChest-GR: verified samples -> with a box -> in a class
+                 subset; NIH (demo): images -> with an expert box -> in a class subset. Every
+                 dataset ends with the classes that keep at least ``min_count`` images.
+``class``        per localisable class: images with a positive label and a box of the class (the
+                 per-class evaluation subset), and whether it passes ``min_count``.
+``consistency``  per class, the image-level agreement of the dataset labels with the classes of the
+                 image's boxes (MIMIC: the paper's cross-source consistency check of original CheXpert
+                 labels vs ImaGenome-mapped labels, on the candidates before the true-positive filter):
+                 ``tp`` (both), ``fn`` (label only), ``fp`` (box only).
+``validation``   the radiologist-validation sample: ``per_class`` images per kept class, drawn by a
+                 seeded hash order (reproducible, independent of file order).
+``mapping``      the static label lookups the adapters use (NIH -> CheXpert, PadChest -> CheXpert).
+
+The steps that need files the adapters do not read (MIMIC-CXR test split before ImaGenome; PadChest-GR
+boxes before sentence validation) are not counted here; the chapter says so.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+from ..data import Dataset
+from ..labels import FINDINGS_13, NIH_TO_CHEXPERT
+from ..records import Run, RunWriter, load_run, spec_hash
+from .datasets import load_dataset
+from .spec import Field, SpecSchema
+
+__all__ = ["resolve_spec", "execute", "SPEC", "DEFAULTS", "PROTOCOL", "funnel_rows", "validation_sample"]
+
+PROTOCOL = "accounting"
+SPEC = SpecSchema(PROTOCOL, [
+    Field("dataset", str, "demo", doc="demo name or adapter:path (mimic:$SHOVIR_MIMIC, padchest:$SHOVIR_PADCHEST)"),
+    Field("min_count", int, 40, range=(1, None), doc="classes with fewer images in their subset are dropped"),
+    Field("per_class", int, 5, range=(1, None), doc="radiologist-validation images per kept class"),
+    Field("sample_seed", int, 0, range=(0, None)),
+    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
+])
+"""The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`)."""
+DEFAULTS = {k: v for k, v in SPEC.defaults.items() if k != "dataset_sha256"}
+
+
+def _kind(source: str) -> str:
+    text = str(source)
+    return text.split(":", 1)[0] if ":" in text and text.split(":", 1)[0] in ("mimic", "padchest") else "nih"
+
+
+def _load(source: str, **kwargs) -> Dataset:
+    from ..data import mimic, padchest  # noqa: F401  (register the adapters)
+
+    expanded = os.path.expandvars(source)
+    if "$" in expanded:
+        raise ValueError(f"accounting: dataset {source!r} names an unset environment variable")
+    return load_dataset(expanded, **kwargs)
+
+
+def resolve_spec(spec: dict) -> dict:
+    """Validate (:data:`SPEC`), fill the defaults and pin the dataset's content hash."""
+    out = SPEC.resolve(spec)
+    ds = _load(out["dataset"])
+    if out["dataset_sha256"] not in (None, ds.manifest_hash):
+        raise ValueError(f"accounting: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
+                         f"{out['dataset_sha256'][:12]}, the hash the spec pins)")
+    out["dataset_sha256"] = ds.manifest_hash
+    return out
+
+
+def _subsets(ds: Dataset) -> dict[str, list[str]]:
+    boxed = ds.boxes.groupby("finding")["image_id"].apply(set)
+    out = {}
+    for c in FINDINGS_13:
+        if c in ds.labels.columns:
+            positive = set(ds.labels.index[ds.labels[c] == 1.0])
+            out[c] = sorted(positive & boxed.get(c, set()))
+        else:
+            out[c] = []
+    return out
+
+
+def funnel_rows(source: str, ds: Dataset, *, min_count: int) -> list[dict]:
+    """The funnel of ``ds`` (loaded from ``source``), as rows ``step, images, boxes``."""
+    kind = _kind(source)
+    rows = []
+    if kind == "mimic":
+        for step, kw in (("annotated images (ImaGenome)", dict(drop_no_finding_only=False, true_positive_filter=False)),
+                         ("not only No Finding", dict(drop_no_finding_only=True, true_positive_filter=False))):
+            d = _load(source, **kw)
+            rows.append({"step": step, "images": int(len(d.images)), "boxes": int(d.boxes["box_id"].nunique())})
+        rows.append({"step": "true-positive filter", "images": int(len(ds.images)),
+                     "boxes": int(ds.boxes["box_id"].nunique())})
+    else:
+        first = "verified samples" if kind == "padchest" else "images"
+        rows.append({"step": first, "images": int(len(ds.images)), "boxes": int(ds.boxes["box_id"].nunique())})
+        rows.append({"step": "with a box", "images": int(ds.boxes["image_id"].nunique()),
+                     "boxes": int(ds.boxes["box_id"].nunique())})
+    subsets = _subsets(ds)
+    in_any = set().union(*subsets.values())
+    kept = {c: ids for c, ids in subsets.items() if len(ids) >= min_count}
+    in_kept = set().union(*kept.values()) if kept else set()
+
+    def boxes_of(images, classes):
+        b = ds.boxes[ds.boxes["image_id"].isin(images) & ds.boxes["finding"].isin(classes)]
+        return int(b["box_id"].nunique())
+
+    rows.append({"step": "in a class subset (positive label and a box of the class)", "images": len(in_any),
+                 "boxes": boxes_of(in_any, list(subsets))})
+    rows.append({"step": f"classes with at least {min_count} images", "images": len(in_kept),
+                 "boxes": boxes_of(in_kept, list(kept))})
+    return [{"kind": "funnel", "order": k, **r} for k, r in enumerate(rows)]
+
+
+def _consistency(source: str, ds: Dataset) -> list[dict]:
+    cand = _load(source, drop_no_finding_only=True, true_positive_filter=False) if _kind(source) == "mimic" else ds
+    boxed = cand.boxes.groupby("image_id")["finding"].apply(set)
+    rows = []
+    for c in FINDINGS_13:
+        label = cand.labels[c] == 1.0
+        has_box = cand.labels.index.to_series().map(lambda i: c in boxed.get(i, set()))
+        rows.append({"kind": "consistency", "class": c, "tp": int((label & has_box).sum()),
+                     "fn": int((label & ~has_box).sum()), "fp": int((~label & has_box).sum()),
+                     "images": int(len(cand.labels))})
+    return rows
+
+
+def validation_sample(subsets: dict[str, list[str]], *, per_class: int, seed: int) -> dict[str, list[str]]:
+    """``per_class`` images per class in a seeded SHA-256 order (reproducible, file-order independent).
+
+    >>> validation_sample({"Edema": ["a", "b", "c"]}, per_class=2, seed=0) == validation_sample(
+    ...     {"Edema": ["c", "b", "a"]}, per_class=2, seed=0)
+    True
+    """
+    def rank(c, i):
+        return hashlib.sha256(f"{seed}\x1f{c}\x1f{i}".encode()).hexdigest()
+
+    return {c: sorted(ids, key=lambda i: rank(c, i))[:per_class] for c, ids in subsets.items()}
+
+
+def _mapping_rows() -> list[dict]:
+    from ..data.padchest import PADCHEST_TO_CHEXPERT
+
+    rows = [{"kind": "mapping", "source": "NIH ChestX-ray14", "source_label": k, "chexpert": v or ""}
+            for k, v in sorted(NIH_TO_CHEXPERT.items())]
+    rows += [{"kind": "mapping", "source": "PadChest", "source_label": k, "chexpert": v}
+             for k, v in sorted(PADCHEST_TO_CHEXPERT.items())]
+    return rows
+
+
+def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | None = None) -> Run:
+    """Count the cohort of ``spec`` (resolved) into one record (``execution``: none are declared)."""
+    ds = _load(spec["dataset"])
+    if ds.manifest_hash != spec["dataset_sha256"]:
+        raise RuntimeError(f"accounting: dataset {spec['dataset']!r} changed while resolving the spec")
+    subsets = _subsets(ds)
+    kept = {c: ids for c, ids in subsets.items() if len(ids) >= spec["min_count"]}
+    rows = funnel_rows(spec["dataset"], ds, min_count=spec["min_count"])
+    rows += [{"kind": "class", "class": c, "images": len(ids), "kept": len(ids) >= spec["min_count"]}
+             for c, ids in subsets.items()]
+    rows += _consistency(spec["dataset"], ds)
+    sample = validation_sample(kept, per_class=spec["per_class"], seed=spec["sample_seed"])
+    rows += [{"kind": "validation", "class": c, "image_id": i, "rank": k}
+             for c, ids in sample.items() for k, i in enumerate(ids)]
+    rows += _mapping_rows()
+    for k, r in enumerate(rows):
+        r["trial_id"] = f"{r['kind']}|{k:05d}"
+    columns = ["trial_id", "kind", "order", "step", "images", "boxes", "class", "kept", "tp", "fn", "fp",
+               "image_id", "rank", "source", "source_label", "chexpert"]
+    rows = [{c: r.get(c) for c in columns} for r in rows]
+    with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), seeds={"sample": spec["sample_seed"]},
+                   credentialed=ds.credentialed) as writer:
+        if not writer.is_complete:
+            writer.append(rows)
+            writer.complete(n_images=int(len(ds.images)), n_classes_kept=len(kept))
+    return load_run(PROTOCOL, name, spec_hash(spec))

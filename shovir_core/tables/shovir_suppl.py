@@ -1,0 +1,332 @@
+"""The ShoViR Supplementary as chapters: pure functions of run records returning :class:`TableResult`.
+
+* §A data accounting — :func:`funnel`, :func:`class_counts`, :func:`consistency`,
+  :func:`validation_sample`, :func:`label_maps` (``accounting`` records);
+* §B occluder-type ablation — :func:`occluder_ablation`, :func:`occluder_checks` (``shovir`` records
+  that differ only in the occluder, ``fill`` / preset);
+* §C.3 prompt sensitivity — :func:`prompt_sensitivity` (``shovir`` records under the model's
+  default prompt and under the shared minimal prompt);
+* §C / Table S6 compute cost — :func:`compute_cost` (``gen_seconds`` of the trial rows).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..labels import CHEXPERT_CLASSES
+from ..records import Run
+from .result import TableResult
+from .shovir import _binary, _labels, image_level, mu_f1_curves, per_class, shortcut_metrics, trials_of
+
+__all__ = ["funnel", "class_counts", "consistency", "validation_sample", "label_maps", "OCCLUDERS",
+           "occluder_of", "resolve_preset_name", "occluder_ablation", "occluder_checks", "PLANTED_EXPECTATIONS",
+           "prompt_sensitivity", "compute_cost", "paper_grid_inputs", "glue_key"]
+
+
+def _one(runs, protocol: str) -> Run:
+    run = runs if isinstance(runs, Run) else next(iter(runs.values()))
+    if run.manifest.get("protocol") != protocol:
+        raise ValueError(f"record {run.run_id!r} is not a {protocol} record")
+    return run
+
+
+def _kind(run: Run, kind: str) -> pd.DataFrame:
+    t = run.trials
+    return t[t["kind"] == kind].reset_index(drop=True)
+
+
+# -- §A data accounting -----------------------------------------------------------------------
+def funnel(run: Run) -> TableResult:
+    """The cohort funnel (images and boxes after each step) of an ``accounting`` record."""
+    run = _one(run, "accounting")
+    f = _kind(run, "funnel").sort_values("order")
+    frame = pd.DataFrame({"step": f["step"].tolist(), "images": f["images"].astype(int).tolist(),
+                          "boxes": f["boxes"].astype(int).tolist()})
+    frame["dropped"] = (frame["images"].shift(1) - frame["images"]).fillna(0).astype(int)
+    values = {"first_images": int(frame["images"].iloc[0]), "final_images": int(frame["images"].iloc[-1]),
+              "final_boxes": int(frame["boxes"].iloc[-1]), "n_steps": int(len(frame)),
+              "n_classes_kept": int(run.manifest["counts"]["n_classes_kept"])}
+    return TableResult(frame, values, labels={"step": "step", "images": "images", "boxes": "boxes",
+                                              "dropped": "images dropped"},
+                       caption="Cohort funnel as counted by the dataset adapter.").with_runs(run)
+
+
+def class_counts(run: Run) -> TableResult:
+    """Per localisable class: images of its evaluation subset and whether it passes ``min_count``."""
+    run = _one(run, "accounting")
+    c = _kind(run, "class")
+    frame = pd.DataFrame({"class": c["class"], "images": c["images"].astype(int), "kept": c["kept"].astype(bool)})
+    values = {"n_classes": int(frame["kept"].sum()), "min_count": int(run.manifest["spec"]["min_count"])}
+    return TableResult(frame, values, labels={"kept": f"≥ {values['min_count']} images"},
+                       caption="Per-class evaluation subsets.").with_runs(run)
+
+
+def consistency(run: Run) -> TableResult:
+    """Cross-source consistency: F1 of the dataset labels against the classes of the image's boxes."""
+    run = _one(run, "accounting")
+    c = _kind(run, "consistency")
+    frame = pd.DataFrame({"class": c["class"], "tp": c["tp"].astype(int), "fn": c["fn"].astype(int),
+                          "fp": c["fp"].astype(int)})
+    denom = 2 * frame["tp"] + frame["fp"] + frame["fn"]
+    frame["f1"] = np.where(denom > 0, 2 * frame["tp"] / denom.where(denom > 0, 1), np.nan)
+    tp, fp, fn = int(frame["tp"].sum()), int(frame["fp"].sum()), int(frame["fn"].sum())
+    micro = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else float("nan")
+    values = {"f1": float(micro), "tp": tp, "fp": fp, "fn": fn, "n_images": int(c["images"].max())}
+    return TableResult(frame, values, metrics={"f1": "f1_class"},
+                       caption="Agreement of image labels with box classes (micro F1 pooled over classes)."
+                       ).with_runs(run)
+
+
+def validation_sample(run: Run) -> TableResult:
+    """The radiologist-validation sample: images per class (ids only in the frame; never glued)."""
+    run = _one(run, "accounting")
+    v = _kind(run, "validation")
+    frame = v.groupby("class", sort=False).agg(images=("image_id", "size")).reset_index()
+    values = {"n_cases": int(len(v)), "per_class": int(run.manifest["spec"]["per_class"]),
+              "n_classes": int(frame["class"].nunique())}
+    out = TableResult(frame, values, caption="Validation cases drawn per class.").with_runs(run)
+    out.ids = v[["class", "image_id", "rank"]].copy()  # for the user's copy; the book never prints these
+    return out
+
+
+def label_maps(run: Run) -> TableResult:
+    """The static label lookups (NIH and PadChest labels -> CheXpert class) the adapters use."""
+    run = _one(run, "accounting")
+    m = _kind(run, "mapping")
+    frame = m[["source", "source_label", "chexpert"]].reset_index(drop=True)
+    mapped = frame[frame["chexpert"].astype(str) != ""]
+    values = {f"{k}.labels": int((frame["source"] == s).sum()) for k, s in
+              (("nih", "NIH ChestX-ray14"), ("padchest", "PadChest"))}
+    values.update({f"{k}.mapped": int((mapped["source"] == s).sum()) for k, s in
+                   (("nih", "NIH ChestX-ray14"), ("padchest", "PadChest"))})
+    return TableResult(frame, values, labels={"source_label": "source label", "chexpert": "CheXpert class"},
+                       caption="Label mapping tables.").with_runs(run)
+
+
+# -- §B occluder-type ablation ------------------------------------------------------------------
+OCCLUDERS = {
+    "matched Gaussian (paper)": "paper",
+    "blurred matched (radius 2, as the authors' code)": {"base": "paper", "smooth_radius": 2.0},
+    "uniform random (all_noise)": {"base": "paper", "fill": "uniform"},
+    "mean fill": {"base": "paper", "fill": "mean"},
+    "black": {"base": "paper", "fill": "black"},
+}
+"""The occluders of the ablation and the noise preset of each (the params files use these). Only the fill
+changes: the image pipeline (no 8-bit rescaling, hard edges, the paper's box sets) is the paper preset's, so
+every occluder shares one Baseline."""
+
+
+def resolve_preset_name(preset) -> str:
+    """The :data:`OCCLUDERS` name of a preset (name, dict or resolved options); its own name otherwise."""
+    from ..perturb import resolve_preset
+
+    options = resolve_preset(preset).to_dict()
+    options.pop("name")
+    for name, p in OCCLUDERS.items():
+        cand = resolve_preset(p).to_dict()
+        cand.pop("name")
+        if cand == options:
+            return name
+    return resolve_preset(preset).name
+
+
+def occluder_of(run: Run) -> str:
+    """The :data:`OCCLUDERS` name of a record's preset."""
+    return resolve_preset_name(run.manifest["spec"]["preset"])
+
+
+def occluder_ablation(runs: Mapping[str, Run], *, p: float = 1.0, n_draws: int = 200, seed: int = 3) -> TableResult:
+    """Per (model, occluder): F1_14 Baseline / Full Noise, Δ_FN, μ-F1 RO / OCO at ``p``, Δ_OCO, FR_OCO.
+
+    Also ``fn_positive_calls`` (positive calls in the Full Noise reports: how many findings survive) and
+    ``oco_unchanged`` (share of OCO items whose call of the target is the same at p = 1 as on the clean
+    image, OCO at p = 0).
+    """
+    rows = []
+    for key, run in runs.items():
+        trials = trials_of({key: run})
+        il = image_level(trials, external=False)
+        base, fn = il.loc[(key, "Baseline")], il.loc[(key, "FullNoise")]
+        curves = mu_f1_curves(per_class(trials)).set_index(["condition", "p"])["mu_f1"]
+        sm = shortcut_metrics(trials, p=p, n_draws=n_draws, rng=np.random.default_rng(seed)).set_index("arm")
+        full = trials[trials["condition"] == "FullNoise"]
+        positives = int((full[[f"pred.{c}" for c in CHEXPERT_CLASSES[:-1]]] == 1.0).to_numpy().sum())
+        oco = trials[trials["condition"] == "OCO"]
+        call = pd.Series([r[f"pred.{r['target']}"] == 1.0 for _, r in oco.iterrows()], index=oco.index, dtype=bool)
+        at = {pp: call[np.isclose(oco["p"], pp)].set_axis(oco.loc[np.isclose(oco["p"], pp), ["image_id", "target"]]
+                                                          .apply(tuple, axis=1)) for pp in (0.0, p)}
+        common = at[0.0].index.intersection(at[p].index)
+        unchanged = float((at[0.0][common] == at[p][common]).mean()) if len(common) else np.nan
+        rows.append({"model": run.manifest["spec"]["model"], "occluder": occluder_of(run),
+                     "f1_base": float(base["f1_14_micro"]), "f1_fn": float(fn["f1_14_micro"]),
+                     "delta_fn": float(base["f1_14_micro"] - fn["f1_14_micro"]),
+                     "mu_f1_ro": float(curves.get(("RO", p), np.nan)),
+                     "mu_f1_oco": float(curves.get(("OCO", p), np.nan)),
+                     "delta_oco": float(sm.loc["OCO", "delta"]) if "OCO" in sm.index else np.nan,
+                     "fr_oco": float(sm.loc["OCO", "fr"]) if "OCO" in sm.index else np.nan,
+                     "fn_positive_calls": positives, "oco_unchanged": unchanged, "record": key})
+    frame = pd.DataFrame(rows)
+    values = {}
+    for r in frame.itertuples():
+        k = f"{glue_key(r.model)}.{glue_key(r.occluder)}"
+        values.update({f"{k}.delta_fn": r.delta_fn, f"{k}.fr_oco": r.fr_oco, f"{k}.fn_positive_calls": r.fn_positive_calls})
+    return TableResult(frame, values, metrics={"delta_fn": "delta_fn", "delta_oco": "delta_x", "fr_oco": "flip_rate_c"},
+                       labels={"occluder": "occluder", "f1_base": "F1-14 Baseline", "f1_fn": "F1-14 Full Noise",
+                               "mu_f1_ro": "μ-F1 RO", "mu_f1_oco": "μ-F1 OCO",
+                               "fn_positive_calls": "positive calls (Full Noise)", "oco_unchanged": "OCO calls unchanged"},
+                       caption=f"Occluder-type ablation at p = {p:g}.").with_runs(runs)
+
+
+def glue_key(text: str) -> str:
+    """A glue-key component (:func:`shovir_core.tables.shovir.key_part` of the lower-cased text, runs of ``_`` merged).
+
+    >>> glue_key("blurred matched (radius 2, as the authors' code)")
+    'blurred_matched_radius_2_as_the_authors_code'
+    """
+    import re
+
+    from .shovir import key_part
+
+    return re.sub(r"_+", "_", key_part(str(text).lower())).strip("_")
+
+
+PLANTED_EXPECTATIONS = {
+    "cnn_fn_below_baseline": "ref-image-classifier: under every occluder its Full Noise F1_14 is below its Baseline "
+                             "F1_14 (the findings it reports no longer come from the image)",
+    "cnn_oco_not_above_ro": "ref-image-classifier: under every occluder OCO removes at least as much μ-F1 as RO "
+                            "(Δ_OCO ≥ 0; it was trained with occlusion augmentation)",
+    "context_oco_unchanged": "ref-context-shortcut: under every occluder OCO at p = 1 leaves every call of the "
+                             "target as on the clean image (it never reads the target's own boxes)",
+    "context_flat_fills_equal": "ref-context-shortcut: mean fill and black give identical Full Noise reports "
+                                "(both flat: it reads texture, not the fill level)",
+    "context_texture_turns_calls_off": "ref-context-shortcut: textured fills (matched Gaussian, uniform random) "
+                                       "leave no positive call in Full Noise, flat fills (mean, black) leave some",
+}
+"""What the reference models must show in the ablation (their stated behaviour, checked by
+:func:`occluder_checks` and asserted on the page)."""
+
+
+def occluder_checks(table: TableResult, runs: Mapping[str, Run]) -> dict[str, bool]:
+    """Whether each of :data:`PLANTED_EXPECTATIONS` holds in the ablation's records (only those whose
+    models are present are checked)."""
+    f = table.frame
+    out = {}
+    cnn = f[f["model"] == "ref-image-classifier"]
+    if len(cnn):
+        out["cnn_fn_below_baseline"] = bool((cnn["f1_fn"] < cnn["f1_base"]).all())
+        out["cnn_oco_not_above_ro"] = bool((cnn["delta_oco"] >= 0).all())
+    ctx = f[f["model"] == "ref-context-shortcut"]
+    if len(ctx):
+        out["context_oco_unchanged"] = bool((ctx["oco_unchanged"] == 1.0).all())
+        by = ctx.set_index("occluder")
+        reports = {}
+        for key in ctx["record"]:
+            t = runs[key].trials
+            reports[occluder_of(runs[key])] = (t[t["condition"] == "FullNoise"].sort_values("image_id")["generated"]
+                                               .tolist())
+        if {"mean fill", "black"} <= set(reports):
+            out["context_flat_fills_equal"] = reports["mean fill"] == reports["black"]
+        textured = [o for o in ("matched Gaussian (paper)", "uniform random (all_noise)") if o in by.index]
+        flat = [o for o in ("mean fill", "black") if o in by.index]
+        if textured and flat:
+            out["context_texture_turns_calls_off"] = bool((by.loc[textured, "fn_positive_calls"] == 0).all()
+                                                          and (by.loc[flat, "fn_positive_calls"] > 0).all())
+    return out
+
+
+# -- §C.3 prompt sensitivity -------------------------------------------------------------------
+def prompt_sensitivity(runs: Mapping[str, Run], *, n_draws: int = 2000, seed: int = 3,
+                       level: float = 0.95) -> TableResult:
+    """Baseline F1_14 (micro) per (model, prompt) with image-bootstrap intervals, and the share of
+    identical reports between a model's two prompts.
+
+    A record's prompt is ``"default"`` (spec ``prompt: null``: the model's benchmark prompt) or
+    ``"shared"`` (any explicit prompt, the Supplementary's shared minimal prompt).
+    """
+    from ..stats import item_bootstrap
+
+    rows, reports = [], {}
+    for key, run in runs.items():
+        trials = trials_of({key: run})
+        g = trials[trials["condition"] == "Baseline"].sort_values("image_id")
+        pred = pd.DataFrame(_binary_frame(_labels(g, "pred")))
+        ref = pd.DataFrame(_binary_frame(_labels(g, "ref")))
+        data = pd.DataFrame({"image_id": g["image_id"].to_numpy(), "tp": (pred * ref).sum(axis=1).to_numpy(),
+                             "fp": (pred * (1 - ref)).sum(axis=1).to_numpy(),
+                             "fn": ((1 - pred) * ref).sum(axis=1).to_numpy()})
+
+        def stat(s):
+            d = 2 * s["tp"] + s["fp"] + s["fn"]
+            return {"f1": np.where(d > 0, 2 * s["tp"] / np.where(d > 0, d, 1), 0.0)}
+
+        res = item_bootstrap(data, sums={"tp": "tp", "fp": "fp", "fn": "fn"}, statistic=stat, n_draws=n_draws,
+                             rng=np.random.default_rng(seed), level=level)
+        est, lo, hi = res.interval("f1")
+        spec = run.manifest["spec"]
+        prompt = "default" if spec.get("prompt") is None else "shared"
+        rows.append({"model": spec["model"], "prompt": prompt, "prompt_text": spec.get("prompt") or "",
+                     "f1": float(est), "f1_lo": float(lo), "f1_hi": float(hi), "n_images": int(len(g))})
+        reports[(spec["model"], prompt)] = dict(zip(g["image_id"], g["generated"]))
+    frame = pd.DataFrame(rows)
+    same = {}
+    for model in frame["model"].unique():
+        a, b = reports.get((model, "default")), reports.get((model, "shared"))
+        if a and b:
+            common = sorted(set(a) & set(b))
+            same[model] = float(np.mean([a[i] == b[i] for i in common])) if common else np.nan
+    frame["identical_reports"] = frame["model"].map(same)
+    wide = frame.pivot(index="model", columns="prompt", values="f1")
+    values = {}
+    for model, row in wide.iterrows():
+        if {"default", "shared"} <= set(row.index):
+            values[f"{glue_key(model)}.delta_f1"] = float(row["shared"] - row["default"])
+        values[f"{glue_key(model)}.identical_reports"] = same.get(model, np.nan)
+    return TableResult(frame, values, metrics={"f1": "f1_14_micro"},
+                       labels={"f1_lo": f"{level:.0%} CI low", "f1_hi": f"{level:.0%} CI high",
+                               "identical_reports": "identical reports", "n_images": "images"},
+                       caption=f"Baseline F1_14 under each prompt, {level:.0%} image-bootstrap intervals "
+                               f"({n_draws} draws).").with_runs(runs)
+
+
+def _binary_frame(frame: pd.DataFrame) -> dict:
+    return {c: _binary(frame[c], "negative") for c in frame.columns}
+
+
+# -- §C / Table S6 compute cost -----------------------------------------------------------------
+def paper_grid_inputs(run: Run) -> int:
+    """Distinct model inputs of the paper's full grid on the record's whole dataset: every image under
+    Baseline and Full Noise, every class-subset item (classes passing ``min_count``) under RO, OCO and
+    DOCO at the five strengths p > 0 (p = 0 is the Baseline image). DOCO is counted in full (an upper
+    bound: items without co-finding boxes are dropped)."""
+    counts = run.manifest["counts"]
+    items = sum(int(counts["class_counts"][c]) for c in counts["classes"])
+    n_images = int((run.manifest.get("dataset") or {}).get("n_images") or counts["n_images"])
+    return 2 * n_images + 3 * 5 * items
+
+
+def compute_cost(runs: Mapping[str, Run]) -> TableResult:
+    """Table S6: seconds per report and reports per hour per (model, device) from the trials' ``gen_seconds``,
+    and the projected hours of the paper's full grid on each record's dataset at that rate."""
+    rows = []
+    for key, run in runs.items():
+        t = run.trials
+        timed = t["gen_seconds"].dropna() if "gen_seconds" in t else pd.Series(dtype=float)
+        model = run.manifest.get("model") or {}
+        device = str(model.get("device") or model.get("device_type") or "cpu")
+        spr = float(timed.mean()) if len(timed) else float("nan")
+        grid = paper_grid_inputs(run)
+        rows.append({"model": run.manifest["spec"]["model"], "device": device, "reports_timed": int(len(timed)),
+                     "seconds_per_report": spr, "reports_per_hour": 3600.0 / spr if spr > 0 else float("nan"),
+                     "grid_inputs": grid, "projected_hours": grid * spr / 3600.0 if spr == spr else float("nan"),
+                     "record": key})
+    frame = pd.DataFrame(rows)
+    values = {}
+    for r in frame.itertuples():
+        k = glue_key(r.model)
+        values.update({f"{k}.seconds_per_report": r.seconds_per_report, f"{k}.projected_hours": r.projected_hours})
+    return TableResult(frame, values, labels={"reports_timed": "reports timed", "seconds_per_report": "s / report",
+                                              "reports_per_hour": "reports / hour", "grid_inputs": "full-grid reports",
+                                              "projected_hours": "projected hours"},
+                       caption="Generation cost per model and device.").with_runs(runs)

@@ -1,0 +1,111 @@
+"""Supplementary tables: data accounting on the fixtures (hand counts), the occluder checks (and that they can
+fail), prompt sensitivity and the compute table on small demo records."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shovir_core import papers, protocols
+from shovir_core.models.prompts import SHARED_MINIMAL_PROMPT
+from shovir_core.tables import shovir_suppl as sup
+from shovir_core.tables.result import TableResult
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SMALL = {"dataset": "demo", "min_count": 20, "max_per_class": 2, "reference_labels": "dataset",
+         "reference_text": "template"}
+
+
+def test_accounting_on_the_mimic_fixture(runs_root):
+    run = protocols.run("accounting", "mimic", {"dataset": f"mimic:{FIXTURES / 'mimic_imagenome'}", "min_count": 1},
+                        progress=False)
+    f = sup.funnel(run)
+    assert isinstance(f, TableResult) and run.run_id in f.run_ids
+    # README of the fixture: 5 annotated images; aaaa0003 is No Finding only; aaaa0004 fails the TP filter
+    assert f.frame["images"].tolist()[:3] == [5, 4, 3]
+    assert f.frame["dropped"].tolist()[:3] == [0, 1, 1]
+    c = sup.consistency(run)
+    # candidates before the TP filter (4 images): aaaa0004's Edema label has no box -> one fn for Edema
+    edema = c.frame.set_index("class").loc["Edema"]
+    assert (edema["tp"], edema["fn"], edema["fp"]) == (0, 1, 0)
+    tp, fp, fn = c.values["tp"], c.values["fp"], c.values["fn"]
+    assert c.values["f1"] == pytest.approx(2 * tp / (2 * tp + fp + fn))
+    v = sup.validation_sample(run)
+    assert (v.frame["images"] <= 5).all() and v.values["n_cases"] == len(v.ids)
+    again = protocols.run("accounting", "mimic2", {"dataset": f"mimic:{FIXTURES / 'mimic_imagenome'}", "min_count": 1},
+                          progress=False)
+    assert sup.validation_sample(again).ids.equals(v.ids)  # reproducible draw
+    maps = sup.label_maps(run)
+    assert maps.values["padchest.mapped"] == papers.published_value("shovir", id="a1.padchest.mapped_labels")
+
+
+def test_accounting_padchest_and_demo(runs_root):
+    pc = protocols.run("accounting", "pgr", {"dataset": f"padchest:{FIXTURES / 'padchest_gr'}", "min_count": 1},
+                       progress=False)
+    assert sup.funnel(pc).frame["step"].iloc[0] == "verified samples"
+    demo = protocols.run("accounting", "demo", {"dataset": "demo", "min_count": 20}, progress=False)
+    f = sup.funnel(demo).frame
+    assert (f["images"].diff().fillna(0) <= 0).all()
+    kept = sup.class_counts(demo).frame
+    assert ((kept["images"] >= 20) == kept["kept"]).all()
+
+
+@pytest.fixture(scope="module")
+def ablation_runs(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SHOVIR_RUNS", str(tmp_path_factory.mktemp("runs")))
+    runs = {}
+    for name, preset in sup.OCCLUDERS.items():
+        key = sup.glue_key(name)
+        runs[f"ctx.{key}"] = protocols.run(
+            "shovir", f"abl-{key}", {**SMALL, "model": "ref-context-shortcut", "preset": preset, "ps": [0.0, 1.0],
+                                     "conditions": ["Baseline", "FullNoise", "RO", "OCO"]}, progress=False)
+    yield runs
+    mp.undo()
+
+
+def test_occluder_checks_hold_for_the_context_model_and_can_fail(ablation_runs):
+    table = sup.occluder_ablation(ablation_runs, n_draws=20)
+    assert set(table.frame["occluder"]) == set(sup.OCCLUDERS)
+    checks = sup.occluder_checks(table, ablation_runs)
+    assert set(checks) == {"context_oco_unchanged", "context_flat_fills_equal", "context_texture_turns_calls_off"}
+    assert all(checks.values()), checks
+    doctored = TableResult(table.frame.assign(oco_unchanged=0.5, fn_positive_calls=1))
+    bad = sup.occluder_checks(doctored, ablation_runs)
+    assert not bad["context_oco_unchanged"] and not bad["context_texture_turns_calls_off"]
+
+
+def test_prompt_sensitivity_and_compute_cost(runs_root):
+    base = {**SMALL, "model": "ref-blind-prior", "conditions": ["Baseline"]}
+    runs = {"a": protocols.run("shovir", "p-default", base, progress=False),
+            "b": protocols.run("shovir", "p-shared", {**base, "prompt": SHARED_MINIMAL_PROMPT}, progress=False)}
+    t = sup.prompt_sensitivity(runs, n_draws=200)
+    assert set(t.frame["prompt"]) == {"default", "shared"}
+    assert (t.frame["f1_lo"] <= t.frame["f1"]).all() and (t.frame["f1"] <= t.frame["f1_hi"]).all()
+    assert t.values["ref_blind_prior.identical_reports"] == 1.0 and t.values["ref_blind_prior.delta_f1"] == 0.0
+    cost = sup.compute_cost({"a": runs["a"]})
+    row = cost.frame.iloc[0]
+    timed = runs["a"].trials["gen_seconds"].dropna()
+    assert row["reports_timed"] == len(timed) > 0
+    assert row["seconds_per_report"] == pytest.approx(timed.mean())
+    counts = runs["a"].manifest["counts"]
+    items = sum(counts["class_counts"][c] for c in counts["classes"])
+    assert row["grid_inputs"] == 2 * runs["a"].manifest["dataset"]["n_images"] + 15 * items
+    assert row["projected_hours"] == pytest.approx(row["grid_inputs"] * row["seconds_per_report"] / 3600)
+    assert np.isfinite(row["reports_per_hour"])
+
+
+@pytest.mark.parametrize("notebook", ["shovir_suppl_a", "shovir_suppl_b", "shovir_suppl_c"])
+@pytest.mark.parametrize("profile", ["demo", "mimic", "padchest"])
+def test_params_of_the_supplementary(notebook, profile):
+    from shovir_core.book import load_params
+
+    runs = load_params(notebook, profile)["runs"]
+    assert runs
+    for r in runs.values():
+        spec = r["spec"]
+        if "prompt" in spec:
+            assert spec["prompt"] == SHARED_MINIMAL_PROMPT
+        if notebook == "shovir_suppl_b":
+            assert sup.resolve_preset_name(spec["preset"]) in sup.OCCLUDERS
