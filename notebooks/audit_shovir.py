@@ -30,8 +30,9 @@ run_ids = None
 # %%
 import pandas as pd
 
-from shovir_core import book, papers
+from shovir_core import book
 from shovir_core.book import figures
+from shovir_core.tables import audit as tables
 
 runs = book.load_runs("audit_shovir", profile=profile, run_ids=run_ids)
 checks = runs["audit"].trials
@@ -41,8 +42,9 @@ counts = runs["audit"].manifest["counts"]
 # ## Summary
 
 # %% tags=["nbval-check-output"]
-summary = papers.audit_summary(checks)
-book.show(summary, runs=runs)
+summary_table = tables.audit_summary(checks, paper="shovir", counts=counts).with_runs(runs)
+summary = summary_table.frame
+book.show(summary_table.display(), runs=runs)
 
 # %%
 assert set(checks["status"]) <= {"passed", "flagged"}
@@ -50,8 +52,7 @@ assert summary.loc["total", "checks"] == counts["n_checks"] == len(checks)
 assert summary.loc["total", "flagged"] == counts["n_flagged"]
 assert checks["check_id"].is_unique
 assert (checks.loc[checks["status"] == "flagged", "note"].str.len() > 0).all(), "every flagged check is documented"
-for key, value in papers.audit_glue_values(checks, counts, paper="shovir").items():
-    book.glue(key, value, runs=runs)
+book.glue_values("audit", summary_table.values, runs=runs)
 
 # %% [markdown]
 # Of {glue:}`audit.shovir.n_checks` checks over {glue:}`audit.shovir.n_values` published values,
@@ -71,8 +72,8 @@ fig = figures.audit_status_bars(summary, title="ShoViR: consistency checks by ki
 # ## Flagged checks
 
 # %% tags=["nbval-check-output"]
-flagged = papers.audit_table(checks, status="flagged")
-book.show(flagged, runs=runs)
+flagged = tables.audit_table(checks, status="flagged").with_runs(runs)
+book.show(flagged.display(), runs=runs)
 
 # %% [markdown]
 # ## Every check
@@ -83,7 +84,7 @@ book.show(flagged, runs=runs)
 
 # %%
 with pd.option_context("display.max_rows", None, "display.max_colwidth", None):
-    book.show(papers.audit_table(checks), runs=runs)
+    book.show(tables.audit_table(checks).with_runs(runs).display(), runs=runs)
 
 # %% [markdown]
 # ## Records read

@@ -48,9 +48,11 @@ from shovir_core.tables import shovir as sv
 
 runs = book.load_runs("shovir_figures", profile=profile, run_ids=run_ids)
 trials = sv.trials_of(runs)
-per_class = sv.per_class(trials)
-curves = sv.mu_f1_curves(per_class)
-shortcut = sv.shortcut_metrics(trials, p=1.0, n_draws=n_draws, rng=np.random.default_rng(bootstrap_seed))
+per_class = sv.per_class(trials).with_runs(runs)
+fig2 = sv.mu_f1_curves(per_class)
+curves = fig2.frame
+fig3a = sv.shortcut_metrics(trials, p=1.0, n_draws=n_draws, rng=np.random.default_rng(bootstrap_seed)).with_runs(runs)
+shortcut = fig3a.frame
 
 # %% [markdown]
 # ## Items per class and the DOCO drop rule
@@ -59,14 +61,11 @@ shortcut = sv.shortcut_metrics(trials, p=1.0, n_draws=n_draws, rng=np.random.def
 # every target box is below 0.15; items without one are dropped from DOCO only.
 
 # %% tags=["nbval-check-output"]
-counts = sv.run_counts(runs)
-book.show(counts.drop_duplicates("class").set_index("class")[["images_in_class", "doco_items", "doco_dropped"]],
-          runs=runs)
+doco = sv.doco_counts(runs)
+book.show(doco.display(), runs=runs)
 
 # %%
-first = counts.drop_duplicates("class")
-book.glue("sv.fig.n_doco_items", int(first["doco_items"].sum()), runs=runs)
-book.glue("sv.fig.n_doco_dropped", int(first["doco_dropped"].sum()), runs=runs)
+book.glue_values("sv.fig", doco.values, runs=runs)
 
 # %% [markdown]
 # Of the evaluated items, {glue:text}`sv.fig.n_doco_dropped` have no co-finding box and are
@@ -86,8 +85,7 @@ grid.figure.suptitle("Figure 2: μ-F1 against p for RO, OCO and DOCO", y=1.03)
 plt.show()
 
 # %% tags=["nbval-check-output"]
-wide = curves.pivot_table(index=["model", "condition"], columns="p", values="mu_f1", sort=False)
-book.show(wide.round(3), runs=runs)
+book.show(fig2.pivot(index=["model", "condition"], columns="p", values="mu_f1").display(), runs=runs)
 
 # %%
 # structural check: at p = 0 RO and OCO show the clean image on the same items, so they agree
@@ -97,9 +95,7 @@ clean = trials[(trials["level"] == "disease") & np.isclose(trials["p"], 0.0)]
 baseline_hash = trials[trials["condition"] == "Baseline"].drop_duplicates("image_id").set_index("image_id")["input_sha256"]
 assert (clean["input_sha256"].to_numpy() == baseline_hash.reindex(clean["image_id"]).to_numpy()).all(), \
     "p = 0 inputs are byte-identical to the Baseline image"
-for row in curves.itertuples():
-    book.glue(f"sv.fig2.{sv.key_part(row.model)}.{row.condition}.p{int(round(row.p * 100)):03d}", float(row.mu_f1),
-              runs=runs)
+book.glue_values("sv", fig2.values, runs=runs)
 
 # %% [markdown]
 # ## Figure 3(a): Δ_X and flip rate at p = 1
@@ -133,16 +129,11 @@ plt.show()
 
 # %% tags=["nbval-check-output"]
 cols = ["n_items", "n_eligible", "n_flipped", "delta", "delta_lo", "delta_hi", "fr", "fr_lo", "fr_hi"]
-book.show(shortcut.set_index(["model", "arm"])[cols].round(3), runs=runs)
+book.show(fig3a.select(cols).display(), runs=runs)
 print(shortcut["bootstrap"].iloc[0])
 
 # %%
-for row in shortcut.itertuples():
-    for stat in ("delta", "delta_lo", "delta_hi", "fr", "fr_lo", "fr_hi"):
-        value = getattr(row, stat)
-        if pd.notna(value):
-            book.glue(f"sv.fig3a.{sv.key_part(row.model)}.{sv.key_part(row.arm)}.{stat}", float(value), runs=runs)
-    book.glue(f"sv.fig3a.{sv.key_part(row.model)}.{sv.key_part(row.arm)}.n_eligible", int(row.n_eligible), runs=runs)
+book.glue_values("sv", fig3a.values, runs=runs)
 
 # %% [markdown]
 # ## Figure 3(b): per-class F1 averaged across models
@@ -150,7 +141,8 @@ for row in shortcut.itertuples():
 # Baseline is OCO at p = 0 (the clean image on the OCO items); RO, OCO and DOCO at p = 1.
 
 # %%
-by_class = sv.per_class_across_models(per_class, p=1.0)
+fig3b = sv.per_class_across_models(per_class, p=1.0)
+by_class = fig3b.frame
 fig, ax = plt.subplots(figsize=(9, 4))
 sns.barplot(by_class, x="class", y="f1_mean", hue="condition", ax=ax)
 ax.set_title(f"Figure 3(b): per-class F1 at p = 1, mean over {by_class['n_models'].max()} models")
@@ -162,12 +154,10 @@ fig.tight_layout()
 plt.show()
 
 # %% tags=["nbval-check-output"]
-book.show(by_class.pivot(index="class", columns="condition", values="f1_mean").round(3), runs=runs)
+book.show(fig3b.pivot(index="class", columns="condition", values="f1_mean").display(), runs=runs)
 
 # %%
-for row in by_class.to_dict("records"):
-    if pd.notna(row["f1_mean"]):
-        book.glue(f"sv.fig3b.{sv.key_part(row['class'])}.{row['condition']}", float(row["f1_mean"]), runs=runs)
+book.glue_values("sv", fig3b.values, runs=runs)
 
 # %% [markdown]
 # ## Published values
@@ -177,7 +167,7 @@ for row in by_class.to_dict("records"):
 
 # %% tags=["nbval-check-output"]
 if paper_dataset:
-    book.show(sv.paper_figures(paper_dataset, paper_models, shortcut=shortcut, curves=curves).round(3), runs=runs)
+    book.show(sv.paper_figures(paper_dataset, paper_models, shortcut=fig3a, curves=fig2).display(), runs=runs)
 else:
     print(f"profile {profile!r}: no model of this profile is in the paper; no published value to compare")
 
@@ -197,7 +187,7 @@ else:
 sc = shortcut.set_index(["model", "arm"])
 checks = []
 if "ref-blind-prior" in runs:
-    t1 = sv.table1(trials[trials["model"] == "ref-blind-prior"])
+    t1 = sv.table1(trials[trials["model"] == "ref-blind-prior"]).frame
     checks.append(("ref-blind-prior", "Δ_FN (F1_14) = 0", float(t1[("Δ_FN", "f1_14_micro")].iloc[0]) == 0.0))
     flips = int(sc.loc["ref-blind-prior", "n_flipped"].sum())
     checks.append(("ref-blind-prior", "no flips under RO, OCO or DOCO", flips == 0))

@@ -46,3 +46,20 @@ def tiny_chexbert_files(tmp_path):
     weights = tmp_path / "chexbert.pth"
     torch.save({"model_state_dict": state}, weights)
     return weights, bert_dir, wanted
+
+
+@pytest.fixture
+def check_table():
+    """Assert the table contract of a ``TableResult``: known metrics, a display with one readable
+    header per column and one row per frame row."""
+    def check(table):
+        from shovir_core.metrics.schema import metric_schema
+        from shovir_core.tables import TableResult
+
+        assert isinstance(table, TableResult)
+        assert set(table.metrics.values()) <= set(metric_schema())
+        shown = table.display()
+        assert len(shown) == len(table.frame)
+        assert shown.columns.is_unique, f"display headers repeat: {list(shown.columns)}"
+        return shown
+    return check

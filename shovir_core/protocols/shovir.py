@@ -61,6 +61,7 @@ from ..vocab import P_GRID
 from ..perturb.legacy import RNG_MODES
 from .datasets import load_dataset
 from .spec import Field, SpecSchema
+from ..vocab import SHOVIR_CONDITIONS
 
 __all__ = [
     "SPEC", "resolve_spec", "execute", "CONDITIONS", "IMAGE_CONDITIONS", "DISEASE_CONDITIONS", "DEFAULTS",
@@ -68,9 +69,9 @@ __all__ = [
 ]
 
 PROTOCOL = "shovir"
-IMAGE_CONDITIONS = ("Baseline", "FullNoise")
-DISEASE_CONDITIONS = ("RO", "OCO", "DOCO")
-CONDITIONS = IMAGE_CONDITIONS + DISEASE_CONDITIONS
+CONDITIONS = SHOVIR_CONDITIONS
+IMAGE_CONDITIONS = CONDITIONS[:2]  # Baseline, FullNoise
+DISEASE_CONDITIONS = CONDITIONS[2:]  # RO, OCO, DOCO
 
 LABELLER_CHOICES = ("rules", "chexbert")
 """Report labellers the protocol takes (``labeller`` spec key; part of the record's identity)."""

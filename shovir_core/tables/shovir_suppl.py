@@ -15,10 +15,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..labels import CHEXPERT_CLASSES
+from ..labels import CHEXPERT_CLASSES, apply_policy
 from ..records import Run
 from .result import TableResult
-from .shovir import _binary, _labels, image_level, mu_f1_curves, per_class, shortcut_metrics, trials_of
+from .shovir import _labels, image_level, mu_f1_curves, per_class, shortcut_metrics, trials_of
 
 __all__ = ["funnel", "class_counts", "consistency", "validation_sample", "label_maps", "OCCLUDERS",
            "occluder_of", "resolve_preset_name", "occluder_ablation", "occluder_checks", "PLANTED_EXPECTATIONS",
@@ -147,10 +147,10 @@ def occluder_ablation(runs: Mapping[str, Run], *, p: float = 1.0, n_draws: int =
     rows = []
     for key, run in runs.items():
         trials = trials_of({key: run})
-        il = image_level(trials, external=False)
+        il = image_level(trials, external=False).frame.set_index(["model", "condition"])
         base, fn = il.loc[(key, "Baseline")], il.loc[(key, "FullNoise")]
-        curves = mu_f1_curves(per_class(trials)).set_index(["condition", "p"])["mu_f1"]
-        sm = shortcut_metrics(trials, p=p, n_draws=n_draws, rng=np.random.default_rng(seed)).set_index("arm")
+        curves = mu_f1_curves(per_class(trials)).frame.set_index(["condition", "p"])["mu_f1"]
+        sm = shortcut_metrics(trials, p=p, n_draws=n_draws, rng=np.random.default_rng(seed)).frame.set_index("arm")
         full = trials[trials["condition"] == "FullNoise"]
         positives = int((full[[f"pred.{c}" for c in CHEXPERT_CLASSES[:-1]]] == 1.0).to_numpy().sum())
         oco = trials[trials["condition"] == "OCO"]
@@ -291,7 +291,9 @@ def prompt_sensitivity(runs: Mapping[str, Run], *, n_draws: int = 2000, seed: in
 
 
 def _binary_frame(frame: pd.DataFrame) -> dict:
-    return {c: _binary(frame[c], "negative") for c in frame.columns}
+    """0/1 labels per class, uncertain and blank as negative (the Table 1 policy)."""
+    return {c: np.nan_to_num(apply_policy(frame[c].to_numpy(dtype=float), "u-negative"), nan=0.0)
+            for c in frame.columns}
 
 
 # -- §C / Table S6 compute cost -----------------------------------------------------------------
