@@ -2,7 +2,8 @@
 
     shovir run [NOTEBOOK ...] [--profile demo]     make the run records notebooks need
     shovir book [--profile demo] [--only NB ...]   make records, execute notebooks, build the book
-    shovir records list | show RUN_ID              inspect run records
+    shovir records list | show RUN_ID | verify [RUN_ID ...] | complete RUN_ID
+                                                   inspect, verify and complete run records
     shovir perturb ...                             export perturbed image sets (see its --help)
 """
 from __future__ import annotations
@@ -51,27 +52,116 @@ def _cmd_book(args) -> int:
     return 0
 
 
+def _record_path(run_id: str):
+    from . import paths
+
+    parts = run_id.strip("/").split("/")
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"{run_id!r} is not a run id <protocol>/<name>/<hash12> (see `shovir records list`)")
+    return paths.runs_root().joinpath(*parts)
+
+
 def _cmd_records(args) -> int:
+    import time
+
     import pandas as pd
 
-    from .records import load_run, runs_df
+    from . import paths
+    from .records import Run, record_paths, runs_df
 
     if args.action == "list":
-        df = runs_df(protocol=args.protocol)
+        df = runs_df(protocol=args.protocol, on_error="report")
         if df.empty:
             print("no run records yet; make them with `shovir run`")
             return 0
+        df = df.assign(status=df["status"].where(df["problem"].isna(), "BAD"))
         with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
             print(df[["run_id", "status", "n_trials", "dataset", "model", "git_commit", "ended"]].to_string(index=False))
+        bad = df[df["problem"].notna()]
+        for row in bad.itertuples():
+            print(f"BAD {row.run_id}: {row.problem}")
+        if len(bad):
+            print(f"{len(bad)} bad record(s); `shovir records verify` checks them (exit status 1 when any is bad)")
         return 0
-    if not args.run_id or args.run_id.count("/") != 2:
-        print("shovir records show: give a run id <protocol>/<name>/<hash12> (see `shovir records list`)", file=sys.stderr)
+    if args.action == "verify":
+        root = paths.runs_root()
+        try:
+            targets = [(rid, _record_path(rid)) for rid in args.run_ids] if args.run_ids else \
+                [("/".join(p.relative_to(root).parts), p) for p in record_paths(root, protocol=args.protocol)]
+        except ValueError as exc:
+            print(f"shovir records verify: {exc}", file=sys.stderr)
+            return 2
+        t0 = time.perf_counter()
+        bad, statuses = 0, {}
+        for rid, path in targets:
+            if not path.is_dir():
+                problem = f"no record {rid} under {root}"
+            else:
+                run = Run(path)
+                try:
+                    problem = run.problem
+                except OSError as exc:
+                    problem = f"{path}: {exc}"
+                if problem is None:
+                    statuses[run.status] = statuses.get(run.status, 0) + 1
+            if problem:
+                bad += 1
+                print(f"BAD {rid}: {problem}")
+        seconds = time.perf_counter() - t0
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) or "none good"
+        print(f"verified {len(targets)} record(s) in {seconds:.2f} s: {bad} bad; good: {summary}")
+        return 1 if bad else 0
+    if args.action == "complete":
+        return _cmd_records_complete(args)
+    if len(args.run_ids) != 1:
+        print("shovir records show: give one run id <protocol>/<name>/<hash12> (see `shovir records list`)",
+              file=sys.stderr)
         return 2
-    protocol, name, h = args.run_id.split("/")
-    run = load_run(protocol, name, h, require_complete=False)
+    try:
+        path = _record_path(args.run_ids[0])
+    except ValueError as exc:
+        print(f"shovir records show: {exc}", file=sys.stderr)
+        return 2
+    run = Run(path)
     print(json.dumps(run.manifest, indent=2, default=str))
+    problem = run.problem
+    if problem:
+        print(f"\nBAD: {problem}")
+        return 1
     print(f"\n{len(run.trials)} trial rows; columns: {', '.join(run.trials.columns)}")
     return 0
+
+
+def _cmd_records_complete(args) -> int:
+    from .protocols import resolve, run
+    from .records import Run, spec_hash
+    from .records.shards import finished_set, read_markers
+
+    if len(args.run_ids) != 1:
+        print("shovir records complete: give one run id <protocol>/<name>/<hash12>", file=sys.stderr)
+        return 2
+    path = _record_path(args.run_ids[0])
+    record = Run(path)
+    m = record.info
+    if m.status == "complete":
+        record.verify()
+        print(f"{m.run_id} is already complete ({m.n_trials} trials)")
+        return 0
+    markers = read_markers(path)
+    if finished_set(markers) is None and not args.force:
+        unfinished = {t: mk.get("status") for t, mk in markers.items() if mk.get("status") != "done"}
+        print(f"shovir records complete: {m.run_id}: not every shard has finished "
+              f"(unfinished: {unfinished or 'no shard markers'}); resubmit the missing shards, "
+              "or pass --force to compute the missing trials in this process", file=sys.stderr)
+        return 1
+    spec = m.spec_passed if m.spec_passed is not None else m.spec
+    if spec_hash(resolve(m.protocol, spec)) != m.spec_sha256:
+        print(f"shovir records complete: {m.run_id}: its spec no longer resolves to this record "
+              "(the dataset or model changed)", file=sys.stderr)
+        return 1
+    done = run(m.protocol, m.name, spec, progress=not args.quiet)
+    print(f"{done.run_id}: {done.status} ({done.info.n_trials} trials)")
+    return 0 if done.status == "complete" else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,11 +189,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_book)
 
-    p = sub.add_parser("records", help="list or show run records",
-                       description="List run records (one line each) or show one record's manifest.")
-    p.add_argument("action", choices=["list", "show"])
-    p.add_argument("run_id", nargs="?", help="for show: <protocol>/<name>/<hash12>")
-    p.add_argument("--protocol", help="for list: only this protocol")
+    p = sub.add_parser("records", help="list, show, verify or complete run records",
+                       description="list: one line per record (bad ones flagged); show RUN_ID: a manifest; "
+                                   "verify [RUN_ID ...]: check every (or the given) record's integrity, one line "
+                                   "per bad record, exit status 1 when any is bad; complete RUN_ID: complete a "
+                                   "sharded record whose shards have all finished.")
+    p.add_argument("action", choices=["list", "show", "verify", "complete"])
+    p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="<protocol>/<name>/<hash12>")
+    p.add_argument("--protocol", help="for list and verify: only this protocol")
+    p.add_argument("--force", action="store_true",
+                   help="for complete: compute trials of unfinished shards in this process")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_records)
 
     for name, module in EXTRA_COMMANDS.items():

@@ -55,6 +55,7 @@ from tqdm import tqdm
 from ..data import Dataset, load_dataset
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 from ..records import Run, RunWriter, load_run, spec_hash
+from . import shards
 
 __all__ = [
     "resolve_spec", "execute", "CONDITIONS", "IMAGE_CONDITIONS", "DISEASE_CONDITIONS", "DEFAULTS",
@@ -367,6 +368,7 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
                    credentialed=ds.credentialed) as writer:
         if writer.is_complete:
             return load_run(PROTOCOL, name, spec_hash(spec))
+        groups = shards.select(groups, writer, key="image_id", size=lambda g: len(g["ps"]))  # this process's shard
         done = writer.done_ids
         # a resumed run reuses the reports it already generated (same input hash -> same report)
         memo: dict[str, str] = {}
@@ -445,6 +447,8 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
         if buffer:
             flush(buffer)
         bar.close()
+        if not writer.shard_done():  # other shards still running: the last one to finish completes the record
+            return shards.result(writer)
         # doco drops of earlier sessions: recount from the plan (a dropped item never has a trial)
         stored = Run(writer.path).trials
         cells = (stored.fillna({"target": "-"}).groupby(["condition", "target"]).size()
@@ -463,4 +467,4 @@ def execute(name: str, spec: dict, *, progress: bool = True) -> Run:
             generation_seconds_this_session=round(gen_seconds, 3), preset=preset.to_dict(),
             n_unique_inputs=int(stored["input_sha256"].nunique()),
         )
-    return load_run(PROTOCOL, name, spec_hash(spec))
+    return shards.result(writer)
