@@ -4,6 +4,8 @@
     shovir book [--profile demo] [--only NB ...]   make records, execute notebooks, build the book
     shovir records list | show RUN_ID | verify [RUN_ID ...] | complete RUN_ID
                                                    inspect, verify and complete run records
+    shovir run NB --shards N [--shard I | --executor local|slurm]   sharded records (see run --help)
+    shovir jobs status [NOTEBOOK ...]              per-shard progress read from the records
     shovir perturb ...                             export perturbed image sets (see its --help)
 """
 from __future__ import annotations
@@ -28,10 +30,101 @@ Records go to runs/ (or $SHOVIR_RUNS); an interrupted run resumes where it stopp
 """
 
 
+def _cluster_options(args):
+    from .jobs import load_cluster_options
+
+    sbatch = {}
+    for item in args.sbatch or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--sbatch {item!r}: write NAME=VALUE (e.g. mail-type=END)")
+        sbatch[key.strip().lstrip("-")] = value
+    return load_cluster_options(args.cluster, partition=args.partition, time=args.time,
+                                gpus_per_task=args.gpus_per_task, cpus_per_task=args.cpus_per_task,
+                                mem=args.mem, sbatch=sbatch or None)
+
+
+def _print_outcomes(outcomes) -> int:
+    bad = 0
+    for o in outcomes:
+        if o.ok:
+            print(f"shard {o.index}: " + ", ".join(f"{rid} {st}" for rid, st in (o.result or {}).items()))
+        else:
+            bad += 1
+            print(f"shard {o.index} FAILED (job {o.job_id}): {o.error}\n  log: {o.stderr}", file=sys.stderr)
+    return bad
+
+
+def _cmd_run_sharded(args, names) -> int:
+    from .jobs import ShardTask, targets_of
+    from .jobs.submit import run_local, submit, wait
+
+    if args.shards is None or args.shards < 1:
+        print("shovir run: --shard and --executor need --shards N", file=sys.stderr)
+        return 2
+    task = ShardTask(targets_of(names, profile=args.profile), count=args.shards, progress=not args.quiet)
+    if args.shard is not None:
+        if not 0 <= args.shard < args.shards:
+            print(f"shovir run: --shard {args.shard} must lie in 0..{args.shards - 1}", file=sys.stderr)
+            return 2
+        for rid, status in task(args.shard).items():
+            print(f"shard {args.shard}/{args.shards}: runs/{rid} {status}")
+        return 0
+    try:
+        options = _cluster_options(args)
+    except ValueError as exc:
+        print(f"shovir run: {exc}", file=sys.stderr)
+        return 2
+    indices = list(range(args.shards))
+    if (args.executor or "local") == "local":
+        if args.gpus_per_task is None:
+            options = options.with_overrides(gpus_per_task=1)
+        outcomes = run_local(task, indices, options=options, parallel=args.parallel)
+        bad = _print_outcomes(outcomes)
+        incomplete = _print_job_status(names, args.profile, only_open=True)
+        return 1 if bad or incomplete else 0
+    jobs = submit(task, indices, options=options, job_name=f"shovir-{'-'.join(names)[:40]}")
+    print(f"submitted {len(jobs)} shard task(s) as SLURM job {str(jobs[0].job_id).split('_')[0]}; "
+          f"logs: {jobs[0].paths.folder}")
+    print(f"progress: shovir jobs status {' '.join(names)} --profile {args.profile}")
+    if args.wait:
+        bad = _print_outcomes(wait(jobs, indices))
+        return 1 if bad or _print_job_status(names, args.profile, only_open=True) else 0
+    return 0
+
+
+def _print_job_status(names, profile, *, only_open: bool = False) -> int:
+    """Print per-shard progress; returns the number of records not complete."""
+    import pandas as pd
+
+    from .jobs import status, targets_of
+
+    df = status(targets_of(names, profile=profile))
+    open_ = sorted(set(df.loc[df["record"] != "complete", "run_id"]))
+    if only_open:
+        df = df[df["run_id"].isin(open_)]
+    if not df.empty:
+        with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
+            view = df[["run_id", "record", "shard", "status", "planned", "written", "host", "updated"]].astype(object)
+            print(view.where(view.notna(), "").to_string(index=False))
+        for row in df[df["status"] == "failed"].itertuples():
+            print(f"{row.run_id} shard {row.shard} failed: {row.error}\n  log: {row.log or '(not a job)'}")
+    return len(open_)
+
+
+def _cmd_jobs(args) -> int:
+    from .book import toc_notebooks
+
+    _print_job_status(args.notebooks or toc_notebooks(), args.profile)
+    return 0
+
+
 def _cmd_run(args) -> int:
     from .book import make_records, toc_notebooks
 
     names = args.notebooks or toc_notebooks()
+    if args.shard is not None or args.executor is not None or (args.shards or 1) > 1:
+        return _cmd_run_sharded(args, names)
     for name in names:
         ids = make_records(name, profile=args.profile, progress=not args.quiet)
         for key, rid in ids.items():
@@ -176,7 +269,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("notebooks", nargs="*", metavar="NOTEBOOK", help="notebooks whose records to make (default: all in _toc.yml)")
     p.add_argument("--profile", default="demo", help="params profile (default: demo)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    g = p.add_argument_group("shards and executors", "split each record's trial grid into N deterministic shards "
+                             "(all questions of a case / all conditions of an image stay together); the last shard "
+                             "to finish completes the record (or `shovir records complete RUN_ID`)")
+    g.add_argument("--shards", type=int, metavar="N", help="number of shards")
+    g.add_argument("--shard", type=int, metavar="I", help="run only shard I (0-based) in this process")
+    g.add_argument("--executor", choices=["local", "slurm"],
+                   help="run all N shards: local processes (one per GPU) or one SLURM job array (default: local)")
+    g.add_argument("--cluster", metavar="YAML", help="cluster options file (example: params/cluster.example.yaml)")
+    g.add_argument("--partition", help="SLURM partition")
+    g.add_argument("--time", help="time limit per task: minutes or [D-]HH:MM:SS (timed-out tasks requeue and resume)")
+    g.add_argument("--gpus-per-task", type=int, metavar="G", help="GPUs per shard task (0: CPU)")
+    g.add_argument("--cpus-per-task", type=int, metavar="C")
+    g.add_argument("--mem", help="memory per task, e.g. 64G")
+    g.add_argument("--sbatch", action="append", metavar="NAME=VALUE", help="extra #SBATCH option (repeatable)")
+    g.add_argument("--parallel", type=int, metavar="K", help="local executor on the CPU: shards at once (default: all)")
+    g.add_argument("--wait", action="store_true", help="slurm: wait for the array and report")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("jobs", help="per-shard progress of the records notebooks need",
+                       description="Show, per record and shard, the planned and written trials, the status, "
+                                   "the host and the log path of failed tasks (read from the records).")
+    p.add_argument("action", choices=["status"])
+    p.add_argument("notebooks", nargs="*", metavar="NOTEBOOK", help="default: all in _toc.yml")
+    p.add_argument("--profile", default="demo", help="params profile (default: demo)")
+    p.set_defaults(func=_cmd_jobs)
 
     p = sub.add_parser("book", help="make records, execute notebooks, build the HTML book",
                        description="Make the records, execute every notebook of _toc.yml with papermill into book/, "

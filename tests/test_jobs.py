@@ -1,0 +1,101 @@
+"""Shard tasks through submitit: local processes, one killed mid-way and resubmitted; SLURM options."""
+from __future__ import annotations
+
+import os
+import sys
+
+import cloudpickle
+import pytest
+
+from shovir_core import protocols
+from shovir_core.jobs import ClusterOptions, RunTarget, ShardTask, load_cluster_options, status
+from shovir_core.jobs.submit import run_local
+from shovir_core.records import load_run
+from shovir_core.records.shards import read_markers
+
+from test_shards import MODALENS, assert_identical, sorted_trials
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the wrapper below travels to the job by value
+
+SPEC = {**MODALENS, "batch_cases": 1}  # one part per case: a shard writes several parts
+
+
+class DieAfterParts:
+    """Run ``task``; shard ``victim`` dies like a SIGKILL (``os._exit``, no cleanup) after ``parts`` parts."""
+
+    def __init__(self, task: ShardTask, *, victim: int, parts: int) -> None:
+        self.task, self.victim, self.parts = task, victim, parts
+
+    def __call__(self, index: int):
+        if index == self.victim:
+            from shovir_core.records import RunWriter
+
+            real, written = RunWriter.append, []
+
+            def append(writer, rows):
+                n = real(writer, rows)
+                written.append(n)
+                if sum(1 for k in written if k) >= self.parts:
+                    os._exit(137)
+                return n
+
+            RunWriter.append = append
+        return self.task(index)
+
+
+def test_killed_shard_is_resubmitted_and_the_record_completes(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "single"))
+    single = protocols.run("modalens", "jobs", SPEC, progress=False)
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "sharded"))
+    task = ShardTask([RunTarget("modalens", "jobs", SPEC)], count=3)
+    assert task.env["SHOVIR_RUNS"] == str(tmp_path / "sharded")
+    options = ClusterOptions(gpus_per_task=0, time=20)
+    outcomes = run_local(DieAfterParts(task, victim=1, parts=1), [0, 1, 2], options=options,
+                         folder=tmp_path / "jobs" / "%j", gpus=[], poll_s=0.2)
+    assert [o.ok for o in outcomes] == [True, False, True]
+    assert outcomes[1].stderr.endswith("log.err") and "log" in outcomes[1].stderr
+    path = single.path.parents[3] / "sharded" / single.path.relative_to(single.path.parents[2])
+    markers = read_markers(path)
+    assert markers["s001of003"]["status"] == "running"  # died without a word
+    progress = status([RunTarget("modalens", "jobs", SPEC)]).set_index("shard")
+    assert progress.loc["1/3", "record"] == "started"
+    assert 0 < progress.loc["1/3", "written"] < progress.loc["1/3", "planned"]
+    assert progress.loc["0/3", "written"] == progress.loc["0/3", "planned"]
+    assert progress.loc["0/3", "log"].endswith("log.out")
+
+    again = run_local(task, [1], options=options, folder=tmp_path / "jobs" / "%j", gpus=[], poll_s=0.2)
+    assert again[0].ok and again[0].result == {single.run_id: "complete"}
+    sharded = load_run("modalens", "jobs")
+    assert sharded.info.shards == 3 and sharded.info.n_trials == single.info.n_trials
+    assert_identical(sorted_trials(single), sorted_trials(sharded))  # nothing lost, nothing duplicated
+
+
+def test_checkpoint_requeues_the_same_shard():
+    task = ShardTask([RunTarget("cohort", "demo", {"dataset": "demo"})], count=4, env={})
+    delayed = task.checkpoint(2)
+    assert delayed.function is task and delayed.args == (2,)
+
+
+def test_cluster_options_reach_the_sbatch_file(tmp_path, monkeypatch):
+    submitit = pytest.importorskip("submitit")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    config = tmp_path / "cluster.yaml"
+    config.write_text("partition: gpu\ntime: '1:30:00'\ngpus_per_task: 1\nmem: 64G\narray_parallelism: 2\n"
+                      "setup: [module load cuda]\nsbatch: {mail-type: END}\n")
+    options = load_cluster_options(config, mem="80G", cpus_per_task=8)
+    ex = submitit.SlurmExecutor(folder=tmp_path / "jobs" / "%j")
+    ex.update_parameters(**options.slurm_parameters(job_name="shovir-test"))
+    ex.parameters["map_count"] = 3  # what map_array sets for a 3-task array
+    text = ex._make_submission_file_text("python -u -m submitit.core._submit x", "uid")
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --time=90", "#SBATCH --gpus-per-task=1",
+                 "#SBATCH --mem=80G", "#SBATCH --cpus-per-task=8", "#SBATCH --array=0-2%2",
+                 "#SBATCH --mail-type=END", "#SBATCH --signal=USR2@90", "module load cuda"):
+        assert line in text, line
+    with pytest.raises(ValueError, match="unknown cluster option"):
+        load_cluster_options(None, gpus=2)
+    with pytest.raises(ValueError, match="give minutes"):
+        load_cluster_options(None, time="soon")
