@@ -99,3 +99,79 @@ def test_cluster_options_reach_the_sbatch_file(tmp_path, monkeypatch):
         load_cluster_options(None, gpus=2)
     with pytest.raises(ValueError, match="give minutes"):
         load_cluster_options(None, time="soon")
+
+
+FAKE_SLURM = __import__("pathlib").Path(__file__).parent / "fixtures" / "fakeslurm" / "fakeslurm.py"
+
+
+class PreemptAfterParts:
+    """Run ``task``; shard ``victim`` is preempted (SIGUSR2, as SLURM signals it) after ``parts`` parts.
+
+    Its checkpoint requeues the plain task, so the requeued attempt runs to the end."""
+
+    def __init__(self, task: ShardTask, *, victim: int, parts: int) -> None:
+        self.task, self.victim, self.parts = task, victim, parts
+
+    def __call__(self, index: int):
+        if index == self.victim:
+            import signal
+
+            from shovir_core.records import RunWriter
+
+            real, written = RunWriter.append, []
+
+            def append(writer, rows):
+                n = real(writer, rows)
+                written.append(n)
+                if sum(1 for k in written if k) == self.parts:
+                    os.kill(os.getpid(), signal.SIGUSR2)
+                    import time
+
+                    time.sleep(30)  # the handler checkpoints, requeues and exits before this ends
+                return n
+
+            RunWriter.append = append
+        return self.task(index)
+
+    def checkpoint(self, index: int):
+        return self.task.checkpoint(index)
+
+
+def test_slurm_array_with_a_preempted_task_requeues_and_completes(tmp_path, monkeypatch):
+    import time
+
+    from shovir_core.jobs.submit import submit
+
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "single"))
+    single = protocols.run("modalens", "slurm", SPEC, progress=False)
+    bin_dir, state = tmp_path / "bin", tmp_path / "slurm-state"
+    bin_dir.mkdir()
+    state.mkdir()
+    for tool in ("sbatch", "srun", "scontrol"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_SLURM}" {tool} "$@"\n')
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "sharded"))
+    task = ShardTask([RunTarget("modalens", "slurm", SPEC)], count=3)
+    jobs = submit(PreemptAfterParts(task, victim=2, parts=1), [0, 1, 2],
+                  options=ClusterOptions(gpus_per_task=0, time=30, array_parallelism=3),
+                  folder=tmp_path / "jobs" / "%j", job_name="shovir-test")
+    assert [j.job_id for j in jobs] == ["4200_0", "4200_1", "4200_2"]
+    sbatch_file = next((tmp_path / "jobs").glob("**/*.sh")).read_text()
+    assert "#SBATCH --array=0-2%3" in sbatch_file and "#SBATCH --signal=USR2@90" in sbatch_file
+    target = [RunTarget("modalens", "slurm", SPEC)]
+    deadline = time.time() + 300
+    while time.time() < deadline and status(target)["record"].iloc[0] != "complete":
+        time.sleep(1)
+    assert (state / "requeues.log").read_text().split() == ["4200_2"]  # the preempted task, requeued once
+    sharded = load_run("modalens", "slurm")
+    assert sharded.info.shards == 3
+    assert_identical(sorted_trials(single), sorted_trials(sharded))
+    for job in jobs:  # every task ended with a result (the requeued one on its second attempt)
+        while time.time() < deadline and not job.paths.result_pickle.exists():
+            time.sleep(0.5)
+        kind, result = __import__("submitit").core.utils.pickle_load(job.paths.result_pickle)
+        assert kind == "success" and result[single.run_id] in ("complete", "started"), (kind, result)
+    log = jobs[2].paths.stderr.read_text()
+    assert "Caught signal SIGUSR2" in log and "this job is preempted" in log  # submitit's handler ran

@@ -43,6 +43,7 @@ def test_complete_record_lists_its_parts(record):
     assert [p.file for p in m.parts] == ["part-000000.parquet", "part-000001.parquet", "part-000002.parquet"]
     assert [p.n_rows for p in m.parts] == [4, 3, 3] and m.n_trials == 10 == len(run.trials)
     assert all(p.size == (record / "parts" / p.file).stat().st_size for p in m.parts)
+    assert m.seconds is not None and m.seconds >= 0  # the writer's wall time
     assert Manifest.from_dict(m.to_dict()) == m  # the typed manifest round-trips through JSON
 
 
@@ -235,12 +236,12 @@ def test_claim_never_replaces_a_part(tmp_path):
     assert theirs.read_bytes() == b"theirs" and final.read_bytes() == b"mine" and not tmp.exists()
 
 
-def _hold_in_flight(root, ready, release):
+def _hold_in_flight(root, ready, release, shard=None):
     """Child: open the record, leave an in-flight temp part, wait, then finish its trials."""
     import os
 
     os.environ["SHOVIR_RUNS"] = str(root)
-    with RunWriter("proto", "busy", SPEC) as w:
+    with RunWriter("proto", "busy", SPEC, shard=shard) as w:
         w.append(_rows(range(3)))
         tmp = temp_path(w.parts_dir)
         pq.write_table(pa.Table.from_pylist(_rows(range(3, 6))), tmp)
@@ -252,27 +253,37 @@ def _hold_in_flight(root, ready, release):
         w.complete()
 
 
-def test_second_process_does_not_touch_in_flight_files(runs_root):
+@pytest.mark.parametrize("sharded", [False, True])
+def test_second_process_does_not_touch_in_flight_files(runs_root, sharded):
     ctx = mp.get_context("spawn")
     ready, release = ctx.Event(), ctx.Event()
-    proc = ctx.Process(target=_hold_in_flight, args=(runs_root, ready, release))
+    theirs = Shard(0, 2) if sharded else None
+    proc = ctx.Process(target=_hold_in_flight, args=(runs_root, ready, release, theirs))
     proc.start()
     try:
         assert ready.wait(60)
         temps = list(runs_root.glob("proto/busy/*/parts/.w*.tmp"))
         assert len(temps) == 1
-        with pytest.raises(RecordError, match="being written by .* wait for it"):
-            RunWriter("proto", "busy", SPEC).open()
-        # a shard writer of the same record opens fine and leaves the live temp alone
-        with RunWriter("proto", "busy", SPEC, shard=Shard(1, 2)) as other:
-            assert other.done_ids == {"t0", "t1", "t2"}
+        record = temps[0].parents[1]
+        with pytest.raises(RecordError, match="being written by"):  # the same shard, or another split
+            RunWriter("proto", "busy", SPEC, shard=theirs).open()
+        if sharded:
+            # another shard opens the record (and clears stale temps) but leaves the live temp alone
+            with RunWriter("proto", "busy", SPEC, shard=Shard(1, 2)) as other:
+                assert other.done_ids == {"t0", "t1", "t2"}
+                assert other.append(_rows(range(6, 8))) == 2
+                assert other.complete() is False  # shard 0 is still running
+        else:
+            with pytest.raises(RecordError, match="single-process writer is being written by .* same --shards"):
+                RunWriter("proto", "busy", SPEC, shard=Shard(1, 2)).open()
+        assert Run(record).status == "started" and len(Run(record).trials) == (5 if sharded else 3)
         assert temps[0].exists()
     finally:
         release.set()
         proc.join(60)
     assert proc.exitcode == 0
     run = load_run("proto", "busy")
-    assert sorted(run.trials["trial_id"]) == [f"t{i}" for i in range(6)]
+    assert sorted(run.trials["trial_id"]) == sorted(f"t{i}" for i in range(8 if sharded else 6))
 
 
 def _shard_writer(root, index, count, ids, go):
@@ -300,6 +311,7 @@ def test_two_shard_processes_make_one_record(runs_root):
     run = load_run("proto", "sharded")
     m = run.info
     assert m.status == "complete" and m.shards == 2 and m.n_trials == 12 and m.counts["n_cells"] == 1
+    assert m.seconds > 0  # both shards' wall time
     assert sorted(run.trials["trial_id"]) == sorted(f"t{i}" for i in range(12))
     names = [p.file for p in m.parts]
     assert all(n.startswith(("part-s000of002-", "part-s001of002-")) for n in names) and len(names) == 12

@@ -162,6 +162,20 @@ class TryLock:
         self.fd = fd
         return None
 
+    def held_elsewhere(self) -> str | None:
+        """``host pid`` of another live process holding this lock, else ``None`` (does not take it)."""
+        if fcntl is None or not self.path.is_file():
+            return None
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            return None
+        finally:
+            os.close(fd)
+
     def release(self) -> None:
         if self.fd is not None:
             os.close(self.fd)

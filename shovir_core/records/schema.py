@@ -105,6 +105,8 @@ class Manifest:
         "and for schema-1 records)", default=None)
     shards: int | None = _doc("number of shards whose trials completed the record (1: one process)",
                               default=None)
+    seconds: float | None = _doc("wall-clock seconds writers held the record open, summed over sessions and "
+                                 "shards (compute time; null for schema-1 records)", default=None)
 
     # -- conversion ------------------------------------------------------------------------
     @classmethod
@@ -159,7 +161,7 @@ class Manifest:
 
 def _migrate_v1(data: dict) -> dict:
     """Schema 1 -> 2: no part integrity data, no passed spec, no shard count (all stay null)."""
-    return {**data, "schema_version": 2, "spec_passed": None, "parts": None, "shards": None}
+    return {**data, "schema_version": 2, "spec_passed": None, "parts": None, "shards": None, "seconds": None}
 
 
 _MIGRATIONS = {1: _migrate_v1}

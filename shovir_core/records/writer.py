@@ -5,6 +5,7 @@ import contextvars
 import datetime as _dt
 import json
 import re
+import time
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,7 +78,8 @@ class RunWriter:
 
     Use as a context manager: :meth:`complete` marks the record ``complete`` (with the integrity
     data: every part's row count, size and SHA-256), and the record is marked ``failed`` (with the
-    error) when the block raises. Rows whose ``trial_id`` is already stored -- by this or by any
+    error) when the block raises (a shard's failure is marked on its shard and leaves the record
+    open for the other shards). Rows whose ``trial_id`` is already stored -- by this or by any
     other process -- are skipped, so a protocol can call :meth:`append` again after a crash
     without losing or duplicating trials.
 
@@ -133,6 +135,7 @@ class RunWriter:
         self._seen: set[str] = set()
         self._next = 0
         self._lock = TryLock(self.path / f".writer-{self.shard.token or 'all'}.lock")
+        self._clock: float | None = None  # monotonic time of the last time accounting
         self._finalizer = weakref.finalize(self, self._lock.release)
 
     # -- lifecycle -------------------------------------------------------
@@ -147,8 +150,11 @@ class RunWriter:
                 with self._manifest_lock():
                     current = read_manifest(self.path)
                     if current is not None and current.status != "complete":
-                        where = f"shard {self.shard}: " if self.shard.sharded else ""
-                        self._m = current.replace(status="failed", ended=_now(), error=where + message)
+                        # a failed shard leaves the record open for the others (its marker says failed)
+                        if self.shard.sharded:
+                            self._m = current.replace(error=f"shard {self.shard}: {message}")
+                        else:
+                            self._m = current.replace(status="failed", ended=_now(), error=message)
                         self._write_manifest()
                     if self.shard.sharded:
                         write_marker(self.path, self.shard, status="failed", error=message, ended=_now())
@@ -158,7 +164,24 @@ class RunWriter:
 
     def close(self) -> None:
         """Release this writer's shard lock (the record stays as it is)."""
+        if self._clock is not None and not self.is_complete:
+            try:
+                with self._manifest_lock():
+                    current = read_manifest(self.path)
+                    if current is not None and current.status != "complete":
+                        self._m = current.replace(seconds=self._elapsed(current))
+                        self._write_manifest()
+            except (OSError, RecordError):
+                pass  # time accounting never hides the error that closed the writer
+        self._clock = None
         self._lock.release()
+
+    def _elapsed(self, current: Manifest) -> float:
+        """``current.seconds`` plus the time since this writer last accounted (which it then resets)."""
+        now = time.monotonic()
+        spent = 0.0 if self._clock is None else now - self._clock
+        self._clock = now
+        return round((current.seconds or 0.0) + spent, 3)
 
     def _manifest_lock(self):
         return locked(self.path / ".manifest.lock")
@@ -181,6 +204,11 @@ class RunWriter:
                 what = f"shard {self.shard} of " if self.shard.sharded else ""
                 raise RecordError(f"{self.path}: {what}this record is being written by {holder}; "
                                   "wait for it, or run another shard")
+            clash = self._live_other_split()
+            if clash is not None:
+                self._lock.release()
+                raise RecordError(f"{self.path}: {clash}; writers that split the grid differently would "
+                                  "compute the same trials: wait for them, or use the same --shards")
             try:
                 for stale in stale_temps(self.parts_dir):  # in-flight parts of dead processes of this host
                     stale.unlink(missing_ok=True)
@@ -197,9 +225,26 @@ class RunWriter:
                 credentialed=self._credentialed, started=(existing.started if existing else None) or _now(),
                 counts={"n_trials": len(self._done)}, resumed=(existing.resumed + 1) if existing else 0,
             )
+            self._m = self._m.replace(seconds=existing.seconds if existing else None)
             self._write_manifest()
+            self._clock = time.monotonic()
             if self.shard.sharded:
                 write_marker(self.path, self.shard, status="running", started=_now(), ended=None, error=None)
+
+    def _live_other_split(self) -> str | None:
+        """A live writer of this record whose split differs from ours (another shard count, or the
+        single-process writer versus shards), described; ``None`` when there is none."""
+        mine = self.shard.count if self.shard.sharded else 1
+        for lock in sorted(self.path.glob(".writer-*.lock")):
+            token = lock.name[len(".writer-"):-len(".lock")]
+            count = 1 if token == "all" else Shard.from_token(token).count
+            if count == mine:
+                continue
+            holder = TryLock(lock).held_elsewhere()
+            if holder is not None:
+                what = "the single-process writer" if token == "all" else f"shard {Shard.from_token(token)}"
+                return f"{what} is being written by {holder}"
+        return None
 
     def _load_done(self) -> None:
         self._done, self._seen = set(), set()
@@ -289,6 +334,10 @@ class RunWriter:
         if self.is_complete or not self.shard.sharded:
             return True
         with self._manifest_lock():
+            current = read_manifest(self.path)
+            if current is not None and current.status != "complete" and self._clock is not None:
+                self._m = current.replace(seconds=self._elapsed(current))
+                self._write_manifest()
             write_marker(self.path, self.shard, status="done", ended=_now(), error=None)
             return finished_set(read_markers(self.path)) is not None
 
@@ -315,6 +364,7 @@ class RunWriter:
             base = current or self._m
             self._m = base.replace(
                 status="complete", ended=_now(), error=None, parts=parts, shards=n_shards,
+                seconds=self._elapsed(base),
                 spec_passed=base.spec_passed if base.spec_passed is not None else self.spec_passed,
                 counts={**base.counts, **counts, "n_trials": total})
             self._write_manifest()
