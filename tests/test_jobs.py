@@ -58,7 +58,8 @@ def test_killed_shard_is_resubmitted_and_the_record_completes(tmp_path, monkeypa
     markers = read_markers(path)
     assert markers["s001of003"]["status"] == "running"  # died without a word
     progress = status([RunTarget("modalens", "jobs", SPEC)]).set_index("shard")
-    assert progress.loc["1/3", "record"] == "started"
+    assert progress.loc["1/3", "record"] == "started" and progress.loc["1/3", "status"] == "stopped"
+    assert progress.loc["0/3", "status"] == "done"
     assert 0 < progress.loc["1/3", "written"] < progress.loc["1/3", "planned"]
     assert progress.loc["0/3", "written"] == progress.loc["0/3", "planned"]
     assert progress.loc["0/3", "log"].endswith("log.out")

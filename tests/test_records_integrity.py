@@ -126,6 +126,9 @@ def test_corrupt_copies_are_refused_and_named(record, runs_root, tmp_path, monke
     assert str(rec) in str(err.value)  # the message names the record's path
     with pytest.raises(RecordError, match=message):
         Run(rec).trials
+    if (rec / "manifest.json").is_file():
+        with pytest.raises(RecordError, match=message):
+            trials_df(rec)
     with pytest.raises(RecordError, match=message):
         runs_df()
     # verify and list report it without a traceback; the good original still verifies

@@ -106,7 +106,8 @@ class Manifest:
     shards: int | None = _doc("number of shards whose trials completed the record (1: one process)",
                               default=None)
     seconds: float | None = _doc("wall-clock seconds writers held the record open, summed over sessions and "
-                                 "shards (compute time; null for schema-1 records)", default=None)
+                                 "shards (compute time; a killed writer's time since it last finished a shard "
+                                 "or closed is not counted; null for schema-1 records)", default=None)
 
     # -- conversion ------------------------------------------------------------------------
     @classmethod

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from .files import HOST, PART_RE, atomic_write_text, part_files
+from .files import HOST, PART_RE, TryLock, atomic_write_text, part_files
 
 __all__ = ["Shard", "read_markers", "write_marker", "finished_set", "shard_progress", "MARKER_DIR"]
 
@@ -119,6 +119,9 @@ def finished_set(markers: dict[str, dict]) -> int | None:
 def shard_progress(record: Path) -> list[dict]:
     """One row per shard of a record: planned trials, rows written in its parts, status, host, log.
 
+    Status is the marker's (``running``, ``done``, ``failed``), or ``stopped`` for a shard marked
+    running whose writer holds no lock any more (its process died).
+
     Rows written are counted from the part files' Parquet footers (no data is read). Parts written
     by a single-process run appear as shard ``-``.
     """
@@ -133,7 +136,10 @@ def shard_progress(record: Path) -> list[dict]:
     rows = []
     markers = read_markers(record)
     for token, marker in markers.items():
-        rows.append({"shard": f"{marker.get('shard')}/{marker.get('of')}", "status": marker.get("status"),
+        state = marker.get("status")
+        if state == "running" and TryLock(record / f".writer-{token}.lock").held_elsewhere() is None:
+            state = "stopped"  # its process died without a word (killed, node lost): resubmit it
+        rows.append({"shard": f"{marker.get('shard')}/{marker.get('of')}", "status": state,
                      "planned": marker.get("planned"), "written": written.pop(token, 0),
                      "host": marker.get("host"), "pid": marker.get("pid"), "updated": marker.get("updated"),
                      "error": marker.get("error"), "log": marker.get("log")})
