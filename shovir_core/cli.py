@@ -48,7 +48,8 @@ def _print_outcomes(outcomes) -> int:
     bad = 0
     for o in outcomes:
         if o.ok:
-            print(f"shard {o.index}: " + ", ".join(f"{rid} {st}" for rid, st in (o.result or {}).items()))
+            done = ", ".join(f"{rid} {st}" for rid, st in (o.result or {}).items())
+            print(f"shard {o.index}: {done or 'nothing to do (records that cannot be sharded are made by shard 0)'}")
         else:
             bad += 1
             print(f"shard {o.index} FAILED (job {o.job_id}): {o.error}\n  log: {o.stderr}", file=sys.stderr)
@@ -83,7 +84,11 @@ def _cmd_run_sharded(args, names) -> int:
         bad = _print_outcomes(outcomes)
         incomplete = _print_job_status(names, args.profile, only_open=True)
         return 1 if bad or incomplete else 0
-    jobs = submit(task, indices, options=options, job_name=f"shovir-{'-'.join(names)[:40]}")
+    try:
+        jobs = submit(task, indices, options=options, job_name=f"shovir-{'-'.join(names)[:40]}")
+    except RuntimeError as exc:  # e.g. no srun/sbatch here: not a SLURM login node
+        print(f"shovir run --executor slurm: {exc}", file=sys.stderr)
+        return 1
     print(f"submitted {len(jobs)} shard task(s) as SLURM job {str(jobs[0].job_id).split('_')[0]}; "
           f"logs: {jobs[0].paths.folder}")
     print(f"progress: shovir jobs status {' '.join(names)} --profile {args.profile}")

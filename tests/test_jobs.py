@@ -176,3 +176,15 @@ def test_slurm_array_with_a_preempted_task_requeues_and_completes(tmp_path, monk
         assert kind == "success" and result[single.run_id] in ("complete", "started"), (kind, result)
     log = jobs[2].paths.stderr.read_text()
     assert "Caught signal SIGUSR2" in log and "this job is preempted" in log  # submitit's handler ran
+
+
+def test_cli_runs_shards_with_the_local_executor(runs_root, capsys):
+    from shovir_core import cli
+
+    assert cli.main(["run", "data", "--shards", "2", "--executor", "local", "--gpus-per-task", "0", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "shard 0: cohort/demo-bbox/" in out and "shard 1: nothing to do" in out
+    assert load_run("cohort", "demo-bbox").status == "complete"
+    assert list((runs_root / ".jobs").glob("*/*_0_log.out"))  # each task's log, under the runs root
+    assert cli.main(["jobs", "status", "data"]) == 0
+    assert "complete" in capsys.readouterr().out
