@@ -57,8 +57,8 @@ book.glue_values("repro", result.values, runs=runs)
 # that call a model need {glue:}`repro.paper_trials_total` trials at the papers' scale (lower bounds
 # where the paper does not give the grid, as the notes say). On this machine a ShoViR trial of the
 # tiny transformer took {glue:}`repro.shovir.s_per_trial_tiny_cpu` s and a ModaLens trial
-# {glue:}`repro.modalens.s_per_trial_tiny_cpu` s (median over chapters; NaN: the record predates
-# time accounting or was not made). GPU benchmark outputs found: {glue:}`repro.n_gpu_benchmarks`;
+# {glue:}`repro.modalens.s_per_trial_tiny_cpu` s (median over chapters; "not measured" where no record
+# of a tiny model carries its writer time). GPU benchmark outputs found: {glue:}`repro.n_gpu_benchmarks`;
 # without one the GPU-hours column stays empty. Make one on a GPU with
 #
 # ```bash
