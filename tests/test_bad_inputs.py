@@ -285,7 +285,7 @@ def test_cli_user_errors_are_one_line(capsys, params_root, runs_root):
     _one_line_error(capsys, ["perturb", "--dataset", "demo", "--ps", "1.5", "-q"], match="ps[0] must lie in")
     _one_line_error(capsys, ["perturb", "--dataset", "demo", "--out", str(paths.repo_root() / "x"), "-q"],
                     match="--force")
-    _one_line_error(capsys, ["records", "show", "a/b/c"], match="no record a/b/c")
+    _one_line_error(capsys, ["records", "show", "a/b/c"], match="a/b/c: no manifest.json")
 
 
 def test_cli_debug_shows_the_traceback(params_root):

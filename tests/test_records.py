@@ -71,8 +71,9 @@ def _crash_mid_part(root, spec):
     w = RunWriter("p", "crash", spec)
     w.open()
     w.append(_rows(range(4)))
-    tmp = w.parts_dir / ".part-000001.parquet.half.tmp"
-    pq.write_table(pa.Table.from_pylist(_rows(range(4, 8))), tmp)
+    from shovir_core.records.files import temp_path
+
+    pq.write_table(pa.Table.from_pylist(_rows(range(4, 8))), temp_path(w.parts_dir))  # this pid's temp name
     os._exit(1)  # killed before the rename: no cleanup, no status update
 
 
@@ -84,7 +85,7 @@ def test_crash_between_part_files_loses_nothing(runs_root):
     assert proc.exitcode == 1
     with RunWriter("p", "crash", SPEC) as w:
         assert w.done_ids == {f"t{i}" for i in range(4)}
-        assert not list(w.parts_dir.glob(".*.tmp"))  # the half-written part is gone
+        assert not list(w.parts_dir.glob(".*.tmp"))  # the half-written part of the dead pid is gone
         w.append(_rows(range(10)))
         w.complete()
     ids = load_run("p", "crash").trials["trial_id"]

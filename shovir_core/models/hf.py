@@ -23,7 +23,7 @@ from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
 from .readouts import TokenFamilies, parse_answer, yes_no_readout
 from .spec import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec, resolve_weights
 
-__all__ = ["HFVLM", "build_hf", "pick_device_dtype", "checkpoint_fingerprint"]
+__all__ = ["HFVLM", "build_hf", "pick_device_dtype", "checkpoint_fingerprint", "auto_batch_size", "kv_bytes_per_token"]
 
 _IMAGE_PROCESSOR_KEYS = ("size", "crop_size", "do_pan_and_scan", "min_pixels", "max_pixels", "patch_size",
                          "merge_size", "temporal_patch_size", "image_mean", "image_std", "resample", "do_resize",
@@ -85,6 +85,39 @@ class _OnceImageProcessor:
         return getattr(self._inner, name)
 
 
+def kv_bytes_per_token(config, *, dtype_bytes: int) -> int:
+    """Key/value-cache bytes one token occupies across the text model's layers."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layers = int(text.num_hidden_layers)
+    heads = int(getattr(text, "num_attention_heads"))
+    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
+    return 2 * layers * kv_heads * head_dim * int(dtype_bytes)
+
+
+def auto_batch_size(config, *, prompt_tokens: int, new_tokens: int, free_bytes: int, dtype_bytes: int,
+                    fraction: float = 0.5, limit: int = 64) -> int:
+    """Reports per batch that fit in ``fraction`` of ``free_bytes`` of accelerator memory.
+
+    Each row holds its key/value cache for ``prompt_tokens + new_tokens`` tokens
+    (:func:`kv_bytes_per_token`) and one float32 row of logits over the vocabulary per step; the rest
+    of ``free_bytes`` is left for activations (the vision tower runs once per image). At least 1,
+    at most ``limit``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> cfg = NS(num_hidden_layers=34, num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+    ...          hidden_size=2560, vocab_size=262208)
+    >>> auto_batch_size(cfg, prompt_tokens=300, new_tokens=300, free_bytes=80 * 2**30, dtype_bytes=2)
+    64
+    >>> auto_batch_size(cfg, prompt_tokens=300, new_tokens=300, free_bytes=2 * 2**30, dtype_bytes=2)
+    12
+    """
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    per_row = kv_bytes_per_token(config, dtype_bytes=dtype_bytes) * (prompt_tokens + new_tokens)
+    per_row += 4 * int(getattr(text, "vocab_size", 0) or 0)
+    return int(max(1, min(limit, (fraction * free_bytes) // max(1, per_row))))
+
+
 def _pil(image: np.ndarray):
     from PIL import Image
 
@@ -107,10 +140,15 @@ class HFVLM(VLM):
         Requests per forward pass (left-padded).
     prefix_reuse
         Reuse the key/value cache of a prompt prefix shared by several requests.
+    report_batch_size
+        Reports generated per ``generate`` call: ``None`` (default) generates the images of one
+        :meth:`generate_reports` call together (the caller's chunk: the ShoViR spec's ``batch_size``,
+        i.e. the profile's), capped on a GPU by :func:`auto_batch_size` of the free memory; ``"auto"``
+        always chooses from free memory (CPU: ``batch_size``); an integer fixes it (``1``: one at a time).
     """
 
     def __init__(self, spec: ModelSpec, model, processor, *, source: dict, batch_size: int = 8,
-                 prefix_reuse: bool = True) -> None:
+                 prefix_reuse: bool = True, report_batch_size: int | str | None = None) -> None:
         self.spec, self.model, self.processor, self.source = spec, model, processor, source
         self.name = spec.name
         self.tokenizer = processor.tokenizer
@@ -118,6 +156,11 @@ class HFVLM(VLM):
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.batch_size, self.prefix_reuse = int(batch_size), bool(prefix_reuse)
+        if not (report_batch_size in (None, "auto") or (isinstance(report_batch_size, int)
+                                                       and not isinstance(report_batch_size, bool)
+                                                       and report_batch_size >= 1)):
+            raise ValueError(f"{spec.name}: report_batch_size={report_batch_size!r}; use None, 'auto' or an integer >= 1")
+        self.report_batch_size = report_batch_size
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.families = TokenFamilies.from_tokenizer(
@@ -125,8 +168,9 @@ class HFVLM(VLM):
             lambda i: self.tokenizer.convert_ids_to_tokens(int(i)), model=spec.name)
         if spec.families:
             self.families.check(spec.families, model=spec.name)
-        self.stats = {"prefill_tokens": 0, "forward_passes": 0, "requests": 0}
-        """Counters: prompt tokens run through the model, forward passes, requests scored."""
+        self.stats = {"prefill_tokens": 0, "forward_passes": 0, "requests": 0, "reports": 0, "generated_tokens": 0}
+        """Counters: prompt tokens run through the model, forward passes, requests scored, reports
+        generated and their tokens (up to the end-of-sequence token)."""
 
     # construction --------------------------------------------------------------------------
     @classmethod
@@ -189,7 +233,8 @@ class HFVLM(VLM):
                               "yes_family": list(self.families.yes_family), "no_family": list(self.families.no_family),
                               "names": {str(k): v for k, v in self.families.names.items()}},
             "decoding": {"greedy": not self.spec.do_sample, "report_max_new_tokens": self.spec.max_new_tokens,
-                         "padding": "left", "batch_size": self.batch_size, "prefix_reuse": self.prefix_reuse},
+                         "padding": "left", "batch_size": self.batch_size, "prefix_reuse": self.prefix_reuse,
+                         "report_batch_size": self.report_batch_size},
             "report_prompt": {"system": self.spec.report_system, "user": self.spec.report_user,
                               "order": self.spec.report_order},
         }
@@ -426,25 +471,58 @@ class HFVLM(VLM):
                     results[i] = res
         return results  # type: ignore[return-value]
 
+    def _report_batch(self, n_images: int, prompt_tokens: int, new_tokens: int) -> int:
+        """Reports per ``generate`` call (see ``report_batch_size``)."""
+        setting = self.report_batch_size
+        if isinstance(setting, int):
+            return setting
+        if self.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.device)
+            fit = auto_batch_size(self.model.config, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
+                                  free_bytes=int(free), dtype_bytes=torch.finfo(self.dtype).bits // 8)
+            return fit if setting == "auto" else max(1, min(n_images, fit))
+        return self.batch_size if setting == "auto" else max(1, n_images)
+
     @torch.no_grad()
     def generate_reports(self, images: Sequence[np.ndarray], *, prompt: str | None = None,
                          max_new_tokens: int | None = None, boxes: Sequence[Sequence[Box]] | None = None) -> list[str]:
-        """Greedy reports (the spec's sampling flag is recorded but decoding here is greedy)."""
+        """Greedy reports, generated in left-padded batches with per-row stopping.
+
+        Every row of a batch decodes greedily until it emits an end-of-sequence token (the rows that
+        finished are padded while the others go on, and the batch ends when all have finished or
+        ``max_new_tokens`` is reached); each report is cut at its first end-of-sequence token. The
+        batch size is :attr:`report_batch_size`. Batched reports equal one-at-a-time reports on the
+        tiny models of every family (test); the spec's sampling flag is recorded, decoding is greedy.
+        """
         from transformers import GenerationConfig
 
         images = list(images)
+        if not images:
+            return []
         n_new = int(max_new_tokens or self.spec.max_new_tokens)
         text = self.render_report(prompt)
         gen = GenerationConfig(max_new_tokens=n_new, do_sample=False, pad_token_id=self.tokenizer.pad_token_id,
                                eos_token_id=self._eos_ids())
+        eos = set(self._eos_ids())
         reports: list[str] = []
-        for start in range(0, len(images), self.batch_size):
-            chunk = images[start:start + self.batch_size]
+        size = None
+        start = 0
+        while start < len(images):
+            if size is None:  # sized once per call (on a GPU from the first image's prompt length)
+                prompt_tokens = 0
+                if self.device.type == "cuda" and not isinstance(self.report_batch_size, int):
+                    prompt_tokens = int(self._encode([text], images[:1])["input_ids"].shape[1])
+                size = self._report_batch(len(images), prompt_tokens, n_new)
+            chunk = images[start:start + size]
             batch = self._encode([text] * len(chunk), chunk)
             self.stats["prefill_tokens"] += int(batch["attention_mask"].sum())
             self.stats["forward_passes"] += 1
             out = self.model.generate(**self._to_model(batch), generation_config=gen)
-            reports += self._decode(out[:, batch["input_ids"].shape[1]:].tolist())
+            rows = out[:, batch["input_ids"].shape[1]:].tolist()
+            self.stats["reports"] += len(rows)
+            self.stats["generated_tokens"] += sum(next((k for k, t in enumerate(r) if t in eos), len(r)) for r in rows)
+            reports += self._decode(rows)
+            start += len(chunk)
         return reports
 
     @torch.no_grad()

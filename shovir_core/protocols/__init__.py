@@ -6,16 +6,22 @@ model identity; the result is hashed into the record's identity) and
 ``execute(name, spec, *, progress=True, execution=None) -> records.Run`` where ``execution`` holds
 the execution-only settings (batch and chunk sizes), which never enter the identity. Modules are
 imported lazily, so listing protocols stays light.
+
+:func:`run` hands the writer a protocol opens two things through
+:func:`shovir_core.records.writer_defaults` (so protocol modules keep calling
+``RunWriter(PROTOCOL, name, spec, ...)`` unchanged): the spec *as passed*, stored beside the
+resolved one, and this process's shard. Protocols in :data:`SHARDED` split their grid with
+:func:`shovir_core.protocols.shards.select`; the others are made whole by shard 0 alone.
 """
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
 
-from ..records import Run, load_run, record_dir, spec_hash
+from ..records import Run, Shard, load_run, record_dir, spec_hash, writer_defaults
 from ..records.schema import SHORT_HASH
 
-__all__ = ["REGISTRY", "get_protocol", "resolve", "run", "run_id", "is_complete"]
+__all__ = ["REGISTRY", "SHARDED", "get_protocol", "resolve", "run", "run_id", "is_complete"]
 
 REGISTRY: dict[str, str] = {
     "modalens": "shovir_core.protocols.modalens",
@@ -27,6 +33,9 @@ REGISTRY: dict[str, str] = {
     "modalens-distance": "shovir_core.protocols.modalens_distance",
     "accounting": "shovir_core.protocols.accounting",
 }
+
+SHARDED: frozenset[str] = frozenset({"modalens", "shovir"})
+"""Protocols whose ``execute`` splits the trial grid by shard (:mod:`shovir_core.protocols.shards`)."""
 
 
 def get_protocol(name: str) -> ModuleType:
@@ -52,12 +61,25 @@ def is_complete(protocol: str, name: str, spec: dict, *, resolved: bool = False)
     return (path / "manifest.json").is_file() and Run(path).status == "complete"
 
 
-def run(protocol: str, name: str, spec: dict, *, progress: bool = True) -> Run:
-    """Make the record of ``spec`` (resuming a partial one); return it when complete."""
+def run(protocol: str, name: str, spec: dict, *, progress: bool = True, shard: Shard | None = None) -> Run | None:
+    """Make the record of ``spec`` (resuming a partial one); return it.
+
+    With ``shard`` (``Shard(i, n)``, ``n > 1``) this process makes only its shard of the grid;
+    the returned record is complete once every shard has finished (check ``.status``). Protocols
+    outside :data:`SHARDED` are made whole by shard 0; other shards skip them and get ``None``.
+    """
     module = get_protocol(protocol)
     resolved = module.resolve_spec(dict(spec or {}))
     h = spec_hash(resolved)
     if is_complete(protocol, name, resolved, resolved=True):
         return load_run(protocol, name, h)
-    module.execute(name, resolved, progress=progress, execution=module.SPEC.execution(spec))
-    return load_run(protocol, name, h)
+    if shard is not None and shard.sharded and protocol not in SHARDED:
+        if shard.index != 0:
+            return None
+        shard = None
+    with writer_defaults(spec_passed=dict(spec or {}), shard=shard):
+        module.execute(name, resolved, progress=progress, execution=module.SPEC.execution(spec))
+    path = record_dir(protocol, name, resolved)
+    if Run(path).status == "complete":
+        return load_run(protocol, name, h)
+    return Run(path)

@@ -49,6 +49,7 @@ from ..vocab import COMPOSITE, DESIGNS, ORDERS, REPORT_CONDITIONS
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13, POLICIES, apply_policy
 from ..records import Run, RunWriter, load_run, spec_hash
 from .datasets import load_dataset
+from . import shards
 from .spec import Field, SpecSchema
 
 __all__ = [
@@ -487,7 +488,8 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     model_info = {"id": spec["model"], **model.provenance()}
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model=model_info, seeds=seeds,
                    credentialed=ds.credentialed) as writer:
-        todo = trials[~trials["trial_id"].isin(writer.done_ids)]
+        mine = shards.select(trials, writer, key="case_id")  # this process's shard (all cases unsharded)
+        todo = mine[~mine["trial_id"].isin(writer.done_ids)]
         image_paths = dict(zip(ds.images["image_id"], ds.images["path"]))
         case_ids = list(dict.fromkeys(todo["case_id"]))
         batch = SPEC.execution(execution)["batch_cases"]
@@ -505,4 +507,4 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
         bar.close()
         writer.complete(**counts, n_questions=int(trials["question_id"].nunique()),
                         arm=arm_label(spec))
-    return load_run(PROTOCOL, name, spec_hash(spec))
+    return shards.result(writer)

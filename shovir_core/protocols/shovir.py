@@ -62,6 +62,7 @@ from ..perturb.legacy import RNG_MODES
 from .datasets import load_dataset
 from .spec import Field, SpecSchema
 from ..vocab import SHOVIR_CONDITIONS
+from . import shards
 
 __all__ = [
     "SPEC", "resolve_spec", "execute", "CONDITIONS", "IMAGE_CONDITIONS", "DISEASE_CONDITIONS", "DEFAULTS",
@@ -72,6 +73,10 @@ PROTOCOL = "shovir"
 CONDITIONS = SHOVIR_CONDITIONS
 IMAGE_CONDITIONS = CONDITIONS[:2]  # Baseline, FullNoise
 DISEASE_CONDITIONS = CONDITIONS[2:]  # RO, OCO, DOCO
+
+MEASURED_COLUMNS = ("gen_seconds",)
+"""Trial columns that are wall-clock measurements of this session, not model outputs: they differ
+between two runs of the same record (sharded or not) and are left out of record-equality checks."""
 
 LABELLER_CHOICES = ("rules", "chexbert")
 """Report labellers the protocol takes (``labeller`` spec key; part of the record's identity)."""
@@ -464,6 +469,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                    credentialed=ds.credentialed) as writer:
         if writer.is_complete:
             return load_run(PROTOCOL, name, spec_hash(spec))
+        groups = shards.select(groups, writer, key="image_id", size=lambda g: len(g["ps"]))  # this process's shard
         done = writer.done_ids
         # a resumed run reuses the reports it already generated (same input hash -> same report)
         memo: dict[str, str] = {}
@@ -556,6 +562,8 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
         if buffer:
             flush(buffer)
         bar.close()
+        if not writer.shard_done():  # other shards still running: the last one to finish completes the record
+            return shards.result(writer)
         # doco drops of earlier sessions: recount from the plan (a dropped item never has a trial)
         stored = Run(writer.path).trials
         cells = (stored.fillna({"target": "-"}).groupby(["condition", "target"]).size()
@@ -574,4 +582,4 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             generation_seconds_this_session=round(gen_seconds, 3), preset=preset.to_dict(),
             n_unique_inputs=int(stored["input_sha256"].nunique()),
         )
-    return load_run(PROTOCOL, name, spec_hash(spec))
+    return shards.result(writer)

@@ -1,11 +1,13 @@
-"""Append-only, atomic, resumable writer of run records."""
+"""Append-only, atomic, resumable writer of run records; several processes may write one record."""
 from __future__ import annotations
 
+import contextvars
 import datetime as _dt
 import json
-import os
 import re
-import tempfile
+import time
+import weakref
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -13,35 +15,36 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import paths
+from .files import (PART_RE, TryLock, atomic_write_text, claim_part, locked, part_files, stale_temps,
+                    temp_path)
+from .integrity import RecordError, check_identity, describe_parts, read_trial_ids
 from .provenance import provenance
-from .schema import SCHEMA_VERSION, SHORT_HASH, canonical_json, spec_hash
+from .schema import SHORT_HASH, Manifest, ManifestError, canonical_json, spec_hash
+from .shards import Shard, finished_set, read_markers, write_marker
 
-__all__ = ["RunWriter", "record_dir", "RecordError", "atomic_write_text"]
+__all__ = ["RunWriter", "record_dir", "RecordError", "atomic_write_text", "writer_defaults", "read_manifest"]
 
-_PART = re.compile(r"^part-(\d{6})\.parquet$")
+_DEFAULTS: contextvars.ContextVar[dict] = contextvars.ContextVar("shovir_record_writer_defaults", default={})
+_UNSET = object()
 
 
-class RecordError(RuntimeError):
-    """A run record is unusable (bad spec, duplicate trial ids, corrupt part)."""
+@contextmanager
+def writer_defaults(*, spec_passed: dict | None = None, shard: Shard | None = None):
+    """Defaults of :class:`RunWriter` for writers opened inside the block.
+
+    :func:`shovir_core.protocols.run` uses it to hand the spec *as passed* and the shard of this
+    process to the writer a protocol opens, so protocol modules keep calling
+    ``RunWriter(PROTOCOL, name, spec, ...)`` unchanged.
+    """
+    token = _DEFAULTS.set({"spec_passed": spec_passed, "shard": shard})
+    try:
+        yield
+    finally:
+        _DEFAULTS.reset(token)
 
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def record_dir(protocol: str, name: str, spec: dict, *, root: Path | None = None) -> Path:
@@ -52,13 +55,38 @@ def record_dir(protocol: str, name: str, spec: dict, *, root: Path | None = None
     return Path(root or paths.runs_root()) / protocol / name / spec_hash(spec)[:SHORT_HASH]
 
 
+def read_manifest(record: Path) -> Manifest | None:
+    """The record's manifest (migrated to the current schema), ``None`` when there is none yet.
+
+    Raises :class:`RecordError` naming the file when it is unreadable, not JSON, or not a manifest.
+    """
+    path = Path(record) / "manifest.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RecordError(f"{record}: manifest.json is unreadable or not JSON ({type(exc).__name__}: {exc})") from exc
+    try:
+        return Manifest.from_dict(data)
+    except (ManifestError, TypeError, ValueError) as exc:
+        raise RecordError(f"{record}: manifest.json is not a valid manifest ({exc})") from exc
+
+
 class RunWriter:
     """Open (or resume) the record of one spec and append trial rows to it.
 
-    Use as a context manager: the record is marked ``complete`` by
-    :meth:`complete`, and ``failed`` (with the error) when the block raises.
-    Rows whose ``trial_id`` is already stored are skipped, so a protocol can
-    call :meth:`append` again after a crash without losing or duplicating trials.
+    Use as a context manager: :meth:`complete` marks the record ``complete`` (with the integrity
+    data: every part's row count, size and SHA-256), and the record is marked ``failed`` (with the
+    error) when the block raises (a shard's failure is marked on its shard and leaves the record
+    open for the other shards). Rows whose ``trial_id`` is already stored -- by this or by any
+    other process -- are skipped, so a protocol can call :meth:`append` again after a crash
+    without losing or duplicating trials.
+
+    Several processes may write one record as *shards* (``shard=Shard(i, n)``): each writes its
+    own part files and marker; :meth:`complete` completes the record only when every shard has
+    finished, and otherwise returns ``False``. Two processes never write the same shard at once
+    (the second gets a :class:`RecordError` naming the first).
 
     Parameters
     ----------
@@ -66,6 +94,9 @@ class RunWriter:
         Record location ``runs/<protocol>/<name>/``.
     spec : dict
         The resolved spec (JSON-serialisable). Its hash is the record's identity.
+    spec_passed : dict, optional
+        The spec as the user passed it (stored beside ``spec``). Defaults to the one set by
+        :func:`writer_defaults` (what :func:`shovir_core.protocols.run` passes).
     dataset : dict, optional
         The dataset manifest (:meth:`shovir_core.data.Dataset.manifest`).
     model : dict, optional
@@ -75,25 +106,37 @@ class RunWriter:
     credentialed : bool
         Flag records derived from credentialed data (the book then renders
         aggregates only). Defaults to the dataset manifest's flag.
+    shard : Shard, optional
+        This process's shard (default: the one of :func:`writer_defaults`, else the whole grid).
     """
 
     def __init__(self, protocol: str, name: str, spec: dict, *, dataset: dict | None = None,
                  model: dict | None = None, seeds: dict | None = None,
-                 credentialed: bool | None = None, root: Path | None = None) -> None:
-        try:
-            canonical_json(spec)
-            json.loads(canonical_json(spec))
-        except (TypeError, ValueError) as exc:
-            raise RecordError(f"spec is not JSON-serialisable: {exc}") from exc
+                 credentialed: bool | None = None, root: Path | None = None,
+                 spec_passed: dict | None = _UNSET, shard: Shard | None = _UNSET) -> None:  # type: ignore[assignment]
+        defaults = _DEFAULTS.get()
+        spec_passed = defaults.get("spec_passed") if spec_passed is _UNSET else spec_passed
+        shard = defaults.get("shard") if shard is _UNSET else shard
+        for label, value in (("spec", spec), ("spec_passed", spec_passed)):
+            try:
+                json.loads(canonical_json(value))
+            except (TypeError, ValueError) as exc:
+                raise RecordError(f"{label} is not JSON-serialisable: {exc}") from exc
         self.protocol, self.name, self.spec = protocol, name, spec
+        self.spec_passed = None if spec_passed is None else json.loads(canonical_json(spec_passed))
+        self.shard = shard or Shard(0, 1)
         self.path = record_dir(protocol, name, spec, root=root)
         self.parts_dir = self.path / "parts"
         self._dataset, self._model, self._seeds = dataset, model, seeds
         self._credentialed = bool(credentialed if credentialed is not None
                                   else (dataset or {}).get("credentialed", False))
-        self.manifest: dict = {}
+        self._m: Manifest | None = None
         self._done: set[str] = set()
-        self._n_parts = 0
+        self._seen: set[str] = set()
+        self._next = 0
+        self._lock = TryLock(self.path / f".writer-{self.shard.token or 'all'}.lock")
+        self._clock: float | None = None  # monotonic time of the last time accounting
+        self._finalizer = weakref.finalize(self, self._lock.release)
 
     # -- lifecycle -------------------------------------------------------
     def __enter__(self) -> "RunWriter":
@@ -101,82 +144,152 @@ class RunWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc is not None and self.manifest.get("status") != "complete":
-            self._set(status="failed", ended=_now(), error=f"{exc_type.__name__}: {exc}")
+        try:
+            if exc is not None and self._m is not None and not self.is_complete:
+                message = f"{exc_type.__name__}: {exc}"
+                with self._manifest_lock():
+                    current = read_manifest(self.path)
+                    if current is not None and current.status != "complete":
+                        # a failed shard leaves the record open for the others (its marker says failed)
+                        if self.shard.sharded:
+                            self._m = current.replace(error=f"shard {self.shard}: {message}")
+                        else:
+                            self._m = current.replace(status="failed", ended=_now(), error=message)
+                        self._write_manifest()
+                    if self.shard.sharded:
+                        write_marker(self.path, self.shard, status="failed", error=message, ended=_now())
+        finally:
+            self.close()
         return False
 
+    def close(self) -> None:
+        """Release this writer's shard lock (the record stays as it is)."""
+        if self._clock is not None and not self.is_complete:
+            try:
+                with self._manifest_lock():
+                    current = read_manifest(self.path)
+                    if current is not None and current.status != "complete":
+                        self._m = current.replace(seconds=self._elapsed(current))
+                        self._write_manifest()
+            except (OSError, RecordError):
+                pass  # time accounting never hides the error that closed the writer
+        self._clock = None
+        self._lock.release()
+
+    def _elapsed(self, current: Manifest) -> float:
+        """``current.seconds`` plus the time since this writer last accounted (which it then resets)."""
+        now = time.monotonic()
+        spent = 0.0 if self._clock is None else now - self._clock
+        self._clock = now
+        return round((current.seconds or 0.0) + spent, 3)
+
+    def _manifest_lock(self):
+        return locked(self.path / ".manifest.lock")
+
     def open(self) -> None:
+        """Open the record: create or resume it, or just read it when it is complete."""
         self.parts_dir.mkdir(parents=True, exist_ok=True)
-        for stale in self.parts_dir.glob(".*.tmp"):  # a crash while writing a part
-            stale.unlink()
-        manifest_path = self.path / "manifest.json"
-        if manifest_path.is_file():
-            self.manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-            if self.manifest.get("spec_sha256") != spec_hash(self.spec):
-                raise RecordError(f"{self.path}: stored spec hash differs from this spec (hash prefix collision?)")
-        self._load_done()
-        if self.manifest.get("status") == "complete":
-            return
-        resumed = self.manifest.get("resumed", -1) + 1
-        self.manifest = {
-            "schema_version": SCHEMA_VERSION,
-            "protocol": self.protocol,
-            "name": self.name,
-            "run_id": f"{self.protocol}/{self.name}/{self.path.name}",
-            "status": "started",
-            "spec": self.spec,
-            "spec_sha256": spec_hash(self.spec),
-            "provenance": provenance(seeds=self._seeds),
-            "dataset": self._dataset,
-            "model": self._model,
-            "credentialed": self._credentialed,
-            "started": self.manifest.get("started", _now()),
-            "ended": None,
-            "counts": {"n_trials": len(self._done)},
-            "error": None,
-            "resumed": resumed,
-        }
-        self._write_manifest()
+        with self._manifest_lock():
+            existing = read_manifest(self.path)
+            if existing is not None:
+                check_identity(self.path, existing)
+                if existing.spec_sha256 != spec_hash(self.spec):  # pragma: no cover - a 12-digit collision
+                    raise RecordError(f"{self.path}: stored spec hash differs from this spec (hash prefix collision?)")
+            if existing is not None and existing.status == "complete":
+                self._m = existing
+                self._load_done()
+                return
+            holder = self._lock.acquire()
+            if holder is not None:
+                what = f"shard {self.shard} of " if self.shard.sharded else ""
+                raise RecordError(f"{self.path}: {what}this record is being written by {holder}; "
+                                  "wait for it, or run another shard")
+            clash = self._live_other_split()
+            if clash is not None:
+                self._lock.release()
+                raise RecordError(f"{self.path}: {clash}; writers that split the grid differently would "
+                                  "compute the same trials: wait for them, or use the same --shards")
+            try:
+                for stale in stale_temps(self.parts_dir):  # in-flight parts of dead processes of this host
+                    stale.unlink(missing_ok=True)
+                self._load_done()
+            except BaseException:
+                self._lock.release()
+                raise
+            self._m = Manifest(
+                protocol=self.protocol, name=self.name, run_id=f"{self.protocol}/{self.name}/{self.path.name}",
+                status="started", spec=self.spec, spec_sha256=spec_hash(self.spec),
+                spec_passed=self.spec_passed if self.spec_passed is not None
+                else (existing.spec_passed if existing else None),
+                provenance=provenance(seeds=self._seeds), dataset=self._dataset, model=self._model,
+                credentialed=self._credentialed, started=(existing.started if existing else None) or _now(),
+                counts={"n_trials": len(self._done)}, resumed=(existing.resumed + 1) if existing else 0,
+            )
+            self._m = self._m.replace(seconds=existing.seconds if existing else None)
+            self._write_manifest()
+            self._clock = time.monotonic()
+            if self.shard.sharded:
+                write_marker(self.path, self.shard, status="running", started=_now(), ended=None, error=None)
+
+    def _live_other_split(self) -> str | None:
+        """A live writer of this record whose split differs from ours (another shard count, or the
+        single-process writer versus shards), described; ``None`` when there is none."""
+        mine = self.shard.count if self.shard.sharded else 1
+        for lock in sorted(self.path.glob(".writer-*.lock")):
+            token = lock.name[len(".writer-"):-len(".lock")]
+            count = 1 if token == "all" else Shard.from_token(token).count
+            if count == mine:
+                continue
+            holder = TryLock(lock).held_elsewhere()
+            if holder is not None:
+                what = "the single-process writer" if token == "all" else f"shard {Shard.from_token(token)}"
+                return f"{what} is being written by {holder}"
+        return None
 
     def _load_done(self) -> None:
-        self._done = set()
-        numbers = []
-        for part in sorted(self.parts_dir.glob("part-*.parquet")):
-            m = _PART.match(part.name)
-            if not m:
+        self._done, self._seen = set(), set()
+        self._next = 0
+        self._refresh_done()
+
+    def _refresh_done(self) -> None:
+        """Add the trial ids of part files not seen yet (written by this or any other process)."""
+        for part in part_files(self.parts_dir):
+            if part.name in self._seen:
                 continue
-            numbers.append(int(m.group(1)))
-            try:
-                ids = pq.read_table(part, columns=["trial_id"]).column("trial_id").to_pylist()
-            except Exception as exc:  # noqa: BLE001 - re-raised with the file named
-                raise RecordError(f"{part}: unreadable part file ({exc})") from exc
-            self._done.update(ids)
-        self._n_parts = max(numbers, default=-1) + 1
+            m = PART_RE.match(part.name)
+            self._done.update(read_trial_ids(part))
+            self._seen.add(part.name)
+            if m.group("token") == self.shard.token:
+                self._next = max(self._next, int(m.group("num")) + 1)
 
     # -- state -----------------------------------------------------------
     @property
+    def manifest(self) -> dict:
+        """The manifest as a JSON object (empty before :meth:`open`)."""
+        return {} if self._m is None else self._m.to_dict()
+
+    @property
     def is_complete(self) -> bool:
-        return self.manifest.get("status") == "complete"
+        return self._m is not None and self._m.status == "complete"
 
     @property
     def done_ids(self) -> frozenset[str]:
-        """Trial ids already stored."""
+        """Trial ids already stored (by any process, as of the last append)."""
         return frozenset(self._done)
 
     def _write_manifest(self) -> None:
-        atomic_write_text(self.path / "manifest.json", json.dumps(self.manifest, indent=2, default=str) + "\n")
-
-    def _set(self, **fields) -> None:
-        self.manifest.update(fields)
-        self._write_manifest()
+        atomic_write_text(self.path / "manifest.json",
+                          json.dumps(self._m.to_dict(), indent=2, default=str) + "\n")
 
     # -- writing ---------------------------------------------------------
     def append(self, rows) -> int:
-        """Append trial rows (DataFrame or list of dicts); returns the number written.
+        """Append trial rows (DataFrame or list of dicts) as one part file; returns the number written.
 
         Rows whose ``trial_id`` is already stored are skipped; duplicates within
         ``rows`` raise :class:`RecordError`.
         """
+        if self._m is None:
+            raise RecordError(f"{self.path}: open the writer first (use it as a context manager)")
         if self.is_complete:
             raise RecordError(f"{self.path}: record is complete; open a new spec to add trials")
         df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
@@ -188,25 +301,72 @@ class RunWriter:
         dup = df["trial_id"][df["trial_id"].duplicated()]
         if not dup.empty:
             raise RecordError(f"duplicate trial_id {dup.iloc[0]!r} within one append")
+        self._refresh_done()
         df = df[~df["trial_id"].isin(self._done)]
         if df.empty:
             return 0
         table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
-        final = self.parts_dir / f"part-{self._n_parts:06d}.parquet"
-        fd, tmp = tempfile.mkstemp(dir=self.parts_dir, prefix=f".{final.name}.", suffix=".tmp")
-        os.close(fd)
+        tmp = temp_path(self.parts_dir)
         try:
             pq.write_table(table, tmp)
-            os.replace(tmp, final)
+            final, number = claim_part(tmp, self.parts_dir, self.shard.token, self._next)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        self._n_parts += 1
+        self._next = number + 1
+        self._seen.add(final.name)
         self._done.update(df["trial_id"])
-        self.manifest["counts"]["n_trials"] = len(self._done)
+        self._m = self._m.replace(counts={**self._m.counts, "n_trials": len(self._done)})
         return len(df)
 
-    def complete(self, **counts) -> None:
-        """Mark the record complete, with final counts (plus ``n_trials``)."""
-        self._set(status="complete", ended=_now(), error=None,
-                  counts={**self.manifest.get("counts", {}), **counts, "n_trials": len(self._done)})
+    def plan_shard(self, n_trials: int) -> None:
+        """Record how many trials this shard plans to hold (shown by ``shovir jobs status``)."""
+        if self.shard.sharded and not self.is_complete:
+            with self._manifest_lock():
+                write_marker(self.path, self.shard, planned=int(n_trials))
+
+    def shard_done(self) -> bool:
+        """Mark this shard finished; ``True`` when every shard's trials are now present.
+
+        Exactly one of several shards finishing at once sees ``True`` first (the markers are
+        updated under the record's lock); a single-process writer always gets ``True``.
+        """
+        if self.is_complete or not self.shard.sharded:
+            return True
+        with self._manifest_lock():
+            current = read_manifest(self.path)
+            if current is not None and current.status != "complete" and self._clock is not None:
+                self._m = current.replace(seconds=self._elapsed(current))
+                self._write_manifest()
+            write_marker(self.path, self.shard, status="done", ended=_now(), error=None)
+            return finished_set(read_markers(self.path)) is not None
+
+    def complete(self, **counts) -> bool:
+        """Complete the record with final counts (plus ``n_trials``) once every shard has finished.
+
+        Lists every part with its row count, size and SHA-256 and checks that trial ids are unique
+        across parts. Returns ``False`` (and leaves the record open) while other shards are still
+        missing; ``True`` once the record is complete.
+        """
+        if self._m is None:
+            raise RecordError(f"{self.path}: open the writer first (use it as a context manager)")
+        if self.is_complete:
+            return True
+        if not self.shard_done():
+            return False
+        with self._manifest_lock():
+            current = read_manifest(self.path)
+            if current is not None and current.status == "complete":
+                self._m = current
+                return True
+            parts, total = describe_parts(self.path)
+            n_shards = 1 if not self.shard.sharded else finished_set(read_markers(self.path))
+            base = current or self._m
+            self._m = base.replace(
+                status="complete", ended=_now(), error=None, parts=parts, shards=n_shards,
+                seconds=self._elapsed(base),
+                spec_passed=base.spec_passed if base.spec_passed is not None else self.spec_passed,
+                counts={**base.counts, **counts, "n_trials": total})
+            self._write_manifest()
+        self.close()
+        return True

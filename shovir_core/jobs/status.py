@@ -1,0 +1,34 @@
+"""Per-shard progress of records, read from the records themselves (``shovir jobs status``)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..records import Run, record_dir, shard_progress
+from .task import RunTarget
+
+__all__ = ["status", "STATUS_COLUMNS"]
+
+STATUS_COLUMNS = ["run_id", "record", "shard", "status", "planned", "written", "host", "pid", "updated",
+                  "error", "log"]
+
+
+def status(targets: list[RunTarget]) -> pd.DataFrame:
+    """One row per (record, shard): the record's status, the shard's planned and written trials,
+    who wrote it last, its error and log path. Records not started yet show one row."""
+    from ..protocols import resolve
+
+    rows = []
+    for t in targets:
+        path = record_dir(t.protocol, t.name, resolve(t.protocol, t.spec))
+        run_id = f"{t.protocol}/{t.name}/{path.name}"
+        if not (path / "manifest.json").is_file():
+            rows.append({"run_id": run_id, "record": "not started"})
+            continue
+        run = Run(path)
+        record_status = run.status if run.problem is None else "BAD"
+        shards = shard_progress(path)
+        if not shards:
+            rows.append({"run_id": run_id, "record": record_status, "written": run.n_rows_present()})
+        for s in shards:
+            rows.append({"run_id": run_id, "record": record_status, **s})
+    return pd.DataFrame(rows, columns=STATUS_COLUMNS)

@@ -1,0 +1,102 @@
+"""One shard of a set of records, as a picklable callable for ``submitit``."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..records import Shard, canonical_json
+
+__all__ = ["RunTarget", "ShardTask", "targets_of", "pinned_environment"]
+
+_PINNED = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """One record to make: the params-file entry ``notebook``/``key`` -> (protocol, name, spec)."""
+
+    protocol: str
+    name: str
+    spec: dict
+    notebook: str | None = None
+    key: str | None = None
+
+
+def targets_of(notebooks, *, profile: str = "demo") -> list[RunTarget]:
+    """The records the notebooks' params files name (each record once, in notebook order)."""
+    from ..book.params import load_params
+
+    out, seen = [], set()
+    for nb in notebooks:
+        for key, r in load_params(nb, profile)["runs"].items():
+            ident = (r["protocol"], r["name"], canonical_json(r["spec"]))
+            if ident not in seen:
+                seen.add(ident)
+                out.append(RunTarget(r["protocol"], r["name"], dict(r["spec"]), notebook=nb, key=key))
+    return out
+
+
+def pinned_environment() -> dict[str, str]:
+    """Environment a task must see as the submitting process does: every ``SHOVIR_*`` variable,
+    the offline switches, and the runs root as an absolute path."""
+    from .. import paths
+
+    env = {k: v for k, v in os.environ.items() if k.startswith("SHOVIR_") or k in _PINNED}
+    env["SHOVIR_RUNS"] = str(paths.runs_root())
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    return env
+
+
+def _job_log() -> str | None:
+    """The stdout log of the submitit job this process runs in (``None`` outside one)."""
+    if not os.environ.get("SUBMITIT_EXECUTOR"):
+        return None
+    try:
+        import submitit
+
+        return str(submitit.JobEnvironment().paths.stdout)
+    except Exception:  # noqa: BLE001 - a log path is a convenience, never a failure
+        return None
+
+
+class ShardTask:
+    """Make shard ``index`` of ``count`` of every target record: ``task(index)``.
+
+    Records of protocols that cannot be sharded are made whole by shard 0
+    (:func:`shovir_core.protocols.run`). Returns ``{run_id: status}`` of the records this shard
+    touched. :meth:`checkpoint` is submitit's preemption/timeout hook: the task is requeued with the
+    same arguments and resumes, since records skip trials already stored.
+    """
+
+    def __init__(self, targets: list[RunTarget], *, count: int, env: dict[str, str] | None = None,
+                 progress: bool = False) -> None:
+        if not targets:
+            raise ValueError("ShardTask: no records to make")
+        Shard(0, count)  # validates count
+        self.targets, self.count = list(targets), int(count)
+        self.env = dict(env if env is not None else pinned_environment())
+        self.progress = progress
+
+    def __call__(self, index: int) -> dict[str, str]:
+        from ..protocols import run
+
+        os.environ.update(self.env)
+        log = _job_log()
+        if log:
+            os.environ["SHOVIR_JOB_LOG"] = log
+        shard = Shard(int(index), self.count)
+        done = {}
+        for t in self.targets:
+            record = run(t.protocol, t.name, t.spec, progress=self.progress, shard=shard)
+            if record is not None:
+                done[record.run_id] = record.status
+        return done
+
+    def checkpoint(self, index: int):
+        """Requeue this shard unchanged (submitit calls it on preemption or timeout)."""
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self, index)
+
+    def __repr__(self) -> str:
+        return f"ShardTask({len(self.targets)} record(s), count={self.count})"

@@ -1,0 +1,122 @@
+"""Sharded records equal single-process records trial for trial, byte for byte (reference models)."""
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from shovir_core import cli, protocols
+from shovir_core.protocols.shards import assign
+from shovir_core.records import Shard
+from shovir_core.records import RecordError, Run, load_run
+from shovir_core.records.files import PART_RE
+from shovir_core.records.shards import read_markers
+
+MODALENS = {"dataset": "demo-64px", "model": "ref-anchored@0.5", "ssim_size": 64, "n_patients": 6,
+            "batch_cases": 2}
+SHOVIR = {"dataset": "demo", "model": "ref-image-classifier", "min_count": 20, "max_per_class": 2,
+          "ps": [0.0, 0.6, 1.0], "reference_labels": "dataset", "reference_text": "template", "chunk_size": 8}
+CASES = {"modalens": (MODALENS, "case_id"), "shovir": (SHOVIR, "image_id")}
+SESSION_COUNTS = ("n_model_calls_this_session", "generation_seconds_this_session")
+
+
+def sorted_trials(run: Run) -> pd.DataFrame:
+    return run.trials.sort_values("trial_id", kind="mergesort").reset_index(drop=True)
+
+
+def parquet_bytes(df: pd.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), buf)
+    return buf.getvalue()
+
+
+def assert_identical(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert list(a.columns) == list(b.columns)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    for col in a.columns:  # every output column, byte for byte
+        assert parquet_bytes(a[[col]]) == parquet_bytes(b[[col]]), col
+
+
+def test_assignment_is_balanced_and_depends_only_on_the_set():
+    keys = [f"case{i}" for i in range(10)]
+    a = assign(keys, 3)
+    assert a == assign(list(reversed(keys)) + keys[:4], 3)  # order and repeats do not matter
+    sizes = pd.Series(a).value_counts()
+    assert sorted(sizes) == [3, 3, 4]
+    with pytest.raises(ValueError, match="positive integer"):
+        assign(keys, 0)
+
+
+@pytest.mark.parametrize("protocol", sorted(CASES))
+def test_sharded_record_equals_the_single_process_record(protocol, tmp_path, monkeypatch):
+    spec, unit = CASES[protocol]
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "single"))
+    single = protocols.run(protocol, "eq", spec, progress=False)
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "sharded"))
+    for index in (2, 0):
+        partial = protocols.run(protocol, "eq", spec, progress=False, shard=Shard(index, 3))
+        assert partial.status == "started"
+        with pytest.raises(RecordError, match="no complete record"):
+            load_run(protocol, "eq")
+    sharded = protocols.run(protocol, "eq", spec, progress=False, shard=Shard(1, 3))
+    assert sharded.status == "complete" and sharded.run_id == single.run_id
+    assert sharded.info.shards == 3 and single.info.shards == 1
+    assert sharded.info.spec_passed == spec
+    a, b = sorted_trials(single), sorted_trials(sharded)
+    assert len(a) == single.info.n_trials == sharded.info.n_trials and len(a) > 40
+    measured = list(getattr(protocols.get_protocol(protocol), "MEASURED_COLUMNS", ()))
+    for col in measured:  # timings: present on every trial, not outputs, so not compared
+        assert col in a and col in b and (a[col].dropna() >= 0).all() and (b[col].dropna() >= 0).all()
+    assert_identical(a.drop(columns=measured), b.drop(columns=measured))
+    drop = lambda c: {k: v for k, v in c.items() if k not in SESSION_COUNTS}  # noqa: E731
+    assert drop(single.info.counts) == drop(sharded.info.counts)
+    # each unit (case / image) lies in exactly one shard's parts, and the shards are the assigned ones
+    owner = assign(a[unit], 3)
+    for part in sharded.part_paths():
+        token = PART_RE.match(part.name).group("token")
+        units = set(pq.read_table(part, columns=[unit]).column(unit).to_pylist())
+        assert {owner[u] for u in units} == {Shard.from_token(token).index}
+    markers = read_markers(sharded.path)
+    assert sorted(markers) == ["s000of003", "s001of003", "s002of003"]
+    assert all(m["status"] == "done" for m in markers.values())
+    assert sum(m["planned"] for m in markers.values()) >= len(a)
+    # the same shard run again is a no-op on the complete record
+    again = protocols.run(protocol, "eq", spec, progress=False, shard=Shard(0, 3))
+    assert again.path == sharded.path and len(again.trials) == len(a)
+
+
+def test_unshardable_records_are_made_by_shard_zero(runs_root, capsys):
+    assert cli.main(["run", "data", "--shards", "2", "--shard", "1", "-q"]) == 0
+    assert not list(runs_root.glob("cohort/*/*/manifest.json"))  # shard 1 skips cohort records
+    assert cli.main(["run", "data", "--shards", "2", "--shard", "0", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "shard 0/2: runs/cohort/demo-bbox/" in out and "complete" in out
+    assert load_run("cohort", "demo-bbox").info.shards == 1
+    assert cli.main(["run", "data", "--shard", "0"]) == 2  # --shard needs --shards
+
+
+def test_records_complete_finishes_a_record_whose_last_shard_died(runs_root, capsys):
+    spec = {**MODALENS, "n_patients": 3}
+    for index in range(2):
+        protocols.run("modalens", "late", spec, progress=False, shard=Shard(index, 2))
+    run = load_run("modalens", "late")
+    # undo the completion as if the last shard died between its marker and the manifest
+    m = run.manifest
+    m.update(status="started", parts=None, shards=None)
+    (run.path / "manifest.json").write_text(__import__("json").dumps(m))
+    rid = run.run_id
+    assert cli.main(["records", "complete", rid, "-q"]) == 0
+    assert f"{rid}: complete" in capsys.readouterr().out
+    assert load_run("modalens", "late").info.n_trials == run.info.n_trials
+    assert cli.main(["records", "complete", rid]) == 0  # already complete
+
+
+def test_records_complete_refuses_while_shards_are_missing(runs_root, capsys):
+    spec = {**MODALENS, "n_patients": 3}
+    partial = protocols.run("modalens", "open", spec, progress=False, shard=Shard(0, 2))
+    assert cli.main(["records", "complete", partial.run_id]) == 1
+    assert "not every shard has finished" in capsys.readouterr().err
+    assert cli.main(["jobs", "status", "data"]) == 0  # records of other notebooks: "not started" rows
