@@ -15,7 +15,9 @@ name                   evidence                                    stated behavi
 ``ref-image-classifier``  the CNN's probability (``cnn.py``)       ignores the report: present ==
                                                                    absent
 ``ref-anchored@w``     ``w * report + (1 - w) * image`` with the   w = 1: report-present swap flip
-                       report present, ``image`` without           rate 0; w = 0: present == absent
+                       report present, ``image`` without; under a  rate 0; w = 0: present == absent;
+                       framing, ``w`` times                        a warning-framed report reads as
+                       :data:`FRAMING_DISCOUNT`                    ``ref-anchored@(w/2)``
 ``ref-context-shortcut``  the co-occurring findings' boxes, never  OCO on c leaves its call of c
                        the finding's own (``boxes`` input)         unchanged; DOCO turns calls off
 =====================  ==========================================  ===================================
@@ -41,7 +43,7 @@ from .report_text import COMPOSITE, finding_of_question, read_report, template_r
 
 __all__ = [
     "ReferenceModel", "BlindPrior", "ReportReader", "ImageClassifier", "Anchored", "ContextShortcut",
-    "REFERENCE_MODELS", "build_reference", "context_texture", "PARAMS_FILE", "WEIGHTS_FILE",
+    "REFERENCE_MODELS", "build_reference", "context_texture", "PARAMS_FILE", "WEIGHTS_FILE", "FRAMING_DISCOUNT",
 ]
 
 PARAMS_FILE = "ref_reference_models.json"
@@ -54,6 +56,10 @@ CONTEXT_GAIN = 4.0
 CONTEXT_CAP = 0.05
 """Largest local contrast one pixel contributes to the context texture (about 13 of 255 grey levels)."""
 _CLIP = 12.0
+FRAMING_DISCOUNT: dict[str, float] = {"historical": 1.0, "warning": 0.5}
+"""Factor on ``ref-anchored@w``'s report weight when the report comes with a framing sentence
+(:data:`shovir_core.models.prompts.FRAMINGS`, ModaLens App. D): a report framed as unreliable
+(``warning``) weighs half as much, one framed as historical context is read as plain."""
 
 _FAMILIES = TokenFamilies(0, 1, (0,), (1,), {0: "yes", 1: "no"})
 
@@ -143,6 +149,11 @@ class ReferenceModel(VLM):
         """Evidence logit for each of the 13 findings (``fingerprint``: the image's, when known)."""
         raise NotImplementedError
 
+    def _request_logits(self, req: ScoreRequest, fingerprint: str) -> dict[str, float]:
+        """Evidence logits of one request; the default ignores the framing sentence."""
+        return self._finding_logits(req.image, req.report, req.boxes if self.uses_boxes else None,
+                                    fingerprint=fingerprint)
+
     def _evidence(self, logits: dict[str, float], finding: str) -> float:
         if finding == COMPOSITE:
             p_none = float(np.prod([1.0 - _sigmoid(logits[f]) for f in FINDINGS_13]))
@@ -168,10 +179,9 @@ class ReferenceModel(VLM):
             finding = req.finding or finding_of_question(req.question)
             if finding != COMPOSITE and finding not in FINDINGS_13:
                 raise ValueError(f"{self.name}: request {req.question!r}: unknown finding {finding!r}")
-            key = (fingerprint, req.report, json.dumps(req.boxes) if self.uses_boxes else None)
+            key = (fingerprint, req.report, req.framing, json.dumps(req.boxes) if self.uses_boxes else None)
             if key not in memo:
-                memo[key] = self._finding_logits(req.image, req.report, req.boxes if self.uses_boxes else None,
-                                                 fingerprint=fingerprint)
+                memo[key] = self._request_logits(req, fingerprint)
             z = float(np.clip(self._evidence(memo[key], finding), -_CLIP, _CLIP))
             row = np.array([-np.logaddexp(0.0, -z), -np.logaddexp(0.0, z)])
             res = yes_no_readout(row, _FAMILIES)
@@ -299,10 +309,19 @@ class ImageClassifier(ReferenceModel):
 
 
 class Anchored(ImageClassifier):
-    """Mixes report evidence (``ref-report-reader``) and image evidence (the CNN) with weight ``w``."""
+    """Mixes report evidence (``ref-report-reader``) and image evidence (the CNN) with weight ``w``.
+
+    Planted framing effect (ModaLens App. D validation): a report preceded by a framing sentence is
+    weighted ``w * FRAMING_DISCOUNT[framing]``; the warning ("may not describe this image and may
+    be wrong") halves the weight, the historical framing leaves it unchanged. So with the warning
+    ``ref-anchored@0.5`` answers exactly as ``ref-anchored@0.25`` with the plain report, and with
+    the historical framing exactly as itself.
+    """
 
     stated_behaviour = ("w = 1: report-present swap flip rate 0 (answers follow the report only); "
-                        "w = 0: report-present outputs equal report-absent outputs.")
+                        "w = 0: report-present outputs equal report-absent outputs; with a framing sentence the "
+                        "report weight is w * FRAMING_DISCOUNT[framing] (warning 0.5, historical 1), so a "
+                        "warning-framed report gives exactly the outputs of ref-anchored@(w/2) without framing.")
 
     def __init__(self, name: str, *, w: float) -> None:
         if not 0.0 <= w <= 1.0:
@@ -312,11 +331,19 @@ class Anchored(ImageClassifier):
         self._reader = ReportReader("ref-report-reader")
 
     def _finding_logits(self, image, report, boxes, *, fingerprint=None):
+        return self._mixed(image, report, boxes, w=self.w, fingerprint=fingerprint)
+
+    def _mixed(self, image, report, boxes, *, w: float, fingerprint=None) -> dict[str, float]:
         img = super()._finding_logits(image, None, boxes, fingerprint=fingerprint)
         if report is None:
             return img
         rep = self._reader._finding_logits(None, report, None)
-        return {f: self.w * rep[f] + (1.0 - self.w) * img[f] for f in FINDINGS_13}
+        return {f: w * rep[f] + (1.0 - w) * img[f] for f in FINDINGS_13}
+
+    def _request_logits(self, req: ScoreRequest, fingerprint: str) -> dict[str, float]:
+        """The report weight is ``w * FRAMING_DISCOUNT[framing]`` when a framing sentence comes first."""
+        w = self.w if req.framing is None else self.w * FRAMING_DISCOUNT[req.framing]
+        return self._mixed(req.image, req.report, None, w=w, fingerprint=fingerprint)
 
     def identity(self) -> dict:
         return {**super().identity(), "w": self.w}

@@ -22,6 +22,13 @@ Reports
     The source study's report, fixed on both sides. Datasets without report text (the 64-px NIH
     demo) use :func:`shovir_core.data.template_reports.template_report` of the study's labels
     (``reports: template``); the record says which.
+Prompt variants
+    ``template`` (``alt``: App. L), ``order`` (text first: App. H), ``instruction`` (``no_yes``,
+    ``yes_no_uncertain``: App. M), ``framing`` (a sentence before the report, App. D) and
+    ``text_control`` (the report rewritten, Table 18: :mod:`shovir_core.data.text_controls`, applied
+    per trial by :func:`trial_reports`). A section control keeps only the cases whose report has
+    both a FINDINGS and an IMPRESSION section; the others are counted in
+    ``counts["n_text_control_excluded"]`` and have no trial in the record.
 Labels
     Per study, under every policy of :data:`shovir_core.labels.POLICIES`: ``target_c__<policy>``,
     ``target_d__<policy>`` and ``label_changed__<policy>``; the unsuffixed columns use
@@ -54,7 +61,7 @@ from .spec import Field, SpecSchema
 __all__ = [
     "PROTOCOL", "DESIGNS", "TEMPLATES", "COMPOSITE", "REPORT_CONDITIONS", "DEFAULTS", "SPEC", "resolve_spec",
     "execute", "question_text", "question_id", "build_cases", "case_labels", "policy_targets",
-    "primary_finding", "prespecified_findings", "select_questions", "arm_label",
+    "primary_finding", "prespecified_findings", "select_questions", "arm_label", "trial_reports",
 ]
 
 PROTOCOL = "modalens"
@@ -68,7 +75,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
 """Question templates (paper-map B.1; App. L): the finding is the CheXpert class name in lower case."""
 
 def _spec_schema() -> SpecSchema:
-    from ..models.prompts import INSTRUCTIONS
+    from ..data.text_controls import TEXT_CONTROLS
+    from ..models.prompts import FRAMINGS, INSTRUCTIONS
 
     def _six_range(v):
         if len(v) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
@@ -94,6 +102,11 @@ def _spec_schema() -> SpecSchema:
         Field("subset_seed", int, 0, range=(0, None)),
         Field("primary_policy", str, "u-negative", choices=tuple(POLICIES)),
         Field("six_range", list, [0.2, 0.8], check=_six_range, doc="source yes-rate range of the six design"),
+        Field("framing", str, "none", choices=("none", *FRAMINGS),
+              doc="sentence before the report (App. D: historical, warning); needs report: present"),
+        Field("text_control", str, "none", choices=TEXT_CONTROLS,
+              doc="report text-content control (Table 18, shovir_core.data.text_controls); needs report: present"),
+        Field("text_control_seed", int, 0, range=(0, None), doc="seed of the neutral-prose and boilerplate draws"),
         # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
         Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
         Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
@@ -258,7 +271,7 @@ def build_cases(spec: dict) -> tuple[pd.DataFrame, dict]:
         rng = np.random.default_rng(int(spec["subset_seed"]))
         keep = set(rng.choice(patients, size=k, replace=False).tolist())
         cases = cases[cases["patient_id"].isin(keep)]
-    for extra in ("study_datetime", "view_blank"):
+    for extra in ("study_datetime", "view_blank", "follow_up"):
         if extra in img.columns:
             cases[f"{extra}_c"] = img.loc[cases["image_id"], extra].to_numpy()
             cases[f"{extra}_d"] = img.loc[cases["sub_image_id"], extra].to_numpy()
@@ -289,9 +302,14 @@ def _reports(spec: dict, cases: pd.DataFrame) -> pd.Series:
 
 # --------------------------------------------------------------------------- spec
 def arm_label(spec: dict) -> str:
-    """Short label of an arm, e.g. ``P/image_first/none/image``."""
-    return "/".join([{"present": "P", "absent": "A"}[spec["report"]], spec["order"], spec["instruction"],
-                     "image" if spec["image"] else "no-image"])
+    """Short label of an arm, e.g. ``P/image_first/none/image`` (``+framing=warning`` and the like
+    follow for a template, framing or text control other than the default)."""
+    label = "/".join([{"present": "P", "absent": "A"}[spec["report"]], spec["order"], spec["instruction"],
+                      "image" if spec["image"] else "no-image"])
+    for key, default in (("template", "default"), ("framing", "none"), ("text_control", "none")):
+        if spec.get(key, default) != default:
+            label += f"+{key}={spec[key]}"
+    return label
 
 
 def resolve_spec(spec: dict) -> dict:
@@ -299,6 +317,10 @@ def resolve_spec(spec: dict) -> dict:
     and (for ``six``) the prespecified findings. Execution-only keys are dropped."""
     out = SPEC.resolve(spec)
     lo, hi = out["six_range"] = [float(v) for v in out["six_range"]]
+    for key in ("framing", "text_control"):
+        if out[key] != "none" and out["report"] != "present":
+            raise ValueError(f"modalens: {key} = {out[key]!r} rewrites the report and needs report: present "
+                             f"(got report: {out['report']!r})")
     ds = _dataset(out["dataset"])
     if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
         raise ValueError(f"modalens: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
@@ -375,7 +397,7 @@ def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.Data
             "view_c": "view", "view_d": "sub_view", "pair_type": "pair_type", "tier": "tier",
             "tier_name": "tier_name", "n_candidates": "n_candidates", "n_rejected_ssim": "n_rejected_ssim",
             "ssim": "ssim"}
-    for extra in ("study_datetime", "view_blank"):
+    for extra in ("study_datetime", "view_blank", "follow_up"):
         if f"{extra}_c" in c.columns:
             take.update({f"{extra}_c": f"{extra}_c", f"{extra}_d": f"{extra}_d"})
     for out_col, case_col in take.items():
@@ -392,9 +414,7 @@ def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.Data
     df["report_condition"], df["order"] = spec["report"], spec["order"]
     df["instruction"], df["image_included"] = spec["instruction"], bool(spec["image"])
     df["report_source"] = spec["reports"]
-    rep = reports.reindex(q["case_id"])
-    df["report_sha256"] = rep.map(_sha).to_numpy()
-    df["report_chars"] = rep.str.len().to_numpy()
+    df["framing"], df["text_control"] = spec.get("framing", "none"), spec.get("text_control", "none")
     for p, (tc, td) in targets.items():
         cols = list(tc.columns)
         tcol = np.array([cols.index(f) for f in q["finding"]])
@@ -405,11 +425,37 @@ def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.Data
     p = spec["primary_policy"]
     df["target_c"], df["target_d"] = df[f"target_c__{p}"], df[f"target_d__{p}"]
     df["label_changed"] = df[f"label_changed__{p}"]
+    rep = trial_reports(spec, df, reports)
+    df["report_sha256"] = rep.map(_sha).to_numpy()
+    df["report_chars"] = rep.str.len().to_numpy()
+    df = df[rep.notna().to_numpy()].reset_index(drop=True)  # outside a text-control arm (counted by execute)
     if "study_datetime_c" in df.columns:
         gap = (pd.to_datetime(df["study_datetime_d"], format="ISO8601")
                - pd.to_datetime(df["study_datetime_c"], format="ISO8601"))
         df["gap_days"] = gap.dt.total_seconds() / 86400.0
     return df
+
+
+def trial_reports(spec: dict, trials: pd.DataFrame, reports: pd.Series) -> pd.Series:
+    """The report text each trial shows (index = trial id; ``reports`` is indexed by case id).
+
+    The case's report under the spec's ``text_control``
+    (:func:`shovir_core.data.text_controls.apply_text_control` with the trial's finding and source
+    target under the primary policy, seeded by ``text_control_seed`` and the case id); ``None``
+    where the control leaves the trial out (a section control on a report without both sections,
+    an answer control on a label the policy excludes).
+    """
+    from ..data.text_controls import apply_text_control
+
+    text = reports.reindex(trials["case_id"]).to_numpy()
+    index = pd.Index(trials["trial_id"].to_numpy(), name="trial_id")
+    control = spec.get("text_control", "none")
+    if control == "none":
+        return pd.Series(text, index=index, dtype=object)
+    seed = int(spec.get("text_control_seed", 0))
+    out = [apply_text_control(control, t, finding=f, label=lab, seed=seed, case_id=c)
+           for t, f, lab, c in zip(text, trials["finding"], trials["target_c"], trials["case_id"])]
+    return pd.Series(out, index=index, dtype=object)
 
 
 def _load_pixels(path: str) -> np.ndarray:
@@ -424,14 +470,15 @@ def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, im
     from ..models.protocol import ScoreRequest
 
     report_on = spec["report"] == "present"
+    framing = None if spec.get("framing", "none") == "none" else spec["framing"]
     sides = ("c", "d") if spec["image"] else ("c",)
     requests, where = [], []
     for t in trials.itertuples(index=False):
         for side in sides:
             image = images[t.image_id if side == "c" else t.sub_image_id] if spec["image"] else None
             requests.append(ScoreRequest(
-                image=image, question=t.question, report=reports[t.case_id] if report_on else None,
-                order=spec["order"], instruction=spec["instruction"],
+                image=image, question=t.question, report=reports[t.trial_id] if report_on else None,
+                order=spec["order"], instruction=spec["instruction"], framing=framing,
                 finding=t.finding,
             ))
             where.append((t.trial_id, side))
@@ -464,6 +511,11 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     cases, counts = build_cases(spec)
     reports = _reports(spec, cases)
     trials = _trial_frame(spec, cases, reports)
+    n_questions = len(select_questions(policy_targets(case_labels(cases, ds.labels)[0], spec["primary_policy"]),
+                                       design=spec["design"], six=spec.get("six_findings")))
+    counts["n_text_control_excluded"] = int(n_questions - len(trials))
+    reports = trial_reports(spec, trials, reports)  # the text each trial shows (text controls applied)
+    counts["n_text_control_empty"] = int((reports.str.len() == 0).sum())
     model = cached(get_model(spec["model"]), progress=False, chunk_size=4096)
     seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
     model_info = {"id": spec["model"], **model.provenance()}
