@@ -211,6 +211,8 @@ def framing_sides(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) 
         if changed.any():
             rates["sub_shown_label_changed"] = ("sub_shown_changed", "changed")
         res = bootstrap_rates(f, rates=rates, n_draws=n_draws, seed=seed)
+        if not changed.any():  # no label-changing pair: the share is undefined
+            res["sub_shown_label_changed"] = (np.nan, np.nan, np.nan)
         for stat, iv in res.items():
             put_interval(values, f"framing.{name}.{stat}", iv)
             rows.append({"arm": name, "quantity": labels[stat], "share": iv[0], "share_lo": iv[1], "share_hi": iv[2]})
