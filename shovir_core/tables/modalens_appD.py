@@ -118,10 +118,12 @@ def chronology_table(present: pd.DataFrame, absent: pd.DataFrame | None = None, 
         values["chron.later_minus_earlier.n_patients"] = int(strat["patient_id"].nunique())
         assert np.isclose(res["later"]["agree_P"][0] - res["earlier"]["agree_P"][0], diff[0])
     out = pd.DataFrame(rows)
-    metrics = {c: ("agreement" if not c.endswith(("_lo", "_hi")) else "share" + c[-3:])
-               for c in out.columns if c.startswith("agree_")}
-    metrics.update({c: "flip_rate" for c in out.columns if c.startswith("flip_rate_")})
-    return TableResult(out, values, metrics=metrics, labels={"row": "pairs", "pairs": "pairs (n)", "patients": "patients"},
+    metrics = {"agree_P": "agreement_present", "agree_P_lo": "share_lo", "agree_P_hi": "share_hi",
+               "agree_A": "agreement_absent", "flip_rate_P": "flip_rate_present", "flip_rate_A": "flip_rate_absent"}
+    metrics = {c: m for c, m in metrics.items() if c in out.columns}
+    return TableResult(out, values, metrics=metrics,
+                       labels={"row": "pairs", "pairs": "pairs (n)", "patients": "patients",
+                               "agree_A_lo": "A: 95% low", "agree_A_hi": "A: 95% high"},
                        caption=f"Agreement of the substitute-image answer with the report's label; gap unit: {unit}")
 
 
@@ -272,7 +274,7 @@ def framing_strata(historical: pd.DataFrame, *, n_draws: int, seed: int) -> Tabl
                      "diff": diff[0], "diff_lo": diff[1], "diff_hi": diff[2], "trials": int(m.sum()),
                      "patients": int(f["patient_id"].nunique())})
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values, metrics={"later": "flip_rate", "earlier": "flip_rate", "diff": "paired_diff",
+    return TableResult(frame, values, metrics={"later": "flip_rate_later", "earlier": "flip_rate_earlier", "diff": "paired_diff",
                                                "diff_lo": "paired_diff_lo", "diff_hi": "paired_diff_hi"},
                        labels={"readout": "readout", "trials": "trials", "patients": "patients (unit)"},
                        caption="Historical framing: substitute later (the framing is true) vs earlier")
