@@ -124,3 +124,20 @@ def test_uncertain_option_is_parsed_and_counted(runs_root):
         assert (t[f"answer_{side}"].to_numpy() == expect).all()
         assert t[f"compliant_{side}"].all()
     assert set(t["answer_c"]) <= {"Yes", "No", "Uncertain"}
+
+
+def test_prefill_arms_scores_arms_together_and_execute_finds_every_output(runs_root):
+    from shovir_core.models.cache import InferenceCache, default_cache_dir
+
+    arms = [(f"t.pool.{k}", {**BASE, "model": "tiny-gemma3", "n_patients": 1, **extra})
+            for k, extra in (("P", {}), ("instr", {"instruction": "yes_no"}), ("alt", {"template": "alt"}),
+                             ("warn", {"instruction": "yes_no", "framing": "warning"}), ("A", {"report": "absent"}))]
+    counts = ml.prefill_arms(arms, progress=False)
+    assert counts["groups"] == 1 and counts["arms"] == 5 and counts["requests"] > 0
+    cache = InferenceCache(default_cache_dir())
+    n = len(cache)
+    assert n == counts["requests"], "every request of every arm is in the inference cache"
+    records = [run("modalens", name, spec, progress=False) for name, spec in arms]
+    assert len(InferenceCache(default_cache_dir())) == n, "the records computed nothing new"
+    assert all(len(r.trials) == len(records[0].trials) for r in records)
+    assert ml.prefill_arms(arms, progress=False)["groups"] == 0, "complete records are skipped"

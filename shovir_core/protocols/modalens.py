@@ -61,7 +61,7 @@ from .spec import Field, SpecSchema
 __all__ = [
     "PROTOCOL", "DESIGNS", "TEMPLATES", "COMPOSITE", "REPORT_CONDITIONS", "DEFAULTS", "SPEC", "resolve_spec",
     "execute", "question_text", "question_id", "build_cases", "case_labels", "policy_targets",
-    "primary_finding", "prespecified_findings", "select_questions", "arm_label", "trial_reports",
+    "primary_finding", "prespecified_findings", "select_questions", "arm_label", "trial_reports", "prefill_arms",
 ]
 
 PROTOCOL = "modalens"
@@ -466,7 +466,8 @@ def _load_pixels(path: str) -> np.ndarray:
         return np.asarray(im)
 
 
-def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> pd.DataFrame:
+def _chunk_requests(spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> tuple[list, list]:
+    """The score requests of some trials (both image sides) and their ``(trial id, side)``."""
     from ..models.protocol import ScoreRequest
 
     report_on = spec["report"] == "present"
@@ -482,6 +483,11 @@ def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, im
                 finding=t.finding,
             ))
             where.append((t.trial_id, side))
+    return requests, where
+
+
+def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> pd.DataFrame:
+    requests, where = _chunk_requests(spec, trials, reports, images)
     results = model.score_yes_no(requests, answer_tokens=spec["answer_tokens"])
     if len(results) != len(requests):
         raise RuntimeError(f"modalens: model {spec['model']!r} returned {len(results)} results "
@@ -540,3 +546,75 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
         writer.complete(**counts, n_questions=int(trials["question_id"].nunique()),
                         arm=arm_label(spec))
     return load_run(PROTOCOL, name, spec_hash(spec))
+
+
+# --------------------------------------------------------------------------- several arms at once
+_CASE_KEYS = ("dataset", "dataset_sha256", "substitute_seed", "ssim_size", "ssim_threshold", "n_patients",
+              "subset_seed", "reports", "template_negatives", "template_id", "primary_policy", "answer_tokens")
+"""Spec keys that arms scored together must share (same cases, reports, labels and decoding)."""
+
+
+def prefill_arms(runs, *, progress: bool = True, batch_cases: int = 64) -> dict[str, int]:
+    """Score the trials of several arms together, so the model shares their prompt prefixes.
+
+    ``runs`` are ``(name, spec)`` pairs (records of one notebook, say). Arms with the same model and
+    the same cases (:data:`_CASE_KEYS`) are scored case chunk by case chunk in one
+    ``score_yes_no`` call through the inference cache: a transformer prefills each image once and
+    each (report, framing) once for all the arms
+    (:meth:`shovir_core.models.hf.HFVLM._score_prefix_group`), and the reference models compute each
+    image's evidence once. The results land in the inference cache only; :func:`execute` then makes
+    each record as usual and finds every model output there. Complete records are skipped.
+    Transformer outputs agree with a one-arm-at-a-time run to floating-point tolerance (1e-4 in
+    the logits), not bit for bit; the inference cache keeps whichever was computed first.
+
+    Returns counts: ``groups`` scored together, ``arms`` and ``requests`` in them.
+    """
+    from collections import defaultdict
+
+    from ..models import cached, get_model
+    from . import is_complete
+
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for name, spec in runs:
+        resolved = resolve_spec(dict(spec))
+        if is_complete(PROTOCOL, name, resolved, resolved=True):
+            continue
+        key = (resolved["model"], json.dumps([resolved.get(k) for k in _CASE_KEYS], sort_keys=True, default=str))
+        if resolved not in groups[key]:
+            groups[key].append(resolved)
+    out = {"groups": 0, "arms": 0, "requests": 0}
+    for (model_name, _), specs in groups.items():
+        if len(specs) < 2:
+            continue
+        first = specs[0]
+        ds = _dataset(first["dataset"])
+        cases, _ = build_cases(first)
+        reports = _reports(first, cases)
+        arms = []
+        for spec in specs:
+            trials = _trial_frame(spec, cases, reports)
+            arms.append((spec, trials, trial_reports(spec, trials, reports)))
+        model = cached(get_model(model_name), progress=False, chunk_size=1 << 20)
+        image_paths = dict(zip(ds.images["image_id"], ds.images["path"]))
+        case_ids = list(dict.fromkeys(cases["case_id"]))
+        from tqdm import tqdm
+
+        for start in tqdm(range(0, len(case_ids), batch_cases), desc=f"modalens {model_name}: {len(specs)} arms together",
+                          unit="chunk", disable=not progress):
+            chunk = set(case_ids[start:start + batch_cases])
+            parts = [(spec, trials[trials["case_id"].isin(chunk)], texts) for spec, trials, texts in arms]
+            images = {}
+            for spec, part, _ in parts:
+                if spec["image"]:
+                    for image_id in pd.unique(pd.concat([part["image_id"], part["sub_image_id"]])):
+                        if image_id not in images:
+                            images[image_id] = _load_pixels(image_paths[image_id])
+            requests = []
+            for spec, part, texts in parts:
+                requests += _chunk_requests(spec, part, texts, images)[0]
+            model.score_yes_no(requests, answer_tokens=first["answer_tokens"])
+            out["requests"] += len(requests)
+        out["groups"] += 1
+        out["arms"] += len(specs)
+    return out
+
