@@ -334,5 +334,10 @@ PAPER_KEYS: dict[str, str] = {
     "framing.warning.sub_shown_label": "d.warn.shown_label",
     "framing.warning.sub_shown_label_changed": "d.warn.changing",
     "framing.generated.warning.vs_plain.diff_pp": "d.warn.gen_diff",
+    "framing.historical.acc_orig": "d.hist.acc_orig", "framing.historical.acc_sub": "d.hist.acc_sub",
+    "framing.generated.historical.vs_plain.diff_pp": "d.hist.gen_diff",
+    "framing.generated.warning.flip_rate": "d.warn.generated",
+    "framing.warning.compliance_c": "d.warn.compliance_P", "framing.warning.compliance_d": "d.warn.compliance_A",
+    "framing.historical.compliance_c": "d.hist.compliance_P", "framing.historical.compliance_d": "d.hist.compliance_A",
 }
 """Run value key -> published value id (:func:`shovir_core.papers.published`, ModaLens App. D)."""

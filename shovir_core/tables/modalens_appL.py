@@ -100,5 +100,6 @@ PAPER_KEYS: dict[str, str] = {
     "l.default.P_minus_A.diff_pp": "l.default_diff", "l.template_x_report.interaction_pp": "l.interaction",
     "l.A.balanced_accuracy": "l.ba_A_default", "l.A.specificity": "l.spec_A_default",
     "l.P.flip_rate": "t2.oneq.P_rerun", "l.A.flip_rate": "t2.oneq.A",
+    "l.A_alt.balanced_accuracy": "l.ba_A", "l.A_alt.specificity": "l.spec_A", "l.P.balanced_accuracy": "l.ba_P",
 }
 """Run value key -> published value id (ModaLens App. L)."""

@@ -74,7 +74,7 @@ def option_order_shifts(arms: Mapping[str, pd.DataFrame]) -> TableResult:
     A trial side's answer is *changed* when it differs between the two orders (scoreable in both).
     Values ``m.shift.<report>.<readout>.<side>.changed`` and ``.yes_shift`` (reversed − default
     yes rate), and the range over all cells (``m.shift.changed_min`` / ``_max``,
-    ``m.shift.<report>.yes_shift_min`` / ``_max``).
+    ``m.shift.<report or readout>.yes_shift_min`` / ``_max``).
     """
     _need(arms, ORDER_ARMS, "option_order_shifts")
     rows, values = [], {}
@@ -93,9 +93,9 @@ def option_order_shifts(arms: Mapping[str, pd.DataFrame]) -> TableResult:
                              "changed": changed, "yes_shift": shift, "trials": int(ok.sum())})
     frame = pd.DataFrame(rows)
     values["m.shift.changed_min"], values["m.shift.changed_max"] = float(frame["changed"].min()), float(frame["changed"].max())
-    for report in ("present", "absent"):
-        sub = frame[frame["report"] == report]["yes_shift"]
-        values[f"m.shift.{report}.yes_shift_min"], values[f"m.shift.{report}.yes_shift_max"] = float(sub.min()), float(sub.max())
+    for col, level in (("report", "present"), ("report", "absent"), *(("readout", r) for r in READOUTS)):
+        sub = frame[frame[col] == level]["yes_shift"]
+        values[f"m.shift.{level}.yes_shift_min"], values[f"m.shift.{level}.yes_shift_max"] = float(sub.min()), float(sub.max())
     return TableResult(frame, values, metrics={"changed": "share", "yes_shift": "rate_shift"},
                        labels={"report": "report", "readout": "readout", "image": "image", "trials": "trials"},
                        caption="Option order: share of answers changed by the reversal and yes-rate shift (reversed − default)")
@@ -174,6 +174,10 @@ PAPER_KEYS: dict[str, str] = {
     "m.unc.P_unc.abstain_c": "m.unc.abstain_P", "m.unc.P_unc.substitution_effect_pp": "m.unc.abstain_effect",
     "m.unc.flip.P": "m.unc.P", "m.unc.flip.A": "m.unc.A", "m.unc.flip.A_minus_P_pp": "m.unc.diff",
     "m.unc.forced.A_minus_P_pp": "m.forced.diff",
+    "m.order.family.A.rev_minus_default.diff_pp": "m.rev.family_A",
+    "m.shift.changed_min": "m.rev.changed_lo", "m.shift.changed_max": "m.rev.changed_hi",
+    "m.shift.present.yes_shift_max": "m.rev.yes_shift_P_lo", "m.shift.present.yes_shift_min": "m.rev.yes_shift_P_hi",
+    "m.shift.generated.yes_shift_min": "m.rev.yes_shift_gen_max",
 }
 """Run value key -> published value id (ModaLens App. M; the paper's abstention "on 1.5% of cases"
 is read as the original image's abstention rate)."""
