@@ -20,8 +20,8 @@
 # the image and may be wrong, restores image sensitivity; and whether the historical framing does
 # better on the pairs where it is true. The paper finds neither framing restores it: under the
 # warning MedGemma-27B's answer changes with the image on
-# {glue:text}`ml.d.paper.framing.lowercase.warning.flip_rate:.2%` of pairs against
-# {glue:text}`ml.d.paper.framing.lowercase.warning_minus_absent.diff_pp:.2f` points from no report
+# {glue:text}`ml.d.paper.framing.lowercase.warning.flip_rate:.2%` of pairs, a paired difference of
+# {glue:text}`ml.d.paper.framing.lowercase.warning_minus_absent.diff_pp:+.2f` points from no report
 # (published values, `shovir_core.papers`).
 #
 # **What the demo runs.** The 64-px NIH cohort (one-question design on
@@ -132,7 +132,8 @@ book.glue_values("ml.d", vf, runs=runs)
 #
 # ## Validation: the planted framing effect is recovered
 #
-# `ref-anchored@w` weighs a warning-framed report by `w × FRAMING_DISCOUNT["warning"]`
+# (Run where the records include the reference-model arms, as in the demo profile; elsewhere the
+# values below read nan.) `ref-anchored@w` weighs a warning-framed report by `w × FRAMING_DISCOUNT["warning"]`
 # ({glue:text}`ml.d.validation.discount`), so under the warning `ref-anchored@0.5` must answer
 # exactly as `ref-anchored@0.25` does with the plain report, and under the historical framing exactly
 # as itself. The planted effect is therefore FR(`ref-anchored@0.25`, plain) − FR(`ref-anchored@0.5`,

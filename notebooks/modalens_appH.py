@@ -95,6 +95,9 @@ book.glue_values("ml", {**v14, **vpf}, runs=runs)
 # moves by {glue:text}`ml.h.pf.min_pp:+.2f` to {glue:text}`ml.h.pf.max_pp:+.2f` points.
 #
 # ## Validation: the reference models never see the order
+#
+# (Checked where the primary model is a reference model, as in the demo profile; elsewhere the
+# numbers in this section read nan.)
 
 # %%
 if reference_validation:

@@ -14,8 +14,8 @@
 # # ModaLens Appendix L: a second question template
 #
 # Is the report effect a property of one wording? Appendix L reruns the one-question design with
-# "Is <finding> present on this chest X-ray?" ("Is any acute cardiopulmonary finding present on
-# this chest X-ray?" for the composite) in place of "Does this chest X-ray show <finding>?", report
+# `Is {finding} present on this chest X-ray?` (`Is any acute cardiopulmonary finding present on
+# this chest X-ray?` for the composite) in place of `Does this chest X-ray show {finding}?`, report
 # present and absent, no answer instruction. For MedGemma-27B the report-presence difference
 # P − A is {glue:text}`ml.l.paper.l.alt.P_minus_A.diff_pp:+.1f` points under the second template against
 # {glue:text}`ml.l.paper.l.default.P_minus_A.diff_pp:+.1f` under the default, an interaction of
@@ -100,6 +100,9 @@ book.glue_values("ml", va, runs=runs)
 
 # %% [markdown]
 # ## Validation: the reference models ignore the wording
+#
+# (Checked where the primary model is a reference model, as in the demo profile; elsewhere the
+# numbers in this section read nan.)
 #
 # `ref-anchored@0.5` and `ref-blind-prior` must give identical answers and margins under both
 # templates, so the interaction is exactly 0 and lies inside its interval; the blind prior never

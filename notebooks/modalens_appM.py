@@ -105,12 +105,14 @@ book.show(tu.display().set_index(["arm", "quantity"]), runs=runs)
 vu = tu.values
 for arm in ("P_unc", "A_unc"):
     t = trials[arm]
-    for side in "cd":
-        p_yes = 1.0 / (1.0 + np.exp(-t[f"margin_{side}"].to_numpy(float)))
-        planted = ((p_yes > 0.4) & (p_yes < 0.6)).sum()
-        assert vu[f"m.unc.{arm}.n_abstain_{side}"] == planted, \
-            f"{arm}: abstentions must be exactly the sides with 0.4 < p(yes) < 0.6 (planted)"
-    assert set(t["answer_c"]) | set(t["answer_d"]) <= {"Yes", "No", "Uncertain"}
+    assert vu[f"m.unc.{arm}.n_abstain_c"] == int((t["answer_c"] == "Uncertain").sum())
+    if reference_validation:  # the reference models' planted abstention rule
+        for side in "cd":
+            p_yes = 1.0 / (1.0 + np.exp(-t[f"margin_{side}"].to_numpy(float)))
+            planted = ((p_yes > 0.4) & (p_yes < 0.6)).sum()
+            assert vu[f"m.unc.{arm}.n_abstain_{side}"] == planted, \
+                f"{arm}: abstentions must be exactly the sides with 0.4 < p(yes) < 0.6 (planted)"
+        assert set(t["answer_c"]) | set(t["answer_d"]) <= {"Yes", "No", "Uncertain"}
     assert np.isclose(vu[f"m.unc.{arm}.substitution_effect_pp"],
                       100 * (vu[f"m.unc.{arm}.abstain_d"] - vu[f"m.unc.{arm}.abstain_c"]))
 assert vu["m.unc.flip.A_minus_P_pp_lo"] <= vu["m.unc.flip.A_minus_P_pp"] <= vu["m.unc.flip.A_minus_P_pp_hi"]
@@ -126,6 +128,9 @@ book.glue_values("ml", vu, runs=runs)
 # {glue:text}`ml.m.unc.forced.A_minus_P_pp:+.2f` under the forced choice.
 #
 # ## Validation: the reference models ignore the option order
+#
+# (Checked where the primary model is a reference model, as in the demo profile; elsewhere the
+# numbers in this section read nan.)
 
 # %%
 if reference_validation:

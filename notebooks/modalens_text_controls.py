@@ -108,6 +108,9 @@ book.show(fig, runs=runs)
 # %% [markdown]
 # ## Validation: `ref-report-reader` follows the rewritten text
 #
+# (Checked where the primary model is a reference model, as in the demo profile; elsewhere the
+# numbers in this section read nan.)
+#
 # The reader answers from the sentences that name the finding and ignores the image. So, on the
 # demo: its flip rate is 0 in every arm; under the answer sentence it agrees with the sentence (the
 # source label) on every trial and image; under the opposite label it never agrees with the source

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
 import pandas as pd
 
 from ..metrics.prompt_variants import TV_THRESHOLD, still_apart
