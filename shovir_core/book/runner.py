@@ -31,12 +31,22 @@ class BookError(RuntimeError):
 def make_records(notebook: str, *, profile: str = "demo", progress: bool = True) -> dict[str, str]:
     """Make (or resume) every record ``params/<notebook>/<profile>.yaml`` names; returns key -> run id.
 
-    When a record fails, the error says which record, that the trials already written are kept, and
-    the command that resumes it.
+    A protocol with a ``prefill_arms`` function first scores the records' arms together (shared
+    prompt prefixes; results go to the inference cache), then each record is made as usual. When a
+    record fails, the error says which record, that the trials already written are kept, and the
+    command that resumes it.
     """
+    from ..protocols import get_protocol
     from ..protocols import run as run_protocol
 
     spec = load_params(notebook, profile)
+    by_protocol: dict[str, list] = {}
+    for r in spec["runs"].values():
+        by_protocol.setdefault(r["protocol"], []).append((r["name"], r["spec"]))
+    for protocol, runs in by_protocol.items():
+        pool = getattr(get_protocol(protocol), "prefill_arms", None)
+        if pool is not None and len(runs) > 1:
+            pool(runs, progress=progress)
     ids = {}
     for key, r in spec["runs"].items():
         try:

@@ -343,12 +343,16 @@ class HFVLM(VLM):
 
     @torch.no_grad()
     def _score_prefix_group(self, requests: list[ScoreRequest], answer_tokens: int = 0) -> list[dict] | None:
-        """Score requests sharing a prompt prefix: prefill it once, then run the suffixes as a batch.
+        """Score requests sharing an image: prefill the shared prefix once, then run the suffixes as a batch.
 
-        The suffixes are right-padded after the shared prefix; with ``answer_tokens`` the batch then
-        decodes greedily, each row at its own RoPE positions with its padding masked out. (Sliding-
-        window layers count cache slots, so a generated token of a padded row sees a window shifted
-        by that row's padding; this matters only for prompts longer than the window.)
+        The prefix is a two-level tree. Level 1 is the token prefix common to every request of the
+        group (it holds the whole image). Level 2: requests that also share their report and framing
+        (the arms that differ only in the question, its template or the answer instruction) extend a
+        copy of the level-1 cache by their own common text once; each request then runs only its
+        remaining suffix. The suffixes are right-padded after the prefix; with ``answer_tokens`` the
+        batch then decodes greedily, each row at its own RoPE positions with its padding masked out.
+        (Sliding-window layers count cache slots, so a generated token of a padded row sees a window
+        shifted by that row's padding; this matters only for prompts longer than the window.)
         """
         texts = [self.render(r) for r in requests]
         pil = None if requests[0].image is None else _pil(requests[0].image)
@@ -377,6 +381,43 @@ class HFVLM(VLM):
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         self.stats["prefill_tokens"] += n
         self.stats["forward_passes"] += 1
+        deltas = getattr(core, "rope_deltas", None)
+        subgroups: dict[tuple, list[int]] = defaultdict(list)
+        for i, r in enumerate(requests):
+            subgroups[(r.report, r.framing)].append(i)
+        results: list[dict | None] = [None] * len(requests)
+        for idx in subgroups.values():
+            m = self._common_length([ids[i] for i in idx], start=n) if len(idx) > 1 else n
+            base = cache
+            if m > n:  # the subgroup's shared text (e.g. its report) is prefilled once on a copy
+                base = copy.deepcopy(cache)
+                positions = torch.arange(n, m, device=self.device)
+                ext = torch.tensor([ids[idx[0]][n:m]], device=self.device)
+                self.model(input_ids=ext, attention_mask=torch.ones((1, m), dtype=torch.long, device=self.device),
+                           cache=base, use_cache=True, cache_position=positions, logits_to_keep=1,
+                           **self._positions(positions.view(1, -1), deltas))
+                self.stats["prefill_tokens"] += m - n
+                self.stats["forward_passes"] += 1
+            for i, res in zip(idx, self._score_suffixes(base, m, [ids[i] for i in idx], [requests[i] for i in idx],
+                                                          answer_tokens, deltas)):
+                results[i] = res
+        return results  # type: ignore[return-value]
+
+    @staticmethod
+    def _common_length(ids: list[list[int]], *, start: int) -> int:
+        """Length of the common token prefix of ``ids`` (at least ``start``), leaving each row one token."""
+        n = min(len(x) for x in ids) - 1
+        ref = ids[0]
+        for other in ids[1:]:
+            k = start
+            while k < n and other[k] == ref[k]:
+                k += 1
+            n = k
+        return max(n, start)
+
+    def _score_suffixes(self, cache, n: int, ids: list[list[int]], requests: list[ScoreRequest], answer_tokens: int,
+                        deltas) -> list[dict]:
+        """Readouts of requests whose first ``n`` tokens are in ``cache``: suffix batches of ``batch_size``."""
         results: list[dict] = []
         for start in range(0, len(requests), self.batch_size):
             chunk = list(range(start, min(start + self.batch_size, len(requests))))
@@ -391,7 +432,6 @@ class HFVLM(VLM):
             past = copy.deepcopy(cache)
             past.batch_repeat_interleave(len(chunk))
             positions = torch.arange(n, n + width, device=self.device)
-            deltas = getattr(core, "rope_deltas", None)
             logits = self.model(input_ids=suffix_ids, attention_mask=mask, cache=past, use_cache=True,
                                 cache_position=positions,
                                 **self._positions(positions.view(1, -1).expand(len(chunk), -1), deltas)).logits
@@ -437,8 +477,10 @@ class HFVLM(VLM):
         """Readouts per request; see :data:`~shovir_core.models.protocol.SCORE_KEYS`.
 
         Requests with the same image (or no image) that share a prompt prefix holding the whole
-        image are scored with one prefix prefill and a batch of suffixes when ``prefix_reuse`` is on
-        (generated answers continue from the same cache); everything else runs in left-padded
+        image are scored with one prefix prefill and a batch of suffixes when ``prefix_reuse`` is on,
+        requests that also share report and framing (arms differing only after the report) with one
+        more prefill of that shared text (generated answers continue from the same cache,
+        :meth:`_score_prefix_group`); everything else runs in left-padded
         batches through ``generate``. Both give the same logits and answers (within floating-point
         tolerance; a test holds the logits to 1e-4 in float32).
         """
@@ -451,7 +493,7 @@ class HFVLM(VLM):
         if self.prefix_reuse:
             groups: dict[tuple, list[int]] = defaultdict(list)
             for i, r in enumerate(requests):
-                groups[(image_fingerprint(r.image), r.order, r.report, r.framing)].append(i)
+                groups[(image_fingerprint(r.image), r.order)].append(i)  # report and framing: level 2
             for idx in groups.values():
                 scored = self._score_prefix_group([requests[i] for i in idx], answer_tokens) if len(idx) > 1 else None
                 if scored is None:

@@ -15,7 +15,8 @@ name                   evidence                                    stated behavi
 ``ref-image-classifier``  the CNN's probability (``cnn.py``)       ignores the report: present ==
                                                                    absent
 ``ref-anchored@w``     the report on a hashed share w of (report,  report-present flip rate = (1 - w)
-                       question) pairs, else the image             x report-absent; w = 1: 0
+                       question) pairs, else the image; under a    x report-absent; w = 1: 0; a
+                       framing, w times :data:`FRAMING_DISCOUNT`   warning reads as ref-anchored@(w/2)
 ``ref-context-shortcut``  the co-occurring findings' boxes, never  OCO on c leaves its call of c
                        the finding's own (``boxes`` input)         unchanged; DOCO turns calls off
 ``ref-distance-planted``  a 2-D code of the image's bytes (its     flip probability ε + (1 − 2ε)θ/π on
@@ -48,14 +49,14 @@ from .spec import ModelSpec, code_sha256
 __all__ = [
     "ReferenceModel", "BlindPrior", "ReportReader", "ImageClassifier", "Anchored", "ContextShortcut",
     "REFERENCE_MODELS", "REFERENCE_SPECS", "build_reference", "context_texture", "PARAMS_FILE", "WEIGHTS_FILE",
-    "DistancePlanted", "planted_flip_probability", "EVIDENCE_CLIP",
+    "DistancePlanted", "planted_flip_probability", "EVIDENCE_CLIP", "FRAMING_DISCOUNT",
 ]
 
 PARAMS_FILE = "ref_reference_models.json"
 WEIGHTS_FILE = "ref_image_classifier.safetensors"
 
 REPORT_LOGIT = 4.0
-"""Evidence of a positive (+) or negated (-) mention; an unmentioned finding gets ``-REPORT_LOGIT/2``."""
+"""Evidence of a positive (+) or negated (-) mention; an unmentioned finding gets the prior's evidence."""
 PRIOR_CALL = 0.3
 """``ref-blind-prior`` calls a finding when its training prevalence is at least this."""
 CONTEXT_GAIN = 4.0
@@ -65,6 +66,10 @@ CONTEXT_CAP = 0.05
 _CLIP = 12.0
 EVIDENCE_CLIP = _CLIP
 """Every reference model's evidence logit (= its margin) is clipped to ±EVIDENCE_CLIP."""
+FRAMING_DISCOUNT: dict[str, float] = {"historical": 1.0, "warning": 0.5}
+"""Factor on ``ref-anchored@w``'s report weight when the report comes with a framing sentence
+(:data:`shovir_core.models.prompts.FRAMINGS`, ModaLens App. D): a report framed as unreliable
+(``warning``) weighs half as much, one framed as historical context is read as plain."""
 
 _FAMILIES = TokenFamilies(0, 1, (0,), (1,), {0: "yes", 1: "no"})
 
@@ -167,6 +172,11 @@ class ReferenceModel(VLM):
         """Evidence logit for each of the 13 findings (``fingerprint``: the image's, when known)."""
         raise NotImplementedError
 
+    def _request_logits(self, req: ScoreRequest, fingerprint: str) -> dict[str, float]:
+        """Evidence logits of one request; the default ignores the framing sentence."""
+        return self._finding_logits(req.image, req.report, req.boxes if self.uses_boxes else None,
+                                    fingerprint=fingerprint)
+
     def _evidence(self, logits: dict[str, float], finding: str) -> float:
         if finding == COMPOSITE:
             p_none = float(np.prod([1.0 - _sigmoid(logits[f]) for f in FINDINGS_13]))
@@ -192,10 +202,9 @@ class ReferenceModel(VLM):
             finding = req.finding or finding_of_question(req.question)
             if finding != COMPOSITE and finding not in FINDINGS_13:
                 raise ValueError(f"{self.name}: request {req.question!r}: unknown finding {finding!r}")
-            key = (fingerprint, req.report, json.dumps(req.boxes) if self.uses_boxes else None)
+            key = (fingerprint, req.report, req.framing, json.dumps(req.boxes) if self.uses_boxes else None)
             if key not in memo:
-                memo[key] = self._finding_logits(req.image, req.report, req.boxes if self.uses_boxes else None,
-                                                 fingerprint=fingerprint)
+                memo[key] = self._request_logits(req, fingerprint)
             z = float(np.clip(self._evidence(memo[key], finding), -_CLIP, _CLIP))
             row = np.array([-np.logaddexp(0.0, -z), -np.logaddexp(0.0, z)])
             res = yes_no_readout(row, _FAMILIES)
@@ -258,16 +267,21 @@ class BlindPrior(ReferenceModel):
 
 
 class ReportReader(BlindPrior):
-    """Answers from the report text only (label priors when the report is absent)."""
+    """Answers from the report's mentions: +REPORT_LOGIT for a positive mention, -REPORT_LOGIT for a
+    negated one; a finding the report does not mention (or no report at all) falls back on the
+    ``ref-blind-prior`` evidence, so a report without any sentence about the finding is answered
+    exactly as no report."""
 
     stated_behaviour = ("Ignores the image: ModaLens swap flip rate 0 with and without the report; "
-                        "report absent answers equal ref-blind-prior.")
+                        "report absent answers, and answers on findings the report does not mention, equal "
+                        "ref-blind-prior.")
 
     def _finding_logits(self, image, report, boxes, *, fingerprint=None):
+        prior = super()._finding_logits(image, None, boxes)
         if report is None:
-            return super()._finding_logits(image, report, boxes)
+            return prior
         read = read_report(report)
-        return {f: REPORT_LOGIT * v if v else -REPORT_LOGIT / 2 for f, v in read.items()}
+        return {f: REPORT_LOGIT * v if v else prior[f] for f, v in read.items()}
 
 
 class ImageClassifier(ReferenceModel):
@@ -364,12 +378,20 @@ class Anchored(ImageClassifier):
     confident image disagree -- the one-question design asks each case's positive finding, on
     which the CNN's margin averages -6 against the report's +4 -- the mixture lands near 0, and
     the report *raises* the flip rate.)
+
+    Planted framing effect (ModaLens App. D validation): a report preceded by a framing sentence is
+    followed on a share ``w * FRAMING_DISCOUNT[framing]`` of pairs; the warning ("may not describe
+    this image and may be wrong") halves it, the historical framing leaves it unchanged. The gate is
+    nested in the share, so with the warning ``ref-anchored@0.5`` answers exactly as
+    ``ref-anchored@0.25`` with the plain report, and with the historical framing exactly as itself.
     """
 
     stated_behaviour = ("Report present: a share w of (report, question) pairs, chosen by a hash of the report "
                         "and question (the same on both images), answer from the report, the rest from the image; "
                         "report-present flip rate = (1 - w) x report-absent flip rate in expectation; "
-                        "w = 1: flip rate 0; w = 0: report-present outputs equal report-absent outputs.")
+                        "w = 1: flip rate 0; w = 0: report-present outputs equal report-absent outputs; with a framing "
+                        "sentence the share is w * FRAMING_DISCOUNT[framing] (warning 0.5, historical 1), so a "
+                        "warning-framed report gives exactly the outputs of ref-anchored@(w/2) without framing.")
 
     def __init__(self, name: str, *, w: float) -> None:
         if not 0.0 <= w <= 1.0:
@@ -392,13 +414,20 @@ class Anchored(ImageClassifier):
         if report is None:
             return img
         rep = self._reader._finding_logits(None, report, None)
-        return {"image": img, "report": rep, "text": report}
+        return {"image": img, "report": rep, "text": report, "w": self.w}
+
+    def _request_logits(self, req: ScoreRequest, fingerprint: str) -> dict:
+        """The share that follows the report is ``w * FRAMING_DISCOUNT[framing]`` under a framing sentence."""
+        logits = self._finding_logits(req.image, req.report, None, fingerprint=fingerprint)
+        if "text" in logits and req.framing is not None:
+            logits = {**logits, "w": self.w * FRAMING_DISCOUNT[req.framing]}
+        return logits
 
     def _evidence(self, logits, finding: str) -> float:
         if "text" not in logits:
             return super()._evidence(logits, finding)
         sha = hashlib.sha256(logits["text"].encode()).hexdigest()
-        branch = "report" if self.gate(sha, finding) < self.w else "image"
+        branch = "report" if self.gate(sha, finding) < logits["w"] else "image"
         return super()._evidence(logits[branch], finding)
 
     def identity(self) -> dict:

@@ -22,6 +22,13 @@ Reports
     The source study's report, fixed on both sides. Datasets without report text (the 64-px NIH
     demo) use :func:`shovir_core.data.template_reports.template_report` of the study's labels
     (``reports: template``); the record says which.
+Prompt variants
+    ``template`` (``alt``: App. L), ``order`` (text first: App. H), ``instruction`` (``no_yes``,
+    ``yes_no_uncertain``: App. M), ``framing`` (a sentence before the report, App. D) and
+    ``text_control`` (the report rewritten, Table 18: :mod:`shovir_core.data.text_controls`, applied
+    per trial by :func:`trial_reports`). A section control keeps only the cases whose report has
+    both a FINDINGS and an IMPRESSION section; the others are counted in
+    ``counts["n_text_control_excluded"]`` and have no trial in the record.
 Labels
     Per study, under every policy of :data:`shovir_core.labels.POLICIES`: ``target_c__<policy>``,
     ``target_d__<policy>`` and ``label_changed__<policy>``; the unsuffixed columns use
@@ -55,7 +62,7 @@ from .spec import Field, SpecSchema
 __all__ = [
     "PROTOCOL", "DESIGNS", "TEMPLATES", "COMPOSITE", "REPORT_CONDITIONS", "DEFAULTS", "SPEC", "resolve_spec",
     "execute", "question_text", "question_id", "build_cases", "case_labels", "policy_targets",
-    "primary_finding", "prespecified_findings", "select_questions", "arm_label",
+    "primary_finding", "prespecified_findings", "select_questions", "arm_label", "trial_reports", "prefill_arms",
 ]
 
 PROTOCOL = "modalens"
@@ -70,7 +77,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
 name in lower case."""
 
 def _spec_schema() -> SpecSchema:
-    from ..models.prompts import INSTRUCTIONS
+    from ..data.text_controls import TEXT_CONTROLS
+    from ..models.prompts import FRAMINGS, INSTRUCTIONS
 
     def _six_range(v):
         if len(v) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
@@ -96,6 +104,11 @@ def _spec_schema() -> SpecSchema:
         Field("subset_seed", int, 0, range=(0, None)),
         Field("primary_policy", str, "u-negative", choices=tuple(POLICIES)),
         Field("six_range", list, [0.2, 0.8], check=_six_range, doc="source yes-rate range of the six design"),
+        Field("framing", str, "none", choices=("none", *FRAMINGS),
+              doc="sentence before the report (App. D: historical, warning); needs report: present"),
+        Field("text_control", str, "none", choices=TEXT_CONTROLS,
+              doc="report text-content control (Table 18, shovir_core.data.text_controls); needs report: present"),
+        Field("text_control_seed", int, 0, range=(0, None), doc="seed of the neutral-prose and boilerplate draws"),
         # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
         Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
         Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
@@ -272,7 +285,7 @@ def build_cases(spec: dict) -> tuple[pd.DataFrame, dict]:
         rng = np.random.default_rng(int(spec["subset_seed"]))
         keep = set(rng.choice(patients, size=k, replace=False).tolist())
         cases = cases[cases["patient_id"].isin(keep)]
-    for extra in ("study_datetime", "view_blank"):
+    for extra in ("study_datetime", "view_blank", "follow_up"):
         if extra in img.columns:
             cases[f"{extra}_c"] = img.loc[cases["image_id"], extra].to_numpy()
             cases[f"{extra}_d"] = img.loc[cases["sub_image_id"], extra].to_numpy()
@@ -303,9 +316,14 @@ def _reports(spec: dict, cases: pd.DataFrame) -> pd.Series:
 
 # --------------------------------------------------------------------------- spec
 def arm_label(spec: dict) -> str:
-    """Short label of an arm, e.g. ``P/image_first/none/image``."""
-    return "/".join([{"present": "P", "absent": "A"}[spec["report"]], spec["order"], spec["instruction"],
-                     "image" if spec["image"] else "no-image"])
+    """Short label of an arm, e.g. ``P/image_first/none/image`` (``+framing=warning`` and the like
+    follow for a template, framing or text control other than the default)."""
+    label = "/".join([{"present": "P", "absent": "A"}[spec["report"]], spec["order"], spec["instruction"],
+                      "image" if spec["image"] else "no-image"])
+    for key, default in (("template", "default"), ("framing", "none"), ("text_control", "none")):
+        if spec.get(key, default) != default:
+            label += f"+{key}={spec[key]}"
+    return label
 
 
 def resolve_spec(spec: dict) -> dict:
@@ -313,6 +331,10 @@ def resolve_spec(spec: dict) -> dict:
     and (for ``six``) the prespecified findings. Execution-only keys are dropped."""
     out = SPEC.resolve(spec)
     lo, hi = out["six_range"] = [float(v) for v in out["six_range"]]
+    for key in ("framing", "text_control"):
+        if out[key] != "none" and out["report"] != "present":
+            raise ValueError(f"modalens: {key} = {out[key]!r} rewrites the report and needs report: present "
+                             f"(got report: {out['report']!r})")
     ds = _dataset(out["dataset"])
     if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
         raise ValueError(f"modalens: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
@@ -389,7 +411,7 @@ def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.Data
             "view_c": "view", "view_d": "sub_view", "pair_type": "pair_type", "tier": "tier",
             "tier_name": "tier_name", "n_candidates": "n_candidates", "n_rejected_ssim": "n_rejected_ssim",
             "ssim": "ssim"}
-    for extra in ("study_datetime", "view_blank"):
+    for extra in ("study_datetime", "view_blank", "follow_up"):
         if f"{extra}_c" in c.columns:
             take.update({f"{extra}_c": f"{extra}_c", f"{extra}_d": f"{extra}_d"})
     for out_col, case_col in take.items():
@@ -406,9 +428,7 @@ def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.Data
     df["report_condition"], df["order"] = spec["report"], spec["order"]
     df["instruction"], df["image_included"] = spec["instruction"], bool(spec["image"])
     df["report_source"] = spec["reports"]
-    rep = reports.reindex(q["case_id"])
-    df["report_sha256"] = rep.map(_sha).to_numpy()
-    df["report_chars"] = rep.str.len().to_numpy()
+    df["framing"], df["text_control"] = spec.get("framing", "none"), spec.get("text_control", "none")
     for p, (tc, td) in targets.items():
         cols = list(tc.columns)
         tcol = np.array([cols.index(f) for f in q["finding"]])
@@ -419,11 +439,37 @@ def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.Data
     p = spec["primary_policy"]
     df["target_c"], df["target_d"] = df[f"target_c__{p}"], df[f"target_d__{p}"]
     df["label_changed"] = df[f"label_changed__{p}"]
+    rep = trial_reports(spec, df, reports)
+    df["report_sha256"] = rep.map(_sha).to_numpy()
+    df["report_chars"] = rep.str.len().to_numpy()
+    df = df[rep.notna().to_numpy()].reset_index(drop=True)  # outside a text-control arm (counted by execute)
     if "study_datetime_c" in df.columns:
         gap = (pd.to_datetime(df["study_datetime_d"], format="ISO8601")
                - pd.to_datetime(df["study_datetime_c"], format="ISO8601"))
         df["gap_days"] = gap.dt.total_seconds() / 86400.0
     return df
+
+
+def trial_reports(spec: dict, trials: pd.DataFrame, reports: pd.Series) -> pd.Series:
+    """The report text each trial shows (index = trial id; ``reports`` is indexed by case id).
+
+    The case's report under the spec's ``text_control``
+    (:func:`shovir_core.data.text_controls.apply_text_control` with the trial's finding and source
+    target under the primary policy, seeded by ``text_control_seed`` and the case id); ``None``
+    where the control leaves the trial out (a section control on a report without both sections,
+    an answer control on a label the policy excludes).
+    """
+    from ..data.text_controls import apply_text_control
+
+    text = reports.reindex(trials["case_id"]).to_numpy()
+    index = pd.Index(trials["trial_id"].to_numpy(), name="trial_id")
+    control = spec.get("text_control", "none")
+    if control == "none":
+        return pd.Series(text, index=index, dtype=object)
+    seed = int(spec.get("text_control_seed", 0))
+    out = [apply_text_control(control, t, finding=f, label=lab, seed=seed, case_id=c)
+           for t, f, lab, c in zip(text, trials["finding"], trials["target_c"], trials["case_id"])]
+    return pd.Series(out, index=index, dtype=object)
 
 
 def _load_pixels(path: str) -> np.ndarray:
@@ -439,21 +485,28 @@ def _load_pixels(path: str) -> np.ndarray:
         raise DatasetError(f"modalens: image {path} does not decode ({exc})") from None
 
 
-def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> pd.DataFrame:
+def _chunk_requests(spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> tuple[list, list]:
+    """The score requests of some trials (both image sides) and their ``(trial id, side)``."""
     from ..models.protocol import ScoreRequest
 
     report_on = spec["report"] == "present"
+    framing = None if spec.get("framing", "none") == "none" else spec["framing"]
     sides = ("c", "d") if spec["image"] else ("c",)
     requests, where = [], []
     for t in trials.itertuples(index=False):
         for side in sides:
             image = images[t.image_id if side == "c" else t.sub_image_id] if spec["image"] else None
             requests.append(ScoreRequest(
-                image=image, question=t.question, report=reports[t.case_id] if report_on else None,
-                order=spec["order"], instruction=spec["instruction"],
+                image=image, question=t.question, report=reports[t.trial_id] if report_on else None,
+                order=spec["order"], instruction=spec["instruction"], framing=framing,
                 finding=t.finding,
             ))
             where.append((t.trial_id, side))
+    return requests, where
+
+
+def _score_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> pd.DataFrame:
+    requests, where = _chunk_requests(spec, trials, reports, images)
     results = model.score_yes_no(requests, answer_tokens=spec["answer_tokens"])
     if len(results) != len(requests):
         raise RuntimeError(f"modalens: model {spec['model']!r} returned {len(results)} results "
@@ -483,6 +536,11 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     cases, counts = build_cases(spec)
     reports = _reports(spec, cases)
     trials = _trial_frame(spec, cases, reports)
+    n_questions = len(select_questions(policy_targets(case_labels(cases, ds.labels)[0], spec["primary_policy"]),
+                                       design=spec["design"], six=spec.get("six_findings")))
+    counts["n_text_control_excluded"] = int(n_questions - len(trials))
+    reports = trial_reports(spec, trials, reports)  # the text each trial shows (text controls applied)
+    counts["n_text_control_empty"] = int((reports.str.len() == 0).sum())
     model = cached(get_model(spec["model"]), progress=False, chunk_size=4096)
     seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
     model_info = {"id": spec["model"], **model.provenance()}
@@ -508,3 +566,74 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
         writer.complete(**counts, n_questions=int(trials["question_id"].nunique()),
                         arm=arm_label(spec))
     return shards.result(writer)
+
+# --------------------------------------------------------------------------- several arms at once
+_CASE_KEYS = ("dataset", "dataset_sha256", "substitute_seed", "ssim_size", "ssim_threshold", "n_patients",
+              "subset_seed", "reports", "template_negatives", "template_id", "primary_policy", "answer_tokens")
+"""Spec keys that arms scored together must share (same cases, reports, labels and decoding)."""
+
+
+def prefill_arms(runs, *, progress: bool = True, batch_cases: int = 64) -> dict[str, int]:
+    """Score the trials of several arms together, so the model shares their prompt prefixes.
+
+    ``runs`` are ``(name, spec)`` pairs (records of one notebook, say). Arms with the same model and
+    the same cases (:data:`_CASE_KEYS`) are scored case chunk by case chunk in one
+    ``score_yes_no`` call through the inference cache: a transformer prefills each image once and
+    each (report, framing) once for all the arms
+    (:meth:`shovir_core.models.hf.HFVLM._score_prefix_group`), and the reference models compute each
+    image's evidence once. The results land in the inference cache only; :func:`execute` then makes
+    each record as usual and finds every model output there. Complete records are skipped.
+    Transformer outputs agree with a one-arm-at-a-time run to floating-point tolerance (1e-4 in
+    the logits), not bit for bit; the inference cache keeps whichever was computed first.
+
+    Returns counts: ``groups`` scored together, ``arms`` and ``requests`` in them.
+    """
+    from collections import defaultdict
+
+    from ..models import cached, get_model
+    from . import is_complete
+
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for name, spec in runs:
+        resolved = resolve_spec(dict(spec))
+        if is_complete(PROTOCOL, name, resolved, resolved=True):
+            continue
+        key = (resolved["model"], json.dumps([resolved.get(k) for k in _CASE_KEYS], sort_keys=True, default=str))
+        if resolved not in groups[key]:
+            groups[key].append(resolved)
+    out = {"groups": 0, "arms": 0, "requests": 0}
+    for (model_name, _), specs in groups.items():
+        if len(specs) < 2:
+            continue
+        first = specs[0]
+        ds = _dataset(first["dataset"])
+        cases, _ = build_cases(first)
+        reports = _reports(first, cases)
+        arms = []
+        for spec in specs:
+            trials = _trial_frame(spec, cases, reports)
+            arms.append((spec, trials, trial_reports(spec, trials, reports)))
+        model = cached(get_model(model_name), progress=False, chunk_size=1 << 20)
+        image_paths = dict(zip(ds.images["image_id"], ds.images["path"]))
+        case_ids = list(dict.fromkeys(cases["case_id"]))
+        from tqdm import tqdm
+
+        for start in tqdm(range(0, len(case_ids), batch_cases), desc=f"modalens {model_name}: {len(specs)} arms together",
+                          unit="chunk", disable=not progress):
+            chunk = set(case_ids[start:start + batch_cases])
+            parts = [(spec, trials[trials["case_id"].isin(chunk)], texts) for spec, trials, texts in arms]
+            images = {}
+            for spec, part, _ in parts:
+                if spec["image"]:
+                    for image_id in pd.unique(pd.concat([part["image_id"], part["sub_image_id"]])):
+                        if image_id not in images:
+                            images[image_id] = _load_pixels(image_paths[image_id])
+            requests = []
+            for spec, part, texts in parts:
+                requests += _chunk_requests(spec, part, texts, images)[0]
+            model.score_yes_no(requests, answer_tokens=first["answer_tokens"])
+            out["requests"] += len(requests)
+        out["groups"] += 1
+        out["arms"] += len(specs)
+    return out
+
