@@ -165,3 +165,24 @@ def test_paper_kappa_is_implied_by_the_published_rates():
     assert kappa_from_rates(agreement=0.943, sensitivity=0.894, precision=0.773) == pytest.approx(0.795, abs=5e-4)
     s = agreement_stats(40, 10, 5, 45)
     assert s["kappa"] == pytest.approx(kappa_from_counts(40, 10, 5, 45)) and s["agreement"] == 0.85
+
+
+def test_params_demo_reuse_the_tables_records_and_mimic_resolves_on_the_fixtures(tmp_path, monkeypatch):
+    import shutil
+
+    from shovir_core import protocols
+    from shovir_core.book import load_params
+
+    demo, tables = load_params("modalens_appE", "demo"), load_params("modalens_tables", "demo")
+    for key in ("P", "A"):
+        assert demo["runs"][key] == tables["runs"][key], "Appendix E reads the Tables 1-5 records"
+    assert demo["parameters"]["manual_labels"] is None and 0 < demo["parameters"]["reader_error_rate"] < 0.5
+    mimic = load_params("modalens_appE", "mimic")
+    root = tmp_path / "mimic-cxr-jpg"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "mimic_jpg", root)
+    shutil.copy(FIXTURE / MANUAL_LABELS_FILE, root / MANUAL_LABELS_FILE)
+    monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(root))
+    for r in mimic["runs"].values():
+        resolved = protocols.resolve(r["protocol"], r["spec"])
+        assert resolved["dataset"] == r["spec"]["dataset"] and resolved["model"] == "medgemma-27b"
+    assert len(load_manual_labels(mimic["parameters"]["manual_labels"])) == 6

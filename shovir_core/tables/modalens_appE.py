@@ -32,7 +32,17 @@ from ..vocab import COMPOSITE
 from .modalens import answers, pair_arms
 from .result import TableResult
 
-__all__ = ["manual_targets", "manual_label_table", "planted_agreement"]
+__all__ = ["manual_targets", "manual_label_table", "planted_agreement", "PAPER_KEYS"]
+
+PAPER_KEYS = {
+    "t12.n_pairs": "e.pairs", "t12.n_patients": "e.patients", "t12.n_trials": "e.trials",
+    "t12.agreement": "e.agreement", "t12.kappa": "e.kappa", "t12.sensitivity": "e.sensitivity",
+    "t12.precision": "e.precision", "t12.n_changed": "s41.manual_n",
+    "t12.P.sub_agree_changed": "s41.manual_P", "t12.A.sub_agree_changed": "s41.manual_A",
+    "t12.P.acc_manual": "e.acc_P", "t12.P.ba_manual": "e.ba_P", "t12.A.acc_manual": "e.acc_A",
+    "t12.A.ba_manual": "e.ba_A", "t12.A.yes_rate": "e.yes_A",
+}
+"""Table 12 value key -> published value id (paper ``modalens``, Appendix E)."""
 
 
 def _div(a, b):
