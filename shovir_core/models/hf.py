@@ -85,6 +85,13 @@ class _OnceImageProcessor:
         return getattr(self._inner, name)
 
 
+def _has_recurrent_layers(model) -> bool:
+    """True when the text model has linear-attention (recurrent-state) layers, e.g. Qwen3.5's."""
+    config = getattr(model, "config", None)
+    text = getattr(config, "text_config", None) or config
+    return "linear_attention" in (getattr(text, "layer_types", None) or ())
+
+
 def _pil(image: np.ndarray):
     from PIL import Image
 
@@ -117,7 +124,10 @@ class HFVLM(VLM):
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.batch_size, self.prefix_reuse = int(batch_size), bool(prefix_reuse)
+        self.batch_size = int(batch_size)
+        # a recurrent (linear-attention) state cannot be shared and then extended by right-padded
+        # suffixes, so hybrid models (Qwen3.5's gated delta-net layers) score every request in full
+        self.prefix_reuse = bool(prefix_reuse) and not _has_recurrent_layers(model)
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.families = TokenFamilies.from_tokenizer(
