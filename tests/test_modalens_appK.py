@@ -67,7 +67,7 @@ def test_adapter_on_a_densenet_shaped_stand_in():
     assert sc["raw"]["composite"] == pytest.approx(raw[:, [i for i, h in enumerate(XRV_PATHOLOGIES) if h]].max(axis=1))
     again = XRVSurrogate(*tiny_xrv_densenet(seed=0)).probabilities(imgs)
     assert np.array_equal(raw, again), "seeded, deterministic"
-    with pytest.raises(ValueError, match="not the 11"):
+    with pytest.raises(ValueError, match="not the 11 heads"):
         XRVSurrogate(net, ops, pathologies=("Edema",) + XRV_PATHOLOGIES[1:])
     ids = {"a": imgs[0], "b": imgs[1]}
     by_id = score_images(sur, ids.__getitem__, ["a", "b", "a"])
@@ -135,3 +135,18 @@ def test_head_validity_auroc_and_rates():
     assert hv["Edema.auroc"] == pytest.approx(1.0)
     assert "Support Devices.auroc" not in hv
     assert 0 < hv["Edema.call_rate"] < 1
+
+
+def test_params_demo_reuse_the_tables_records_and_mimic_resolves(monkeypatch):
+    from pathlib import Path
+
+    from shovir_core import protocols
+    from shovir_core.book import load_params
+
+    demo, tables = load_params("modalens_appK", "demo"), load_params("modalens_appK", "mimic")
+    ref = load_params("modalens_tables", "demo")["runs"]
+    assert demo["runs"]["P"] == ref["P"] and demo["runs"]["A"] == ref["A"]
+    assert demo["parameters"]["surrogate"] == "reference" and tables["parameters"]["surrogate"] == "torchxrayvision"
+    monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(Path(__file__).parent / "fixtures" / "mimic_jpg"))
+    for r in tables["runs"].values():
+        assert protocols.resolve(r["protocol"], r["spec"])["model"] == "medgemma-27b"

@@ -92,7 +92,7 @@ class XRVSurrogate:
             raise ValueError(f"op_threshs must have {len(self.pathologies)} entries, got {self.op_threshs.shape}")
         heads = [p for p in self.pathologies if p]
         if sorted(heads) != sorted(HEAD_TO_FINDING):
-            raise ValueError(f"{name}: heads {heads} are not the 11 the paper maps ({sorted(HEAD_TO_FINDING)})")
+            raise ValueError(f"{name}: heads {heads} are not the 11 heads ModaLens App. K uses ({sorted(HEAD_TO_FINDING)})")
 
     def probabilities(self, images: Sequence[np.ndarray]) -> np.ndarray:
         """Sigmoid outputs (n, 18) of 8-bit images, one forward pass per image."""

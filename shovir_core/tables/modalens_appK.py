@@ -108,9 +108,9 @@ def surrogate_table(present: pd.DataFrame, absent: pd.DataFrame, scores: Mapping
                             ("fr_label_unchanged", "FR, report label unchanged")):
             est, lo, hi = res.interval(f"{arm}.{stat}")
             scale = 100.0 if stat == "diff" else 1.0
-            name = "diff_pp" if stat == "diff" else stat
-            values.update({f"{key}.{arm}.{name}": scale * est, f"{key}.{arm}.{name}_lo": scale * lo,
-                           f"{key}.{arm}.{name}_hi": scale * hi})
+            lo_key, hi_key = (("diff_lo_pp", "diff_hi_pp") if stat == "diff" else (f"{stat}_lo", f"{stat}_hi"))
+            values.update({f"{key}.{arm}.{'diff_pp' if stat == 'diff' else stat}": scale * est,
+                           f"{key}.{arm}.{lo_key}": scale * lo, f"{key}.{arm}.{hi_key}": scale * hi})
             rows.append({"arm": arm, "quantity": label, "estimate": scale * est, "lo": scale * lo, "hi": scale * hi})
     est, lo, hi = res.interval("A_minus_P")
     values.update({f"{key}.a_minus_p_pp": 100 * est, f"{key}.a_minus_p_lo_pp": 100 * lo,
