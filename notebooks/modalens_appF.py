@@ -143,6 +143,29 @@ book.glue_values("mlf", vr, runs=runs)
 book.glue_values("mlf.t4.second", {k.split(".", 2)[2]: v for k, v in vr.items()}, runs=runs)
 
 # %% [markdown]
+# ## The second model on both designs
+#
+# The paper's MedGemma-4B paragraph: the same four one-question cells and the all-14 unit, with
+# and without the report, lowercase readout, no instruction. On the demo, `ref-anchored@0.25`: its
+# report-absent answers are the CNN's, so it must flip more without the report on both designs.
+
+# %% tags=["nbval-check-output"]
+second = tf.second_model_table(trials["second_P"], trials["second_A"], model=second_model, n_draws=n_draws,
+                               seed=bootstrap_seed).with_runs(runs)
+book.show(second.frame.set_index(["model", "design"]).round(4), runs=runs)
+
+# %%
+vs = second.values
+for design in ("one_q", "all14"):
+    k = f"f.{second_model}.{design}"
+    assert np.isclose(vs[f"{k}.diff_pp"], 100 * (vs[f"{k}.A.flip_rate"] - vs[f"{k}.P.flip_rate"]))
+    if not reproduces_paper:
+        assert vs[f"{k}.diff_lo_pp"] > 0, "planted: the report lowers the flip rate"
+assert vs[f"f.{second_model}.all14.n_trials"] == len(trials["second_P"])
+book.glue_values("mlf", vs, runs=runs)
+book.glue_values("mlf.second", {k.split(".", 2)[2]: v for k, v in vs.items()}, runs=runs)
+
+# %% [markdown]
 # ## The paper's numbers and their checks
 #
 # The audit's consistency checks of Appendix F (differences and ratios from the stated rates, the
@@ -152,8 +175,7 @@ book.glue_values("mlf.t4.second", {k.split(".", 2)[2]: v for k, v in vr.items()}
 # %% tags=["nbval-check-output"]
 checks = appendix_checks("Appendix F")
 book.show(checks, runs=runs)
-mine = {**v14, **v13, **{k.replace(f"t4.{second_model}", "t4.medgemma-4b") if second_model == "medgemma-4b" else k: v
-                         for k, v in vr.items()}}
+mine = {**v14, **v13, **vr, **vs}
 vs_paper = tf.compare_with_paper(mine)
 book.show(vs_paper.round(4), runs=runs)
 

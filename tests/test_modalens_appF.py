@@ -123,3 +123,16 @@ def test_params_name_consistent_arms_and_mimic_resolves_on_the_fixture(monkeypat
     for key in ("second_P", "qwen9_P", "llava_six_A"):
         r = mimic["runs"][key]
         assert protocols.resolve(r["protocol"], r["spec"])["model"] == r["spec"]["model"]
+
+
+def test_second_model_table_on_both_designs():
+    p, a = _arm(20, flip_every=9, seed=5), _arm(20, flip_every=2, seed=5)
+    v = tf.second_model_table(p, a, model="medgemma-4b", n_draws=200, seed=0).values
+    fa, fp = (a["readout_c"] != a["readout_d"]).mean(), (p["readout_c"] != p["readout_d"]).mean()
+    assert v["f.medgemma-4b.all14.diff_pp"] == pytest.approx(100 * (fa - fp))
+    one = tf.design_subset(a, "one_q")
+    assert v["f.medgemma-4b.one_q.n_trials"] == len(one) == one["case_id"].nunique()
+    assert v["f.medgemma-4b.one_q.yes_A"] == int((one["readout_c"] == "yes").sum())
+    got = tf.compare_with_paper(v)
+    assert got.loc["f.medgemma-4b.one_q.P.flip_rate", "paper"] == pytest.approx(0.0316)
+    assert got.loc["f.medgemma-4b.one_q.yes_A", "paper"] == 2422

@@ -31,7 +31,7 @@ from .modalens import answers, compare_arms, design_subset, pair_arms, six_findi
 from .result import TableResult
 
 __all__ = ["compare_with_paper", "compliance", "generated_family_agreement", "balanced_accuracy_interval", "lineage_table",
-           "six_questions_table", "model_row", "PAPER_KEYS"]
+           "six_questions_table", "model_row", "second_model_table", "PAPER_KEYS"]
 
 PAPER_KEYS = {
     "t14.llava-next-mistral-7b.family.P.flip_rate": "f.llava.P", "t14.llava-next-mistral-7b.family.A.flip_rate": "f.llava.A",
@@ -52,6 +52,13 @@ PAPER_KEYS = {
     "t4.medgemma-4b.flip_rate": "t4.b4.P",
     "t4.medgemma-4b.more_pp": "t4.b4.more",
     "t4.medgemma-4b.ba_substitute": "t4.b4.ba_sub",
+    "f.medgemma-4b.one_q.P.flip_rate": "f.b4.P", "f.medgemma-4b.one_q.A.flip_rate": "f.b4.A",
+    "f.medgemma-4b.one_q.diff_pp": "f.b4.diff", "f.medgemma-4b.one_q.ratio": "f.b4.ratio",
+    "f.medgemma-4b.one_q.ba_orig_P": "f.b4.ba_P", "f.medgemma-4b.one_q.ba_orig_A": "f.b4.ba_A",
+    "f.medgemma-4b.one_q.yes_A": "f.b4.yes_A", "f.medgemma-4b.one_q.specificity_A": "f.b4.spec_A",
+    "f.medgemma-4b.one_q.ba_sub_A": "f.b4.ba_sub",
+    "f.medgemma-4b.all14.A.flip_rate": "f.b4.all14.A", "f.medgemma-4b.all14.diff_pp": "f.b4.all14.diff",
+    "f.medgemma-4b.all14.ratio": "f.b4.all14.ratio",
 }
 """App. F value key -> published value id (paper ``modalens``); keys present only for the models run."""
 
@@ -240,3 +247,43 @@ def model_row(trials: pd.DataFrame, primary: pd.DataFrame, *, model: str, n_draw
                            "primary FR P": r["fr_2"], "more (pp)": 100 * r["diff"], "more lo": 100 * r["diff_lo"],
                            "more hi": 100 * r["diff_hi"], "BA substitute": sub["ba"], "trials": r["n_trials"]}])
     return TableResult(frame, values, caption=f"Table 4 row of {model}: all-14, report present, {readout} readout.")
+
+
+def second_model_table(present: pd.DataFrame, absent: pd.DataFrame, *, model: str, n_draws: int, seed: int,
+                       readout: str = "lowercase") -> TableResult:
+    """App. F's MedGemma-4B paragraph for any second model: one-question and all-14 report effects.
+
+    ``present`` / ``absent`` are the model's all-14 records without instruction. One-question block:
+    P and A flip rates, A − P and A / P with intervals, original-image balanced accuracy in P and A,
+    the A arm's yes count, specificity and substitute balanced accuracy; all-14 block: P, A, A − P,
+    A / P. Keys ``f.<model>.one_q.*`` and ``f.<model>.all14.*``.
+    """
+    rows, values = [], {}
+    for design in ("one_q", "all14"):
+        p, a = pair_arms(_cut(present, design), _cut(absent, design), names=["P", "A"])
+        r = compare_arms(a, p, readout=readout, n_draws=n_draws, seed=seed)
+        key = f"f.{model}.{design}"
+        values.update({f"{key}.P.flip_rate": r["fr_2"], f"{key}.P.flip_rate_lo": r["fr_2_lo"],
+                       f"{key}.P.flip_rate_hi": r["fr_2_hi"], f"{key}.A.flip_rate": r["fr_1"],
+                       f"{key}.A.flip_rate_lo": r["fr_1_lo"], f"{key}.A.flip_rate_hi": r["fr_1_hi"],
+                       f"{key}.diff_pp": 100 * r["diff"], f"{key}.diff_lo_pp": 100 * r["diff_lo"],
+                       f"{key}.diff_hi_pp": 100 * r["diff_hi"], f"{key}.ratio": r["ratio"],
+                       f"{key}.ratio_lo": r["ratio_lo"], f"{key}.ratio_hi": r["ratio_hi"],
+                       f"{key}.n_trials": r["n_trials"]})
+        row = {"model": model, "design": design, "FR P": r["fr_2"], "FR A": r["fr_1"], "diff (pp)": 100 * r["diff"],
+               "diff lo": 100 * r["diff_lo"], "diff hi": 100 * r["diff_hi"], "ratio": r["ratio"],
+               "trials": r["n_trials"]}
+        if design == "one_q":
+            bp = balanced_accuracy_interval(p, readout=readout, side="c", n_draws=n_draws, seed=seed)
+            ba = balanced_accuracy_interval(a, readout=readout, side="c", n_draws=n_draws, seed=seed)
+            bs = balanced_accuracy_interval(a, readout=readout, side="d", n_draws=n_draws, seed=seed)
+            yc, _, _ = answers(a, readout)
+            values.update({f"{key}.ba_orig_P": bp["ba"], f"{key}.ba_orig_A": ba["ba"],
+                           f"{key}.yes_A": int(yc.sum()), f"{key}.specificity_A": ba["specificity"],
+                           f"{key}.ba_sub_A": bs["ba"], f"{key}.ba_sub_A_lo": bs["ba_lo"],
+                           f"{key}.ba_sub_A_hi": bs["ba_hi"]})
+            row.update({"BA original P": bp["ba"], "BA original A": ba["ba"], "specificity A": ba["specificity"],
+                        "BA substitute A": bs["ba"]})
+        rows.append(row)
+    return TableResult(pd.DataFrame(rows), values, labels={"diff lo": "2.5%", "diff hi": "97.5%"},
+                       caption=f"{model}: report effect on the one-question and all-14 designs, {readout} readout.")
