@@ -35,7 +35,7 @@ def test_op_norm_maps_the_operating_point_to_one_half_piecewise_linearly():
     assert out[0, :2].tolist() == [0.0, 0.0] and out[1, :2].tolist() == pytest.approx([0.5, 0.5])
     assert out[2, :2].tolist() == pytest.approx([1.0, 1.0])
     assert out[3, :2].tolist() == pytest.approx([0.25, 0.75])
-    assert np.isnan(out[:, 2]).all(), "a blank slot has no operating point"
+    assert (out[:, 2] == 0.5).all(), "a blank slot reads 0.5, as the package's op_norm"
     grid = np.linspace(0, 1, 101)
     assert (np.diff(op_norm(grid, 0.2)) >= 0).all(), "monotone"
 
@@ -150,3 +150,31 @@ def test_params_demo_reuse_the_tables_records_and_mimic_resolves(monkeypatch):
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(Path(__file__).parent / "fixtures" / "mimic_jpg"))
     for r in tables["runs"].values():
         assert protocols.resolve(r["protocol"], r["spec"])["model"] == "medgemma-27b"
+
+
+def test_equals_the_packages_own_functions_and_densenet_when_installed(tmp_path, monkeypatch):
+    """Runs where torchxrayvision 1.5.4 (and torchvision) are installed; skipped otherwise."""
+    xrv = pytest.importorskip("torchxrayvision")
+    import torch
+
+    from shovir_core.metrics.surrogate import XRV_OP_THRESHS
+
+    rng = np.random.default_rng(0)
+    for shape in [(300, 257), (100, 141)]:
+        img = rng.integers(0, 256, shape, dtype=np.uint8)
+        ref = xrv.datasets.XRayResizer(224)(xrv.datasets.XRayCenterCrop()(xrv.datasets.normalize(img, 255)[None]))
+        assert np.array_equal(xrv_preprocess(img), ref)
+    p = rng.random((20, 18))
+    ref = xrv.models.op_norm(torch.tensor(p, dtype=torch.float32), torch.tensor(XRV_OP_THRESHS, dtype=torch.float32))
+    assert np.allclose(op_norm(p, XRV_OP_THRESHS), ref.numpy(), atol=1e-6)
+    net = xrv.models.DenseNet(weights=None)  # the package's architecture, random weights, no download
+    f = tmp_path / XRV_WEIGHTS_FILE
+    torch.save(net, f)
+    sur = load_xrv(weights_path=f)
+    img = rng.integers(0, 256, (240, 260), dtype=np.uint8)
+    x = torch.from_numpy(xrv_preprocess(img)[None])
+    with torch.inference_mode():
+        want = xrv.models.op_norm(torch.sigmoid(net.classifier(net.features2(x))),
+                                  torch.tensor(XRV_OP_THRESHS, dtype=torch.float32)).numpy()[0]
+    got = op_norm(sur.probabilities([img]), XRV_OP_THRESHS)[0]
+    assert np.allclose(got, want, atol=1e-5)

@@ -24,7 +24,7 @@ import numpy as np
 from ..vocab import COMPOSITE
 
 __all__ = [
-    "XRV_PATHOLOGIES", "HEAD_TO_FINDING", "SURROGATE_FINDINGS", "xrv_normalize", "center_crop", "resize",
+    "XRV_PATHOLOGIES", "XRV_OP_THRESHS", "HEAD_TO_FINDING", "SURROGATE_FINDINGS", "xrv_normalize", "center_crop", "resize",
     "xrv_preprocess", "op_norm", "finding_scores", "surrogate_call",
 ]
 
@@ -33,7 +33,15 @@ XRV_PATHOLOGIES: tuple[str, ...] = (
     "Cardiomegaly", "", "", "", "Lung Lesion", "Fracture", "Lung Opacity", "Enlarged Cardiomediastinum",
 )
 """The 18 output slots of TorchXRayVision's DenseNet (``xrv.datasets.default_pathologies`` order);
-the CheXpert-trained ``densenet121-res224-chex`` leaves the slots it was not trained on blank."""
+the CheXpert-trained ``densenet121-res224-chex`` leaves the slots it was not trained on blank
+(torchxrayvision 1.5.4 ``models.py``, ``model_urls['chex']['labels']``)."""
+
+XRV_OP_THRESHS: tuple[float, ...] = (
+    0.1988969, 0.05710573, np.nan, 0.0531293, 0.1435217, np.nan, np.nan, 0.27212676, 0.07749717, np.nan,
+    0.19712369, np.nan, np.nan, np.nan, 0.09932402, 0.09273402, 0.3270967, 0.10888247,
+)
+"""Operating points of ``densenet121-res224-chex`` per slot (torchxrayvision 1.5.4 ``models.py``,
+``model_urls['chex']['op_threshs']``): 0.053 for pneumothorax to 0.327 for lung opacity (App. K)."""
 
 HEAD_TO_FINDING: dict[str, str] = {
     "Atelectasis": "Atelectasis", "Consolidation": "Consolidation", "Pneumothorax": "Pneumothorax",
@@ -60,18 +68,20 @@ def xrv_normalize(image: np.ndarray, *, maxval: float = 255.0) -> np.ndarray:
 
 
 def center_crop(image: np.ndarray) -> np.ndarray:
-    """The centred square of side min(height, width) (``XRayCenterCrop``)."""
+    """The centred square of side min(height, width), offsets as ``XRayCenterCrop`` computes them
+    (``x // 2 − side // 2``; torchxrayvision 1.5.4 ``datasets.py``)."""
     h, w = image.shape[-2:]
     side = min(h, w)
-    top, left = (h - side) // 2, (w - side) // 2
+    top, left = h // 2 - side // 2, w // 2 - side // 2
     return image[..., top:top + side, left:left + side]
 
 
 def resize(image: np.ndarray, size: int = 224) -> np.ndarray:
-    """``size`` x ``size`` with anti-aliasing (scikit-image ``resize``, range preserved; ``XRayResizer``)."""
+    """``size`` x ``size`` as ``XRayResizer`` does it: scikit-image ``resize`` of the (1, H, W) array,
+    ``mode="constant"``, range preserved, scikit-image's default anti-aliasing (on when downsampling)."""
     from skimage.transform import resize as _resize
 
-    return _resize(image, (size, size), mode="constant", preserve_range=True, anti_aliasing=True).astype(np.float32)
+    return _resize(image[None], (1, size, size), mode="constant", preserve_range=True).astype(np.float32)[0]
 
 
 def xrv_preprocess(image: np.ndarray, *, size: int = 224) -> np.ndarray:
@@ -82,7 +92,7 @@ def xrv_preprocess(image: np.ndarray, *, size: int = 224) -> np.ndarray:
 def op_norm(probs, op_threshs) -> np.ndarray:
     """Operating-point normalisation: piecewise linear, ``op`` -> 0.5, 0 -> 0, 1 -> 1.
 
-    A head without an operating point (NaN) stays NaN.
+    A slot without an operating point (NaN) reads 0.5, as in torchxrayvision 1.5.4 ``models.op_norm``.
 
     >>> op_norm(np.array([[0.05, 0.1, 0.55]]), np.array([0.1, 0.1, 0.1])).round(4).tolist()
     [[0.25, 0.5, 0.75]]
@@ -93,7 +103,7 @@ def op_norm(probs, op_threshs) -> np.ndarray:
         low = p / (op * 2.0)
         high = 1.0 - (1.0 - p) / ((1.0 - op) * 2.0)
     out = np.where(p < op, low, high)
-    return np.where(np.isnan(op), np.nan, out)
+    return np.where(np.isnan(op), 0.5, out)
 
 
 def finding_scores(scores: np.ndarray, heads=XRV_PATHOLOGIES, *,

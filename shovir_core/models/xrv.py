@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..metrics.surrogate import HEAD_TO_FINDING, XRV_PATHOLOGIES, finding_scores, op_norm, xrv_preprocess
+from ..metrics.surrogate import (HEAD_TO_FINDING, XRV_OP_THRESHS, XRV_PATHOLOGIES, finding_scores, op_norm,
+                                 xrv_preprocess)
 from .spec import MODEL_DIR_ENV, ModelNotAvailableError
 
 __all__ = ["XRV_VERSION", "XRV_WEIGHTS", "XRV_WEIGHTS_FILE", "XRV_WEIGHTS_ENV", "XRVSurrogate", "load_xrv",
@@ -119,12 +120,16 @@ def load_xrv(*, weights_path: str | Path | None = None) -> XRVSurrogate:
     xrv = _import_xrv()
     file = xrv_weights_path(weights_path)
     info = xrv.models.model_urls[XRV_WEIGHTS]
+    ops = np.asarray(info["op_threshs"], dtype=float)
+    if not np.allclose(ops, XRV_OP_THRESHS, equal_nan=True) or tuple(info["labels"]) != XRV_PATHOLOGIES:
+        raise ModelNotAvailableError(f"torchxrayvision's {XRV_WEIGHTS} entry differs from the paper's {XRV_VERSION}")
+    # weights=None: the package's download (get_weights) never runs; the file is read here
     net = xrv.models.DenseNet(weights=None, num_classes=len(XRV_PATHOLOGIES), apply_sigmoid=False)
     state = torch.load(file, map_location="cpu", weights_only=False)
     state = state.state_dict() if hasattr(state, "state_dict") else state
     net.load_state_dict(state)
     net.eval()
-    return XRVSurrogate(_LogitsOnly(net), np.asarray(info["op_threshs"], dtype=float), name=XRV_WEIGHTS)
+    return XRVSurrogate(_LogitsOnly(net), ops, name=XRV_WEIGHTS)
 
 
 class _LogitsOnly:
@@ -136,6 +141,8 @@ class _LogitsOnly:
     def __call__(self, x):
         import torch.nn.functional as F
 
+        if hasattr(self.net, "features2"):  # the package's own feature path
+            return self.net.classifier(self.net.features2(x))
         feats = F.relu(self.net.features(x), inplace=False)
         return self.net.classifier(F.adaptive_avg_pool2d(feats, (1, 1)).flatten(1))
 
