@@ -32,6 +32,7 @@ run_ids = None
 lineage = {"ref-anchored@0.5": ["P_instr", "A_instr"]}
 six_models = {"ref-anchored@0.5": ["P_instr", "A_instr"]}
 six_range = [0.2, 0.8]
+uninstructed = ["ref-anchored@0.5", "P", "A"]
 second_model = "ref-anchored@0.25"
 reference_model = "ref-anchored@0.5"
 n_draws = 1000
@@ -166,6 +167,27 @@ book.glue_values("mlf", vs, runs=runs)
 book.glue_values("mlf.second", {k.split(".", 2)[2]: v for k, v in vs.items()}, runs=runs)
 
 # %% [markdown]
+# ## Without the answer instruction
+#
+# The paper's Qwen3.5-9B answered yes on almost every report-absent case without the instruction,
+# and its first generated token was a bare yes or no on only a minority of cases, so its report
+# effect is read under the instruction. The same summary for this profile's uninstructed arms
+# ({glue:text}`mlf.uninstructed_model`): yes count on the source image and the share of bare
+# yes/no first tokens.
+
+# %% tags=["nbval-check-output"]
+plain = tf.uninstructed_table(trials[uninstructed[1]], trials[uninstructed[2]], model=uninstructed[0]).with_runs(runs)
+book.show(plain.frame.set_index(["model", "arm"]).round(4), runs=runs)
+
+# %%
+vp = plain.values
+for arm in ("P", "A"):
+    assert 0 <= vp[f"f.{uninstructed[0]}.plain.{arm}.yes"] <= vp[f"f.{uninstructed[0]}.plain.{arm}.n"]
+    assert 0.0 <= vp[f"f.{uninstructed[0]}.plain.{arm}.bare_first_token"] <= 1.0
+book.glue_values("mlf", vp, runs=runs)
+book.glue("mlf.uninstructed_model", uninstructed[0], runs=runs)
+
+# %% [markdown]
 # ## The paper's numbers and their checks
 #
 # The audit's consistency checks of Appendix F (differences and ratios from the stated rates, the
@@ -175,7 +197,7 @@ book.glue_values("mlf.second", {k.split(".", 2)[2]: v for k, v in vs.items()}, r
 # %% tags=["nbval-check-output"]
 checks = appendix_checks("Appendix F")
 book.show(checks, runs=runs)
-mine = {**v14, **v13, **vr, **vs}
+mine = {**v14, **v13, **vr, **vs, **vp}
 vs_paper = tf.compare_with_paper(mine)
 book.show(vs_paper.round(4), runs=runs)
 

@@ -110,6 +110,9 @@ def test_params_name_consistent_arms_and_mimic_resolves_on_the_fixture(monkeypat
     for profile in ("demo", "mimic"):
         prm = load_params("modalens_appF", profile)
         runs, par = prm["runs"], prm["parameters"]
+        um, up, ua = par["uninstructed"]
+        assert runs[up]["spec"]["model"] == um == runs[ua]["spec"]["model"] and runs[ua]["spec"]["report"] == "absent"
+        assert "instruction" not in runs[up]["spec"] and "instruction" not in runs[ua]["spec"]
         for table in ("lineage", "six_models"):
             for model, (kp, ka) in par[table].items():
                 assert runs[kp]["spec"]["model"] == model == runs[ka]["spec"]["model"]
@@ -136,3 +139,16 @@ def test_second_model_table_on_both_designs():
     got = tf.compare_with_paper(v)
     assert got.loc["f.medgemma-4b.one_q.P.flip_rate", "paper"] == pytest.approx(0.0316)
     assert got.loc["f.medgemma-4b.one_q.yes_A", "paper"] == 2422
+
+
+def test_uninstructed_table_counts_yes_and_bare_first_tokens():
+    p, a = _arm(5, flip_every=3, seed=6, instructed=False), _arm(5, flip_every=3, seed=6, instructed=False)
+    tokens = ["yes", "ĠNo", "The", "Yes"] * (len(a) // 4) + ["no"] * (len(a) % 4)
+    a = a.assign(top1_token_c=tokens, top1_token_d="Based")
+    p = p.assign(top1_token_c="no", top1_token_d="yes")
+    v = tf.uninstructed_table(p, a, model="q", design="all14").values
+    assert v["f.q.plain.A.yes"] == int((a["family_readout_c"] == "yes").sum())
+    assert v["f.q.plain.A.bare_first_token"] == pytest.approx(sum(t != "The" for t in tokens) / (2 * len(a)))
+    assert v["f.q.plain.P.bare_first_token"] == 1.0
+    with pytest.raises(ValueError, match="is instructed"):
+        tf.uninstructed_table(_arm(3, flip_every=2, seed=0), a, model="q", design="all14")

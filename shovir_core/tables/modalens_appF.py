@@ -31,7 +31,7 @@ from .modalens import answers, compare_arms, design_subset, pair_arms, six_findi
 from .result import TableResult
 
 __all__ = ["compare_with_paper", "compliance", "generated_family_agreement", "balanced_accuracy_interval", "lineage_table",
-           "six_questions_table", "model_row", "second_model_table", "PAPER_KEYS"]
+           "six_questions_table", "model_row", "second_model_table", "uninstructed_table", "PAPER_KEYS"]
 
 PAPER_KEYS = {
     "t14.llava-next-mistral-7b.family.P.flip_rate": "f.llava.P", "t14.llava-next-mistral-7b.family.A.flip_rate": "f.llava.A",
@@ -59,6 +59,7 @@ PAPER_KEYS = {
     "f.medgemma-4b.one_q.ba_sub_A": "f.b4.ba_sub",
     "f.medgemma-4b.all14.A.flip_rate": "f.b4.all14.A", "f.medgemma-4b.all14.diff_pp": "f.b4.all14.diff",
     "f.medgemma-4b.all14.ratio": "f.b4.all14.ratio",
+    "f.qwen3.5-9b.plain.A.yes": "f.qwen9.yes_noinstr",
 }
 """App. F value key -> published value id (paper ``modalens``); keys present only for the models run."""
 
@@ -287,3 +288,28 @@ def second_model_table(present: pd.DataFrame, absent: pd.DataFrame, *, model: st
         rows.append(row)
     return TableResult(pd.DataFrame(rows), values, labels={"diff lo": "2.5%", "diff hi": "97.5%"},
                        caption=f"{model}: report effect on the one-question and all-14 designs, {readout} readout.")
+
+
+def _bare(tokens: pd.Series) -> np.ndarray:
+    return tokens.fillna("").astype(str).str.replace("Ġ", " ").str.replace("▁", " ").str.strip().str.lower() \
+        .isin(["yes", "no"]).to_numpy()
+
+
+def uninstructed_table(present: pd.DataFrame, absent: pd.DataFrame, *, model: str, readout: str = "family",
+                       design: str = "one_q") -> TableResult:
+    """A model's arms without the answer instruction (App. F, Qwen3.5-9B): per arm the yes count of
+    ``readout`` on the source image and the share of first generated tokens (greedy arg-max at the
+    answer position, both images) that are a bare yes or no in any case or spacing."""
+    rows, values = [], {}
+    for arm, t in (("P", _cut(present, design)), ("A", _cut(absent, design))):
+        if (t["instruction"] != "none").any():
+            raise ValueError(f"uninstructed_table: {model} arm {arm} is instructed")
+        yc, _, _ = answers(t, readout)
+        bare = np.concatenate([_bare(t["top1_token_c"]), _bare(t["top1_token_d"])])
+        key = f"f.{model}.plain.{arm}"
+        values.update({f"{key}.yes": int(yc.sum()), f"{key}.n": int(len(t)), f"{key}.yes_rate": float(yc.mean()),
+                       f"{key}.bare_first_token": float(bare.mean())})
+        rows.append({"model": model, "arm": arm, "cases": int(len(t)), "yes (source image)": int(yc.sum()),
+                     "yes-rate": float(yc.mean()), "bare yes/no first token": float(bare.mean())})
+    return TableResult(pd.DataFrame(rows), values,
+                       caption=f"{model} without the answer instruction ({design}, {readout} readout).")
