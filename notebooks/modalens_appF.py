@@ -141,7 +141,7 @@ assert vr[f"t4.{second_model}.n_trials"] == len(trials["P"])
 if not reproduces_paper:
     assert vr[f"t4.{second_model}.more_lo_pp"] > 0, "planted: less report weight, more flips with the report"
 book.glue_values("mlf", vr, runs=runs)
-book.glue_values("mlf.t4.second", {k.split(".", 2)[2]: v for k, v in vr.items()}, runs=runs)
+book.glue_values("mlf.t4.second", {k.removeprefix(f"t4.{second_model}."): v for k, v in vr.items()}, runs=runs)
 
 # %% [markdown]
 # ## The second model on both designs
@@ -164,7 +164,7 @@ for design in ("one_q", "all14"):
         assert vs[f"{k}.diff_lo_pp"] > 0, "planted: the report lowers the flip rate"
 assert vs[f"f.{second_model}.all14.n_trials"] == len(trials["second_P"])
 book.glue_values("mlf", vs, runs=runs)
-book.glue_values("mlf.second", {k.split(".", 2)[2]: v for k, v in vs.items()}, runs=runs)
+book.glue_values("mlf.second", {k.removeprefix(f"f.{second_model}."): v for k, v in vs.items()}, runs=runs)
 
 # %% [markdown]
 # ## Without the answer instruction
