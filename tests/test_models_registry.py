@@ -6,7 +6,8 @@ import pytest
 from shovir_core.models import MODEL_DIR_ENV, REGISTRY, ModelNotAvailableError, get_model, list_models
 
 SHOVIR = ("chexagent-2", "cxrmate", "libra-v1", "llava-rad", "maira-2", "medgemma-1.5-4b", "radialog", "nv-reason-cxr")
-MODALENS = ("medgemma-27b", "medgemma-4b", "qwen3.5-9b", "qwen3.5-27b", "llava-next-mistral-7b")
+MODALENS = ("medgemma-27b", "medgemma-4b", "qwen3.5-9b", "qwen3.5-27b", "llava-next-mistral-7b",
+            "llava-1.5-7b", "gemma-3-27b")
 
 
 def test_both_papers_models_are_registered_with_pinned_ids():
@@ -18,7 +19,8 @@ def test_both_papers_models_are_registered_with_pinned_ids():
     assert REGISTRY["nv-reason-cxr"].max_new_tokens == 2048
 
 
-@pytest.mark.parametrize("name", ["medgemma-27b", "maira-2", "qwen3.5-9b"])
+@pytest.mark.parametrize("name", ["medgemma-27b", "maira-2", "qwen3.5-9b", "medgemma-4b", "qwen3.5-27b",
+                                  "llava-next-mistral-7b", "llava-1.5-7b", "gemma-3-27b"])
 def test_missing_weights_error_names_model_and_remedy(name, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))

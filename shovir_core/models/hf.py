@@ -118,6 +118,13 @@ def auto_batch_size(config, *, prompt_tokens: int, new_tokens: int, free_bytes: 
     return int(max(1, min(limit, (fraction * free_bytes) // max(1, per_row))))
 
 
+def _has_recurrent_layers(model) -> bool:
+    """True when the text model has linear-attention (recurrent-state) layers, e.g. Qwen3.5's."""
+    config = getattr(model, "config", None)
+    text = getattr(config, "text_config", None) or config
+    return "linear_attention" in (getattr(text, "layer_types", None) or ())
+
+
 def _pil(image: np.ndarray):
     from PIL import Image
 
@@ -155,7 +162,10 @@ class HFVLM(VLM):
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.batch_size, self.prefix_reuse = int(batch_size), bool(prefix_reuse)
+        self.batch_size = int(batch_size)
+        # a recurrent (linear-attention) state cannot be shared and then extended by right-padded
+        # suffixes, so hybrid models (Qwen3.5's gated delta-net layers) score every request in full
+        self.prefix_reuse = bool(prefix_reuse) and not _has_recurrent_layers(model)
         if not (report_batch_size in (None, "auto") or (isinstance(report_batch_size, int)
                                                        and not isinstance(report_batch_size, bool)
                                                        and report_batch_size >= 1)):

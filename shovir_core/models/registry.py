@@ -102,7 +102,14 @@ def _specs() -> dict[str, ModelSpec]:
                   chat_template_kwargs={"enable_thinking": False}, processor_kwargs={"max_pixels": 802816},
                   notes="revision not stated in the paper"),
         ModelSpec("llava-next-mistral-7b", "hf", "llava-hf/llava-v1.6-mistral-7b-hf", revision="2424fdd4",
-                  paper="ModaLens"),
+                  paper="ModaLens", notes="LlavaNextForConditionalGeneration (anyres); token families from the "
+                                          "Mistral tokenizer at load (the paper lists no ids)"),
+        ModelSpec("llava-1.5-7b", "hf", "llava-hf/llava-1.5-7b-hf", paper="ModaLens",
+                  notes="cross-model probe only (App. N); LlavaForConditionalGeneration; revision not stated in "
+                        "the paper (none pinned); families from the tokenizer at load"),
+        ModelSpec("gemma-3-27b", "hf", "google/gemma-3-27b-it", paper="ModaLens", families=_GEMMA_FAMILIES,
+                  processor_kwargs={"do_pan_and_scan": False},
+                  notes="the obsolete run; Gemma 3 tokenizer (MedGemma's ids); revision not stated in the paper"),
     ]
     declared = [spec for module, attr in _CATALOGUES for spec in getattr(importlib.import_module(module), attr)]
     return {s.name: s for s in shovir + modalens + declared}

@@ -11,6 +11,15 @@ a chat template shaped like the real one and the architecture's PIL image proces
                   blocks, MRoPE text model): the class of NV-Reason-CXR-3B (a Qwen2.5-VL-3B fine-tune),
                   ChatML with Qwen2.5-VL's default system turn ("You are a helpful assistant.") and its
                   vision markers; the tokenizer also knows NV-Reason's ``<think>`` / ``<answer>`` tags as text
+``tiny-llava-next`` ``LlavaNextForConditionalGeneration`` (CLIP + Mistral; LLaVA-NeXT-Mistral-7B's class),
+                  anyres tiling over its ``image_grid_pinpoints`` (the image-token count depends on
+                  the image's size), Mistral ``[INST] ... [/INST]``
+``tiny-qwen3.5``  ``Qwen3_5ForConditionalGeneration`` (Qwen3.5-9B/27B's class: gated-delta-net linear
+                  attention layers interleaved with full attention, 3 : 1), ChatML, ``<think>`` markers
+                  (thinking disabled through the template, as the registry's Qwen3.5 entries do) and the
+                  Qwen2-VL image processor with its pixel cap (``max_pixels``)
+``tiny-llava-1.5`` ``LlavaForConditionalGeneration`` (CLIP + Llama; LLaVA-1.5-7B's class), Vicuna-style
+                  ``USER: ... ASSISTANT:`` template
 
 Weights are drawn from a seeded ``torch.Generator`` (no global seeding; the construction-time
 initialisation runs under ``torch.random.fork_rng`` so the global state is left untouched). Norm
@@ -44,6 +53,14 @@ TINY_SPECS: tuple[ModelSpec, ...] = (
                     "special tokens dropped and the reasoning text kept (as the authors' wrapper)"),
     ModelSpec("tiny-qwen2vl", "tiny", paper="test", dtype="float32", max_new_tokens=16,
               notes="random Qwen2VLForConditionalGeneration, ChatML template"),
+    ModelSpec("tiny-llava-next", "tiny", paper="test", dtype="float32", max_new_tokens=16,
+              notes="random LlavaNextForConditionalGeneration (CLIP + Mistral, anyres tiling), Mistral [INST] template"),
+    ModelSpec("tiny-qwen3.5", "tiny", paper="test", dtype="float32", max_new_tokens=16,
+              chat_template_kwargs={"enable_thinking": False}, processor_kwargs={"max_pixels": 64 * 64},
+              notes="random Qwen3_5ForConditionalGeneration (linear + full attention), ChatML, thinking disabled, "
+                    "images capped at 64 x 64 px (16 merged tokens)"),
+    ModelSpec("tiny-llava-1.5", "tiny", paper="test", dtype="float32", max_new_tokens=16,
+              notes="random LlavaForConditionalGeneration (CLIP + Llama), USER/ASSISTANT template"),
 )
 """The registry entries of the tiny models (:data:`shovir_core.models.REGISTRY` includes them)."""
 
@@ -55,6 +72,10 @@ _SPECIALS = {
     "tiny-llava": ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "<image>", "<pad>"],
     "tiny-qwen2vl": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                      "<|image_pad|>", "<|video_pad|>"],
+    "tiny-llava-next": ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "<image>", "<pad>"],
+    "tiny-qwen3.5": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                     "<|image_pad|>", "<|video_pad|>", "<think>", "</think>"],
+    "tiny-llava-1.5": ["<unk>", "<s>", "</s>", "<image>", "<pad>"],
     "tiny-nvreason": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                       "<|image_pad|>", "<|video_pad|>"],
 }
@@ -102,6 +123,24 @@ TINY_TEMPLATES: dict[str, str] = {
         "{{ '<|im_end|>\\n' }}{%- endfor -%}"
         "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
     ),
+    "tiny-qwen3.5": (
+        "{%- for message in messages -%}"
+        "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+        + _content("<|vision_start|><|image_pad|><|vision_end|>") +
+        "{{ '<|im_end|>\\n' }}{%- endfor -%}"
+        "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}"
+        "{%- if enable_thinking is defined and enable_thinking is false -%}{{ '<think>\\n\\n</think>\\n\\n' }}"
+        "{%- else -%}{{ '<think>\\n' }}{%- endif -%}{%- endif -%}"
+    ),
+    "tiny-llava-1.5": (
+        "{{ bos_token }}" + _SYSTEM_FOLD +
+        "{%- for message in loop_messages -%}"
+        "{%- if message['role'] == 'user' -%}{{ 'USER: ' }}{%- if loop.first -%}{{ first_prefix }}{%- endif -%}"
+        + _content("<image>\\n") + "{{ ' ' }}"
+        "{%- else -%}{{ 'ASSISTANT: ' }}" + _content("") + "{{ eos_token }}{%- endif -%}"
+        "{%- endfor -%}"
+        "{%- if add_generation_prompt -%}{{ 'ASSISTANT:' }}{%- endif -%}"
+    ),
     "tiny-nvreason": (
         "{%- if messages[0]['role'] != 'system' -%}"
         "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{%- endif -%}"
@@ -112,8 +151,8 @@ TINY_TEMPLATES: dict[str, str] = {
         "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
     ),
 }
+TINY_TEMPLATES["tiny-llava-next"] = TINY_TEMPLATES["tiny-llava"]  # llava-v1.6-mistral uses Mistral's [INST] turns
 """Jinja chat templates of the tiny models."""
-
 
 _NVREASON_LINES = ["Find abnormalities and support devices.", "You are a helpful assistant.",
                    "<think> Step by step. </think> <answer> There is cardiomegaly. </answer>"] * 5
@@ -156,7 +195,7 @@ def _tokenizer(name: str, vocab_size: int = 640):
         kw = dict(bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
                   extra_special_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
                                         "image_token": "<image_soft_token>"})
-    elif name == "tiny-llava":
+    elif name in ("tiny-llava", "tiny-llava-next", "tiny-llava-1.5"):
         kw = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
                   extra_special_tokens={"image_token": "<image>"})
     else:  # tiny-qwen2vl, tiny-nvreason
@@ -189,7 +228,21 @@ def _processor(name: str, tok, *, image_tokens: int, dims: dict | None = None):
         size = _gemma_vision(side, dims)[0]
         ip = Gemma3ImageProcessorPil(size={"height": size, "width": size}, do_pan_and_scan=False)
         return Gemma3Processor(ip, tok, chat_template=tok.chat_template, image_seq_length=image_tokens)
-    if name == "tiny-llava":
+    if name == "tiny-llava-next":
+        from transformers import LlavaNextImageProcessorPil, LlavaNextProcessor
+
+        base = 8 * side
+        ip = LlavaNextImageProcessorPil(size={"shortest_edge": base}, crop_size={"height": base, "width": base},
+                                        image_grid_pinpoints=_llava_next_pinpoints(base))
+        return LlavaNextProcessor(ip, tok, patch_size=8, vision_feature_select_strategy="default",
+                                  chat_template=tok.chat_template, num_additional_image_tokens=1)
+    if name == "tiny-qwen3.5":
+        from transformers import Qwen2VLImageProcessorPil
+
+        px = (16 * side) ** 2  # the pixel cap: 16 merged 8-px patches of 2 x 2 = side x side tokens
+        ip = Qwen2VLImageProcessorPil(patch_size=8, merge_size=2, temporal_patch_size=2, min_pixels=px, max_pixels=px)
+        return _image_only_qwen3vl_processor()(image_processor=ip, tokenizer=tok, chat_template=tok.chat_template)
+    if name in ("tiny-llava", "tiny-llava-1.5"):
         from transformers import LlavaImageProcessorPil, LlavaProcessor
 
         ip = LlavaImageProcessorPil(size={"shortest_edge": 8 * side}, crop_size={"height": 8 * side, "width": 8 * side})
@@ -201,6 +254,32 @@ def _processor(name: str, tok, *, image_tokens: int, dims: dict | None = None):
     ip = Qwen2VLImageProcessorPil(patch_size=8, merge_size=2, temporal_patch_size=2, min_pixels=px, max_pixels=px)
     cls = _image_only_qwen2vl_processor("qwen2_5_vl" if name == "tiny-nvreason" else "qwen2_vl")
     return cls(image_processor=ip, tokenizer=tok, chat_template=tok.chat_template)
+
+
+def _llava_next_pinpoints(base: int) -> list[list[int]]:
+    """Anyres grid of the tiny LLaVA-NeXT: 1x2, 2x1 and 2x2 tiles of the base crop (the real model's
+    grid is the same shape at 336 px: [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]])."""
+    return [[base, 2 * base], [2 * base, base], [2 * base, 2 * base]]
+
+
+@lru_cache(maxsize=1)
+def _image_only_qwen3vl_processor():
+    """``Qwen3VLProcessor`` (Qwen3.5's processor class) without its video processor (needs torchvision)."""
+    from transformers import Qwen3VLProcessor
+    from transformers.processing_utils import ProcessorMixin
+
+    class ImageOnlyQwen3VLProcessor(Qwen3VLProcessor):
+        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+            self.image_token = tokenizer.image_token
+            self.video_token = tokenizer.video_token
+            self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+            self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
+            self.vision_start_token, self.vision_end_token = tokenizer.vision_start_token, tokenizer.vision_end_token
+            self.vision_start_token_id = tokenizer.convert_tokens_to_ids(self.vision_start_token)
+            self.vision_end_token_id = tokenizer.convert_tokens_to_ids(self.vision_end_token)
+
+    return ImageOnlyQwen3VLProcessor
 
 
 @lru_cache(maxsize=None)
@@ -246,6 +325,53 @@ def _config(name: str, tok, *, image_tokens: int, dims: dict | None):
             mm_tokens_per_image=image_tokens, boi_token_id=ids("<start_of_image>"), eoi_token_id=ids("<end_of_image>"),
             image_token_id=ids("<image_soft_token>"), pad_token_id=ids("<pad>"), bos_token_id=ids("<bos>"),
             eos_token_id=ids("<eos>"),
+        )
+    if name == "tiny-llava-next":
+        from transformers import LlavaNextConfig
+
+        return LlavaNextConfig(
+            vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=2, image_size=8 * side, patch_size=8, projection_dim=32),
+            text_config=dict(model_type="mistral", vocab_size=d["vocab"], hidden_size=d["hidden"],
+                             intermediate_size=d["intermediate"], num_hidden_layers=d["layers"],
+                             num_attention_heads=d["heads"], num_key_value_heads=d["kv_heads"], head_dim=head_dim,
+                             max_position_embeddings=4096, sliding_window=None,
+                             pad_token_id=ids("<pad>"), bos_token_id=ids("<s>"), eos_token_id=ids("</s>")),
+            image_token_id=ids("<image>"), vision_feature_layer=-1, vision_feature_select_strategy="default",
+            image_grid_pinpoints=_llava_next_pinpoints(8 * side), pad_token_id=ids("<pad>"),
+        )
+    if name == "tiny-llava-1.5":
+        from transformers import LlavaConfig
+
+        return LlavaConfig(
+            vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=2, image_size=8 * side, patch_size=8, projection_dim=32),
+            text_config=dict(model_type="llama", vocab_size=d["vocab"], hidden_size=d["hidden"],
+                             intermediate_size=d["intermediate"], num_hidden_layers=d["layers"],
+                             num_attention_heads=d["heads"], num_key_value_heads=d["kv_heads"], head_dim=head_dim,
+                             max_position_embeddings=4096,
+                             pad_token_id=ids("<pad>"), bos_token_id=ids("<s>"), eos_token_id=ids("</s>")),
+            image_token_id=ids("<image>"), vision_feature_layer=-2, vision_feature_select_strategy="default",
+            pad_token_id=ids("<pad>"),
+        )
+    if name == "tiny-qwen3.5":
+        from transformers import Qwen3_5Config
+
+        qd = 32  # head_dim; partial rotary 0.25 -> 8 rotary dims, mrope sections (t, h, w) of 4 pairs
+        return Qwen3_5Config(
+            text_config=dict(vocab_size=d["vocab"], hidden_size=d["hidden"], intermediate_size=d["intermediate"],
+                             num_hidden_layers=max(4, d["layers"]), num_attention_heads=d["heads"],
+                             num_key_value_heads=d["kv_heads"], head_dim=qd, linear_key_head_dim=16,
+                             linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                             max_position_embeddings=4096,
+                             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1],
+                                              "mrope_interleaved": True, "partial_rotary_factor": 0.25},
+                             pad_token_id=ids("<|endoftext|>"), bos_token_id=None, eos_token_id=ids("<|im_end|>")),
+            vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=8,
+                               spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=d["hidden"],
+                               num_position_embeddings=64),
+            image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
+            vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"),
         )
     if name == "tiny-llava":
         from transformers import LlavaConfig
