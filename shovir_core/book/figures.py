@@ -1,4 +1,14 @@
-"""Figures shared by chapters (matplotlib/seaborn; one function per figure kind)."""
+"""Figures shared by chapters (matplotlib/seaborn; one function per figure kind), and how the book shows them.
+
+:func:`show_figure` (what ``book.show(fig, ...)`` calls) saves a figure beside the executed notebook
+and outputs a MyST ``figure`` directive: a numbered figure with caption and alt text that the text
+cross-references as ``{numref}`fig-<name>```. Figures are drawn for the book's text column:
+:data:`COLUMN_WIDTH_IN` inches at :data:`CSS_PX_PER_IN` CSS px per inch, so text of
+:data:`MIN_FONT_PT` points or more is at least that size on the page (``show_figure`` refuses a
+figure whose smallest text would render smaller). The PNG carries its smallest font size and its
+CSS width as text chunks (``shovir:min_font_pt``, ``shovir:css_width_px``), which the browser test
+reads to check the rendered size.
+"""
 from __future__ import annotations
 
 import json
@@ -8,7 +18,109 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Rectangle
 
-__all__ = ["box_gallery", "audit_status_bars", "FINDING_COLOURS"]
+__all__ = ["box_gallery", "audit_status_bars", "FINDING_COLOURS", "show_figure", "column_figsize",
+           "COLUMN_WIDTH_IN", "CSS_PX_PER_IN", "MIN_FONT_PT", "SAVE_DPI", "FIGURES_LINK_DIR", "min_font_pt"]
+
+COLUMN_WIDTH_IN = 8.0
+"""Width of a full-column figure in inches (800 CSS px: the book's text column is wider at 1400 px)."""
+CSS_PX_PER_IN = 100
+"""CSS pixels per figure inch on the page (the ``width`` the figure directive sets)."""
+MIN_FONT_PT = 9.0
+"""Smallest text a figure may carry, in points at page width (9 pt = 12.5 CSS px here)."""
+SAVE_DPI = 200
+"""PNG resolution: two image pixels per CSS pixel, sharp on high-density screens."""
+FIGURES_LINK_DIR = "_figures"
+"""The PNGs' folder relative to the executed notebook."""
+
+
+def column_figsize(height: float, *, fraction: float = 1.0) -> tuple[float, float]:
+    """``(width, height)`` in inches of a figure ``fraction`` of the text column wide."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    return (COLUMN_WIDTH_IN * fraction, float(height))
+
+
+def _visible_texts(fig):
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    box = fig.bbox
+    out = []
+    for t in fig.findobj(Text):
+        if not t.get_visible() or not t.get_text().strip():
+            continue
+        ext = t.get_window_extent()
+        if ext.x1 < box.x0 or ext.x0 > box.x1 or ext.y1 < box.y0 or ext.y0 > box.y1:
+            continue
+        out.append(t)
+    return out
+
+
+def min_font_pt(fig) -> float:
+    """The smallest font size (points) of the visible, non-empty texts of ``fig``."""
+    sizes = [t.get_fontsize() for t in _visible_texts(fig)]
+    return float(min(sizes)) if sizes else float("inf")
+
+
+def show_figure(fig, *, runs, name: str | None, caption: str | None, alt: str | None) -> None:
+    """Show ``fig`` in the book as a numbered figure with ``caption`` and ``alt`` text.
+
+    The figure is saved as ``_figures/<name>.png`` beside the executed notebook and displayed as a
+    MyST ``figure`` directive labelled ``fig-<name>``; the matplotlib figure is closed, so the
+    notebook shows it once. Raises ValueError when the caption or alt text is missing, or when the
+    smallest text would render below :data:`MIN_FONT_PT` at the figure's page width (the page
+    shows a figure at most one column wide). Figures with images refuse credentialed runs.
+    """
+    from IPython.display import display
+    from matplotlib.image import AxesImage
+
+    from .guard import CredentialedDataError, any_credentialed
+    from .render import BookTable, check_name, default_name, output_dir
+
+    if not caption or not alt:
+        raise ValueError(f"figure {name!r}: pass caption=... (what it shows) and alt=... (what a reader who cannot "
+                         "see it needs to know)")
+    name = check_name(name) if name else default_name(caption, kind="figure")
+    if any_credentialed(runs) and fig.findobj(AxesImage):
+        raise CredentialedDataError(f"figure {name!r}: refusing to render pixels from credentialed run(s)")
+    width_in = fig.get_size_inches()[0]
+    shrink = min(1.0, COLUMN_WIDTH_IN / width_in)
+    smallest = min_font_pt(fig)
+    if smallest * shrink < MIN_FONT_PT - 1e-9:
+        raise ValueError(f"figure {name!r}: its smallest text ({smallest:g} pt on a {width_in:g} in wide figure) "
+                         f"renders at {smallest * shrink:.1f} pt in the {COLUMN_WIDTH_IN:g} in text column; "
+                         f"use at least {MIN_FONT_PT:g} pt and figsize=figures.column_figsize(...)")
+    from PIL import Image
+
+    path = output_dir() / FIGURES_LINK_DIR / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=SAVE_DPI, bbox_inches="tight", pad_inches=0.05,
+                metadata={"Software": None, "shovir:min_font_pt": f"{smallest:g}"})
+    with Image.open(path) as im:
+        width_px = im.size[0]
+    css_width = int(round(min(width_px * CSS_PX_PER_IN / SAVE_DPI, COLUMN_WIDTH_IN * CSS_PX_PER_IN)))
+    _set_png_text(path, {"shovir:min_font_pt": f"{smallest:g}", "shovir:css_width_px": str(css_width)})
+    import matplotlib.pyplot as _plt
+
+    _plt.close(fig)
+    alt_text = " ".join(str(alt).split())
+    caption_text = " ".join(str(caption).split())
+    markdown = "\n".join([
+        f":::{{figure}} {FIGURES_LINK_DIR}/{name}.png", f":name: fig-{name}", f":alt: {alt_text}",
+        f":width: {css_width}px", ":class: shovir-figure", "", caption_text, ":::"])
+    display(BookTable(markdown=markdown, plain=f"Figure {name}: {caption_text}", csv_path=None))
+
+
+def _set_png_text(path, chunks: dict) -> None:
+    """Rewrite ``path`` with ``chunks`` as PNG text chunks (after the size is known)."""
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    for k, v in chunks.items():
+        info.add_text(k, v)
+    with Image.open(path) as im:
+        im.load()
+        im.save(path, pnginfo=info)
 
 FINDING_COLOURS = dict(zip(
     ["Atelectasis", "Cardiomegaly", "Pleural Effusion", "Lung Opacity", "Lung Lesion", "Pneumonia",

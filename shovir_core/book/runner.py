@@ -15,12 +15,17 @@ from .. import paths
 from ..records import READ_LOG_ENV
 from .glue import GLUE_LOG_ENV
 from .params import load_params, toc_notebooks
+from .render import NOTEBOOK_ENV, OUTPUT_DIR_ENV
 
 __all__ = ["make_records", "execute_notebook", "execute_book", "build_book", "BookError", "glue_index",
-           "GLUE_INDEX"]
+           "GLUE_INDEX", "RECORDS_DIR"]
 
 GLUE_INDEX = "_glue_index.json"
 """``book/_glue_index.json``: glue key -> the run records (id, spec hash) its value came from."""
+
+RECORDS_DIR = "_records"
+"""``book/_records/<run_id>/manifest.json``: a copy of every manifest a notebook read, which the book
+links from each glued number and each chapter's "Records read" table (copied into the HTML)."""
 
 
 class BookError(RuntimeError):
@@ -80,9 +85,11 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         log.touch()
         glue_log = Path(tmp) / "glue.jsonl"
         glue_log.touch()
-        env_before = {k: os.environ.get(k) for k in (READ_LOG_ENV, GLUE_LOG_ENV)}
+        env_before = {k: os.environ.get(k) for k in (READ_LOG_ENV, GLUE_LOG_ENV, OUTPUT_DIR_ENV, NOTEBOOK_ENV)}
         os.environ[READ_LOG_ENV] = str(log)
         os.environ[GLUE_LOG_ENV] = str(glue_log)
+        os.environ[OUTPUT_DIR_ENV] = str(output_dir)
+        os.environ[NOTEBOOK_ENV] = notebook
         try:
             papermill.execute_notebook(
                 str(src_nb), str(target), parameters=params, kernel_name="python3",
@@ -97,19 +104,34 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-        reads = sorted({json.loads(line)["run_id"] for line in log.read_text().splitlines() if line.strip()})
+        read_entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        reads = sorted({e["run_id"] for e in read_entries})
+        _copy_manifests(output_dir, read_entries)
         glued = {}
         for line in glue_log.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 entry = json.loads(line)
                 glued[entry["key"]] = entry["runs"]
     executed = json.loads(target.read_text(encoding="utf-8"))
+    for cell in executed["cells"]:  # the parameters papermill injected: one click away, not on the page
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if "injected-parameters" in tags and "hide-cell" not in tags:
+            tags.append("hide-cell")
     executed["metadata"]["shovir"] = {"profile": profile, "run_ids": run_ids, "records_read": reads,
                                       "params_file": str(spec["path"].relative_to(paths.repo_root())),
                                       "glue": glued}
     target.write_text(json.dumps(executed, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     _update_glue_index(output_dir, notebook, glued)
     return target
+
+
+def _copy_manifests(output_dir: Path, read_entries: list[dict]) -> None:
+    """Copy each read record's ``manifest.json`` to ``<output_dir>/_records/<run_id>/manifest.json``."""
+    for entry in read_entries:
+        src = Path(entry["path"]) / "manifest.json"
+        dst = Path(output_dir) / RECORDS_DIR / entry["run_id"] / "manifest.json"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
 
 
 def _update_glue_index(output_dir: Path, notebook: str, glued: dict) -> None:

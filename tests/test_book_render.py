@@ -1,0 +1,129 @@
+"""Readers' tables and figures: formatting, reshaping, CSV, captions; the book extension's titles."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from shovir_core.book import figures, render  # noqa: E402
+from shovir_core.book.sphinx_ext import _glue_key, glue_title, record_title  # noqa: E402
+from shovir_core.tables.result import TableResult  # noqa: E402
+
+
+@pytest.fixture
+def outdir(tmp_path, monkeypatch):
+    monkeypatch.setenv(render.OUTPUT_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(render.NOTEBOOK_ENV, "my_chapter")
+    return tmp_path
+
+
+def test_cells_are_formatted_once_per_quantity():
+    frame = pd.DataFrame({"model": ["a", "b"], "flip_rate": [0.0470, np.nan], "n_trials": [44786, 12],
+                          "ssim": [0.912345, 0.7929], "ok": [True, False], "note": [None, "x"]})
+    text = render.format_frame(frame, metrics={"flip_rate": "flip_rate"}, labels={"n_trials": "trials"},
+                               missing={"flip_rate": "not run"})
+    assert list(text.columns) == ["model", "Flip rate", "trials", "ssim", "ok", "note"]
+    assert text["Flip rate"].tolist() == ["4.70%", "not run"]
+    assert text["trials"].tolist() == ["44,786", "12"]
+    assert text["ssim"].tolist() == ["0.912", "0.793"]
+    assert text["ok"].tolist() == ["yes", "no"]
+    assert text["note"].tolist() == ["n/a", "x"]
+    for v in text.to_numpy().ravel():
+        assert v not in ("nan", "NaN", "None", "True", "False")
+
+
+def test_per_row_metric_column_formats_each_row_and_is_hidden():
+    frame = pd.DataFrame({"quantity": ["rate", "diff"], "metric": ["flip_rate", "paired_diff"],
+                          "value": [0.1045, -0.005]})
+    text = render.format_frame(frame)
+    assert "metric" not in text.columns
+    assert text["value"].tolist() == ["10.45%", "−0.50 pp"]
+
+
+def test_two_level_columns_are_stacked_into_row_groups(outdir):
+    cols = pd.MultiIndex.from_product([["Baseline", "FullNoise"], ["f1_14_micro", "bleu1"]], names=["arm", None])
+    frame = pd.DataFrame([[0.5, 0.1, 0.2, 0.05], [0.6, 0.2, 0.3, 0.1]], index=pd.Index(["m1", "m2"], name="model"),
+                         columns=cols)
+    t = TableResult(frame, metrics={"f1_14_micro": "f1_14_micro", "bleu1": "bleu1"}, caption="Table one.")
+    out = render.table_markdown(t, name="sv-t1")
+    md = out.markdown
+    assert md.count("{list-table}") == 1 and ":name: tbl-sv-t1" in md
+    assert "F1-14 (micro)" in md and "BLEU-1" in md and "0.500" in md
+    body = md.split("\n")
+    # model label printed once per block, the arm on every row
+    assert sum(1 for line in body if line.strip() == "* - m1") == 1
+    assert (outdir / "_tables" / "sv-t1.csv").is_file()
+    csv = pd.read_csv(outdir / "_tables" / "sv-t1.csv")
+    assert csv.shape == (2, 5) and "Baseline / f1_14_micro" in csv.columns
+    assert "{download}`Download this table (CSV) <_tables/sv-t1.csv>`" in md
+
+
+def test_wide_tables_are_split_and_long_ones_grouped(outdir):
+    frame = pd.DataFrame({f"a_long_column_{i}": np.linspace(0, 1, 3) for i in range(20)},
+                         index=pd.Index(["x", "y", "z"], name="row"))
+    md = render.table_markdown(TableResult(frame, caption="Wide. More."), name="wide").markdown
+    n = md.count("{list-table}")
+    assert n >= 2 and f"(part {n} of {n})" in md
+    assert md.count(":name:") == 1
+    long = pd.DataFrame({"kind": ["a"] * 3 + ["b"] * 2, "value": range(5)})
+    md = render.table_markdown(TableResult(long, caption="Long."), name="long", groups="kind").markdown
+    assert md.count("{list-table}") == 2 and "Long — a" in md and "Long — b" in md
+    with pytest.raises(ValueError, match="groups='nope'"):
+        render.table_markdown(TableResult(long, caption="x"), name="long", groups="nope")
+
+
+def test_markdown_special_characters_are_escaped_and_names_checked(outdir):
+    frame = pd.DataFrame({"label": ["*bold* <b> $x$ | a", "- item", "1. first"]})
+    md = render.table_markdown(TableResult(frame, caption="Escapes"), name="esc").markdown
+    assert r"\*bold\* \<b\> \$x\$ \| a" in md and r"* - \- item" in md and r"\1. first" in md
+    with pytest.raises(ValueError, match="lower-case"):
+        render.table_markdown(TableResult(frame, caption="x"), name="Bad_Name")
+
+
+def test_record_column_links_to_manifest(outdir):
+    frame = pd.DataFrame({"run_id": ["cohort/demo/abc123"], "status": ["complete"]})
+    md = render.table_markdown(TableResult(frame, caption="Records"), name="recs").markdown
+    assert "{record}`cohort/demo/abc123`" in md
+
+
+def test_default_names_are_stable_and_namespaced(monkeypatch):
+    monkeypatch.setenv(render.NOTEBOOK_ENV, "shovir_table1")
+    a = render.default_name("Records read")
+    assert a == render.default_name("Records read") and a.startswith("shovir-table1-table-")
+    render.check_name(a)
+
+
+def test_show_figure_writes_png_with_font_record_and_refuses_small_text(outdir):
+    from PIL import Image
+
+    fig, ax = plt.subplots(figsize=figures.column_figsize(3))
+    ax.plot([0, 1], [0, 1], label="line")
+    ax.set_xlabel("p (0–1)")
+    ax.legend()
+    figures.show_figure(fig, runs=[], name="demo-fig", caption="A line.", alt="A rising line from 0 to 1.")
+    png = outdir / "_figures" / "demo-fig.png"
+    with Image.open(png) as im:
+        meta = dict(im.text)
+    assert float(meta["shovir:min_font_pt"]) >= figures.MIN_FONT_PT
+    assert 0 < int(meta["shovir:css_width_px"]) <= figures.COLUMN_WIDTH_IN * figures.CSS_PX_PER_IN
+    wide, ax = plt.subplots(figsize=(16, 3))
+    ax.set_title("small", fontsize=10)
+    with pytest.raises(ValueError, match="renders at 5.0 pt"):
+        figures.show_figure(wide, runs=[], name="wide-fig", caption="c", alt="a")
+    with pytest.raises(ValueError, match="alt="):
+        figures.show_figure(wide, runs=[], name="wide-fig", caption="c", alt="")
+    plt.close("all")
+
+
+def test_glue_titles_name_run_spec_and_commit():
+    manifest = {"spec_sha256": "ab" * 32, "provenance": {"git": {"commit": "0123456789abcdef", "dirty": True}}}
+    assert record_title("p/n/abc", manifest) == "run p/n/abc · spec sha256 abababababab · commit 0123456789 (dirty)"
+    title = glue_title("ml.x", [{"run_id": "p/n/abc", "spec_sha256": "cd" * 32}], {"p/n/abc": manifest})
+    assert "run p/n/abc" in title and "spec sha256 cdcdcdcdcdcd" in title and "commit 0123456789" in title
+    assert "not computed from a run record" in glue_title("ml.paper.x", [], {})
+    assert _glue_key("data.ipynb::data.n:d", with_format=True) == ("data.n", "data.ipynb")
+    assert _glue_key("sv.t1.max:.3f", with_format=True) == ("sv.t1.max", None)
+    assert _glue_key("ml.six_findings", with_format=True) == ("ml.six_findings", None)
