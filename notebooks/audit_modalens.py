@@ -69,6 +69,9 @@ for key, value in papers.audit_glue_values(checks, counts, paper="modalens").ite
 
 # %%
 fig = figures.audit_status_bars(summary, title="ModaLens: consistency checks by kind")
+book.show(fig, runs=runs, name="audit-ml-status",
+          caption="ModaLens's consistency checks by kind: passed and flagged.",
+          alt="Stacked horizontal bars of passed and flagged checks for each kind of check.")
 
 # %% [markdown]
 # ## Flagged checks

@@ -66,6 +66,9 @@ for key, value in papers.audit_glue_values(checks, counts, paper="shovir").items
 
 # %%
 fig = figures.audit_status_bars(summary, title="ShoViR: consistency checks by kind")
+book.show(fig, runs=runs, name="audit-sv-status",
+          caption="ShoViR's consistency checks by kind: passed and flagged.",
+          alt="Stacked horizontal bars of passed and flagged checks for each kind of check.")
 
 # %% [markdown]
 # ## Flagged checks

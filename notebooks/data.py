@@ -65,7 +65,7 @@ prev = {"boxes": summary.prevalence_table(boxes_trials), "multi": summary.preval
 book.show(prev["multi"], runs=runs)
 
 # %%
-fig, ax = plt.subplots(figsize=(8, 4.5))
+fig, ax = plt.subplots(figsize=figures.column_figsize(4.5))
 plot_df = (prev["multi"]["positive"].rename("64-px multi-study set").to_frame()
            .join(prev["boxes"]["positive"].rename("box set")).reset_index()
            .melt(id_vars="class", var_name="cohort", value_name="positive images"))
@@ -74,6 +74,10 @@ ax.set_title("Positive images per CheXpert class")
 ax.set_xlabel("images with the class positive")
 ax.set_ylabel("")
 fig.tight_layout()
+book.show(fig, runs=runs, name="data-prevalence",
+          caption="Positive images per CheXpert class in the two demo cohorts (NIH labels mapped to CheXpert).",
+          alt="Horizontal bar chart: for each CheXpert class, the number of positive images in the 64-px "
+              "multi-study set and in the box set.")
 book.glue("data.multi.n_no_finding", int(prev["multi"].loc["No Finding", "positive"]), runs=runs)
 
 # %% [markdown]
@@ -102,12 +106,15 @@ assert int(bt["boxes"].sum()) == counts["boxes"]["n_boxes"]
 book.glue("data.boxes.min_boxes_per_class", int(bt["boxes"].min()), runs=runs)
 bf = summary.boxes_frame(boxes_trials)
 book.glue("data.boxes.median_rel_area", float(bf["rel_area"].median()), runs=runs)
-fig, ax = plt.subplots(figsize=(8, 4))
+fig, ax = plt.subplots(figsize=figures.column_figsize(4))
 sns.boxplot(bf, y="finding", x="rel_area", ax=ax, log_scale=True)
 ax.set_title("Box area as a fraction of the image, per finding")
 ax.set_xlabel("box area / image area (log scale)")
 ax.set_ylabel("")
 fig.tight_layout()
+book.show(fig, runs=runs, name="data-box-area",
+          caption="Expert box area as a fraction of the image, per finding (box set; log scale).",
+          alt="Box plots of box area over image area for each finding, on a logarithmic axis.")
 
 # %% [markdown]
 # ## Gallery
@@ -116,6 +123,11 @@ fig.tight_layout()
 
 # %%
 fig = figures.box_gallery(boxes_trials, per_class=1, ncols=4, seed=gallery_seed)
+book.show(fig, runs=runs, name="data-gallery",
+          caption="One demo image per box class with its expert boxes: solid, the titled finding; dashed, the "
+                  "image's other findings.",
+          alt="A grid of chest X-rays, one per finding class, each with coloured rectangles around the annotated "
+              "regions.")
 
 # %% [markdown]
 # ## Records read

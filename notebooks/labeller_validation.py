@@ -35,6 +35,7 @@ import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.book import figures
 from shovir_core.labeling import validation
 
 runs = book.load_runs("labeller_validation", profile=profile, run_ids=run_ids)
@@ -131,13 +132,18 @@ overview = book.show(overview.round(3), runs=runs)
 
 # %%
 plot_df = per_class[per_class.split == "test"]
-fig, ax = plt.subplots(figsize=(8, 4.5))
+fig, ax = plt.subplots(figsize=figures.column_figsize(4.5))
 sns.barplot(plot_df, y="finding", x="f1", hue="labeller", ax=ax)
 ax.set_title("F1 per class against the MeSH reference (held-out IU X-ray reports)")
 ax.set_xlabel("F1 (uncertain codes as negative)")
 ax.set_ylabel("")
 ax.set_xlim(0, 1)
+ax.legend(title="labeller", loc="upper left", bbox_to_anchor=(1.01, 1))
 fig.tight_layout()
+book.show(fig, runs=runs, name="lv-f1-per-class",
+          caption="F1 per CheXpert class of the rule-based labeller and the keyword matcher against the indexers' "
+                  "MeSH terms, on held-out IU X-ray reports (uncertain codes as negative).",
+          alt="Horizontal bar chart of F1 per finding for two labellers, on a 0 to 1 axis.")
 
 # %% [markdown]
 # ## Summary

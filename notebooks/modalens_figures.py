@@ -40,6 +40,7 @@ import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.book import figures
 from shovir_core.tables import modalens as mt
 
 runs = book.load_runs("modalens_figures", profile=profile, run_ids=run_ids)
@@ -83,7 +84,7 @@ for key, row in vs_paper.iterrows():
 book.show(vs_paper.round(4), runs=runs)
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+fig, axes = plt.subplots(1, 2, figsize=figures.column_figsize(4.4))
 sns.histplot(fig2.frame, x="abs_dm", hue="report", bins=40, element="step", stat="probability",
              common_norm=False, ax=axes[0])
 axes[0].axvline(margin_threshold, color="grey", ls="--", lw=1)
@@ -96,8 +97,14 @@ sns.barplot(plot_df, y="finding", x="mean |Δm|", hue="report", ax=axes[1])
 axes[1].set_title("C: mean |Δm| per question")
 axes[1].set_xlabel("mean |Δm| (logit units)")
 axes[1].set_ylabel("")
-fig.suptitle(f"Figure 2 (demo, {primary_model}, template reports): margin changes under image swap")
+axes[1].legend(title="report", loc="lower center", bbox_to_anchor=(0.5, 1.08), ncols=2)
 fig.tight_layout()
+book.show(fig, runs=runs, name="ml-fig2",
+          caption=f"ModaLens Figure 2 on the demo ({primary_model}, template reports): A/B, the distribution of "
+                  "the paired margin change |Δm| under image swap with and without the report (dashed: the "
+                  "threshold); C, the mean |Δm| per question.",
+          alt="Left: step histograms of the absolute margin change for report present and absent. Right: "
+              "horizontal bars of the mean margin change per question for both arms.")
 
 # %%
 fig2_counts = {"n_findings_absent_larger": int((by_finding["absent"] > by_finding["present"]).sum()),
@@ -147,14 +154,19 @@ for arm in ("present", "absent"):
     book.glue(f"ml.validation.blind.fr_{arm}", blind[f"fr_{arm}"], runs=runs)
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 4))
+fig, ax = plt.subplots(figsize=figures.column_figsize(3.8, fraction=0.75))
 ax.plot(sweep.index, sweep["fr_present"], marker="o", label="report present")
 ax.plot(sweep.index, sweep["fr_absent"], marker="s", ls="--", label="report absent")
 ax.set_xlabel("anchoring weight w of ref-anchored@w")
 ax.set_ylabel("swap flip rate (lowercase readout)")
-ax.set_title("Reference-model validation: flip rate vs known report weight")
+ax.set_title("Flip rate against the known report weight")
 ax.legend()
 fig.tight_layout()
+book.show(fig, runs=runs, name="ml-validation",
+          caption="Reference-model validation: the swap flip rate of ref-anchored@w with and without the report, "
+                  "against the model's known report weight w.",
+          alt="Two lines of swap flip rate against the anchoring weight w from 0 to 1, one with the report in "
+              "the prompt and one without.")
 
 # %% [markdown]
 # The report-present flip rate falls from {glue:text}`ml.validation.w0.fr_present:.2%` at w = 0 to

@@ -32,6 +32,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.book import figures
 from shovir_core.perturb import report
 
 runs = book.load_runs("perturbations", profile=profile, run_ids=run_ids)
@@ -55,6 +56,12 @@ n_verified = report.verify_gallery(gallery)
 assert n_verified == len(gallery), "every gallery PNG matches the hashes in the record"
 image_id, target = spec["gallery"][0]
 fig = report.plot_gallery(gallery, preset="paper", image_id=image_id, target=target)
+book.show(fig, runs=runs, name="pt-gallery-paper",
+          caption="One demo image under every condition and strength p (preset \"paper\"): Baseline and Full "
+                  "Noise, then RO, OCO and DOCO by p. Solid outlines: occluded boxes (yellow B_c, cyan the "
+                  "co-finding boxes, red random boxes); dashed white: the target's annotated boxes.",
+          alt="A grid of one chest X-ray: clean, full noise, and three rows of occlusion conditions with noise "
+              "blended into boxes at increasing strength from left to right.")
 
 # %% [markdown]
 # The authors' code differs from the paper's description (preset `reference-code`): the centre is
@@ -64,6 +71,10 @@ fig = report.plot_gallery(gallery, preset="paper", image_id=image_id, target=tar
 
 # %%
 fig = report.plot_gallery(gallery, preset="reference-code", image_id=image_id, target=target)
+book.show(fig, runs=runs, name="pt-gallery-reference-code",
+          caption="The same image under the authors' code (preset \"reference-code\"): trimmed-median centre, "
+                  "per-channel blurred noise, feathered masks.",
+          alt="The same grid of occlusion conditions as the previous figure, with softer noise edges.")
 
 # %% tags=["nbval-check-output"]
 noise = report.noise_table(gallery)
@@ -150,7 +161,7 @@ for key, value in swap_values.items():
 # what this chapter checks. The `mimic` profile uses 896 × 896.
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 3.8))
+fig, ax = plt.subplots(figsize=figures.column_figsize(3.8))
 plot_df = subs.assign(tier=subs["tier"].astype(int).map({1: "1: same patient, labels differ",
                                                           2: "2: same patient, any study",
                                                           3: "3: other patient"}))
@@ -162,6 +173,11 @@ ax.set_xlabel("SSIM")
 ax.set_ylabel("cases")
 ax.set_xlim(0, 1)
 fig.tight_layout()
+book.show(fig, runs=runs, name="pt-ssim",
+          caption="SSIM between each source image and its substitute, stacked by substitute tier; the dashed "
+                  "line is the rejection threshold.",
+          alt="Stacked histogram of SSIM values between 0 and 1 for three substitute tiers, with a vertical "
+              "dashed threshold line.")
 
 # %% [markdown]
 # ## Records read

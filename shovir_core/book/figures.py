@@ -146,7 +146,8 @@ def box_gallery(trials: pd.DataFrame, *, per_class: int = 1, ncols: int = 4, see
         for i in rng.choice(len(pool), size=min(per_class, len(pool)), replace=False):
             chosen.append((f, pool.iloc[int(i)]))
     nrows = int(np.ceil(len(chosen) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3 * ncols, 3.5 * nrows), squeeze=False)
+    panel = COLUMN_WIDTH_IN / ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(COLUMN_WIDTH_IN, panel * 1.25 * nrows + 0.4), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     for ax, (f, row) in zip(axes.flat, chosen):
@@ -157,18 +158,17 @@ def box_gallery(trials: pd.DataFrame, *, per_class: int = 1, ncols: int = 4, see
                                    lw=2 if b["finding"] == f else 1, ls="-" if b["finding"] == f else "--",
                                    ec=FINDING_COLOURS.get(b["finding"], "red")))
         ax.set_title(f"{f}\n{row['image_id']} ({row['view']})", fontsize=9)
-    fig.suptitle("Demo images with expert boxes (solid: the titled finding; dashed: other findings)")
     fig.tight_layout()
     return fig
 
 
 def audit_status_bars(summary: pd.DataFrame, *, title: str):
     """Stacked bars of passed and flagged checks per kind (rows of ``papers.audit_summary``)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=column_figsize(3.4))
     summary.drop(index="total")[["passed", "flagged"]].plot.barh(stacked=True, ax=ax, color=["#4c9f70", "#d1495b"])
     ax.set_title(title)
     ax.set_xlabel("checks")
     ax.set_ylabel("")
-    ax.legend(title="status")
+    ax.legend(title="status", loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig

@@ -54,7 +54,7 @@ ROW_METRIC_COLUMN = "metric"
 RECORD_COLUMN = "run_id"
 """A column of this name holds run ids; its cells link to the record's manifest (``{record}`` role)."""
 
-_CHAR_PX = 8.0       # mean advance of the table font (14 px sans-serif, bold headers)
+_CHAR_PX = 8.4       # mean advance of the table font (14 px sans-serif, bold headers)
 _CELL_PAD_PX = 20    # left + right padding of a cell
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|{}$~])")
