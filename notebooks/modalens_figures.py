@@ -32,6 +32,7 @@ primary_w = 0.5
 n_draws = 1000
 bootstrap_seed = 0
 margin_threshold = 0.5
+reproduces_paper = False
 
 # %%
 import matplotlib.pyplot as plt
@@ -42,6 +43,7 @@ import seaborn as sns
 from shovir_core import book
 from shovir_core.book import figures
 from shovir_core.tables import modalens as mt
+from shovir_core.tables import paper_vs_run as pvr
 
 runs = book.load_runs("modalens_figures", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
@@ -75,13 +77,15 @@ if primary_w is not None and 0 < primary_w < 1:
 book.glue("ml.fig2.n_draws", n_draws, runs=runs)
 for key, value in v.items():
     book.glue(f"ml.{key}", value, runs=runs)
-vs_paper = mt.paper_comparison(v)
-assert len(vs_paper) == 4, "the four published Figure 2 values have run values"
-for key, row in vs_paper.iterrows():
-    book.glue(f"ml.paper.{key}", row["paper"], runs=runs)
+fig2_rows = tuple(r for r in pvr.MODALENS_ROWS if r.key.startswith("fig2."))
+vs_paper = pvr.paper_vs_run(v, paper="modalens", rows=fig2_rows, same_setting=reproduces_paper,
+                            setting="MedGemma-27B on MIMIC-CXR", runs=runs)
+assert (vs_paper.frame["verdict"] != pvr.NOT_RUN).all(), "the four published Figure 2 values have run values"
+book.glue_values("ml.paper", vs_paper.values, runs=[])  # published values: from the paper, not from a record
 
 # %% tags=["nbval-check-output"]
-book.show(vs_paper.round(4), runs=runs)
+book.show(vs_paper, runs=runs, name="ml-fig2-paper-vs-run",
+          intervals={"paper": ("paper_lo", "paper_hi")}, missing={"run": "not run"})
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=figures.column_figsize(4.4))

@@ -127,3 +127,13 @@ def test_glue_titles_name_run_spec_and_commit():
     assert _glue_key("data.ipynb::data.n:d", with_format=True) == ("data.n", "data.ipynb")
     assert _glue_key("sv.t1.max:.3f", with_format=True) == ("sv.t1.max", None)
     assert _glue_key("ml.six_findings", with_format=True) == ("ml.six_findings", None)
+
+
+def test_intervals_print_inside_their_estimate():
+    frame = pd.DataFrame({"metric": ["paired_diff", "flip_rate"], "paper": [0.1237, 0.047],
+                          "paper_lo": [0.1119, np.nan], "paper_hi": [0.1357, np.nan]})
+    text = render.format_frame(frame, intervals={"paper": ("paper_lo", "paper_hi")})
+    assert list(text.columns) == ["paper"]
+    assert text["paper"].tolist() == ["+12.37 pp [+11.19, +13.57]", "4.70%"]
+    with pytest.raises(ValueError, match="intervals"):
+        render.format_frame(frame, intervals={"paper": ("lo", "hi")})

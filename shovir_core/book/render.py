@@ -54,8 +54,8 @@ ROW_METRIC_COLUMN = "metric"
 RECORD_COLUMN = "run_id"
 """A column of this name holds run ids; its cells link to the record's manifest (``{record}`` role)."""
 
-_CHAR_PX = 8.4       # mean advance of the table font (14 px sans-serif, bold headers)
-_CELL_PAD_PX = 20    # left + right padding of a cell
+_CHAR_PX = 8.6       # mean advance of the table font (14 px sans-serif, bold headers)
+_CELL_PAD_PX = 26    # left + right padding of a cell
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|{}$~])")
 _LIST_MARKER = re.compile(r"^([+\-]|\d+[.)])(\s|$)")
@@ -134,7 +134,8 @@ def _header(col, labels: Mapping, metrics: Mapping) -> str:
 
 def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = None,
                  labels: Mapping[str, str] | None = None, formats: Mapping[str, str] | None = None,
-                 missing: str | Mapping[str, str] = "n/a") -> pd.DataFrame:
+                 missing: str | Mapping[str, str] = "n/a",
+                 intervals: Mapping[str, tuple[str, str]] | None = None) -> pd.DataFrame:
     """Every cell of ``frame`` as reader text, headers renamed (index levels become columns).
 
     Parameters
@@ -148,6 +149,9 @@ def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = Non
         integer-valued floats print as counts).
     missing : str or mapping
         Text for a missing value (per column when a mapping; ``"n/a"`` otherwise).
+    intervals : mapping
+        Column -> ``(low column, high column)``: the interval is printed in the column's cells
+        (``+12.37 pp [+11.19, +13.57]``) and its two columns are not shown (the CSV keeps them).
     """
     from ..metrics.schema import metric_spec
 
@@ -183,8 +187,25 @@ def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = Non
             else:
                 vals = [_cell(v, fmt=fmt, missing=miss) for v in s]
         out[col] = vals
-    text = pd.DataFrame(out, columns=flat.columns)
-    text.columns = [_header(c, labels, metrics) for c in flat.columns]
+    shown = list(flat.columns)
+    for col, (lo, hi) in (intervals or {}).items():
+        for c in (col, lo, hi):
+            if c not in out:
+                raise ValueError(f"intervals: {c!r} is not a column of the table; columns: {shown}")
+        miss = missing.get(lo, "n/a") if isinstance(missing, Mapping) else missing
+        out[col] = [v if (a == miss or b == miss or _is_missing(x) or _is_missing(y))
+                    else f"{v} [{_strip_unit(a)}, {_strip_unit(b)}]"
+                    for v, a, b, x, y in zip(out[col], out[lo], out[hi], flat[lo], flat[hi])]
+        shown = [c for c in shown if c not in (lo, hi)]
+    text = pd.DataFrame({c: out[c] for c in shown}, columns=shown)
+    text.columns = [_header(c, labels, metrics) for c in shown]
+    return text
+
+
+def _strip_unit(text: str) -> str:
+    for unit in (" pp", "%", "x"):
+        if text.endswith(unit):
+            return text[: -len(unit)]
     return text
 
 
@@ -217,7 +238,7 @@ def _stack_column_levels(frame: pd.DataFrame, metrics: dict) -> tuple[pd.DataFra
 
 
 def _est_width(text: pd.DataFrame) -> list[float]:
-    """Estimated CSS px per column: numbers never wrap, text wraps to about 22 characters."""
+    """Estimated CSS px per column: numbers never wrap, text wraps to about 18 characters."""
     numeric = _numeric_columns(text)
     widths = []
     for j, col in enumerate(text.columns):
@@ -225,7 +246,7 @@ def _est_width(text: pd.DataFrame) -> list[float]:
         body = max((len(v) for v in text[col]), default=1)
         if j not in numeric:
             longest_word = max((len(w) for v in text[col] for w in str(v).split()), default=1)
-            body = max(min(body, 22), longest_word)
+            body = max(min(body, 18), longest_word)
         widths.append(max(head, body) * _CHAR_PX + _CELL_PAD_PX)
     return widths
 
@@ -324,7 +345,7 @@ class BookTable:
 def table_markdown(table, *, name: str | None, caption: str | None = None, formats: Mapping[str, str] | None = None,
                    missing: str | Mapping[str, str] = "n/a", groups: str | None = None,
                    budget_px: float = WIDTH_BUDGET_PX, write_csv: bool = True,
-                   note: str | None = None) -> BookTable:
+                   note: str | None = None, intervals: Mapping[str, tuple[str, str]] | None = None) -> BookTable:
     """MyST markup of ``table`` (a TableResult) as one or more numbered tables, with a CSV link.
 
     Parameters
@@ -339,6 +360,8 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         A column (or index level) whose values split the rows into one table per section.
     note : str, optional
         A sentence printed under the table (e.g. why some cells read "not run").
+    intervals : mapping, optional
+        Column -> ``(low, high)`` columns printed in its cells (see :func:`format_frame`).
     """
     if name is not None:
         check_name(name)
@@ -374,9 +397,11 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
     first = True
     short = caption.split(". ")[0].rstrip(".") if caption else ""
     for s_i, (section, part) in enumerate(sections):
-        text = format_frame(part, metrics=metrics, labels=labels, formats=formats, missing=missing)
-        record_cols = {j for j, c in enumerate(part.reset_index().columns if n_keys else part.columns)
-                       if c == RECORD_COLUMN}
+        text = format_frame(part, metrics=metrics, labels=labels, formats=formats, missing=missing,
+                            intervals=intervals)
+        raw_cols = [c for c in (part.reset_index().columns if n_keys else part.columns)
+                    if c != ROW_METRIC_COLUMN and not any(c in pair for pair in (intervals or {}).values())]
+        record_cols = {j for j, c in enumerate(raw_cols) if c == RECORD_COLUMN}
         chunks = _split_columns(text, n_keys, budget_px)
         for k, chunk in enumerate(chunks):
             head = caption if (s_i == 0 and k == 0) else short

@@ -229,8 +229,9 @@ def paper_vs_run(values: Mapping[str, float], *, paper: str, rows: Sequence[Comp
                   if same_setting else
                   "This profile runs a different model on different data: the paper's values are shown for "
                   "scale and nothing is judged against their intervals."))
-    result = TableResult(frame, values=glue, labels={"paper_lo": "paper 95% CI low", "paper_hi": "paper 95% CI high",
-                                                     "run": "this run", "section": "paper table"},
+    result = TableResult(frame, values=glue, labels={"paper": "paper [95% CI]", "paper_lo": "paper 95% CI low",
+                                                     "paper_hi": "paper 95% CI high", "run": "this run",
+                                                     "section": "paper table"},
                          caption=caption)
     return result.with_runs(runs) if runs is not None else result
 
