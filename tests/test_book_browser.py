@@ -67,6 +67,7 @@ def browser_context():
 
 
 _MEASURE = """() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
   const article = document.querySelector('article.bd-article') || document.querySelector('main');
   const col = article.getBoundingClientRect();
   const style = getComputedStyle(article);

@@ -137,3 +137,10 @@ def test_intervals_print_inside_their_estimate():
     assert text["paper"].tolist() == ["+12.37 pp [+11.19, +13.57]", "4.70%"]
     with pytest.raises(ValueError, match="intervals"):
         render.format_frame(frame, intervals={"paper": ("lo", "hi")})
+
+
+def test_collapsed_sections_are_dropdowns(outdir):
+    long = pd.DataFrame({"kind": ["a"] * 3 + ["b"] * 2, "value": range(5)})
+    md = render.table_markdown(TableResult(long, caption="Every check."), name="every", groups="kind",
+                               collapsed=True).markdown
+    assert md.count("`````{dropdown} a (3 rows)") == 1 and "`````{dropdown} b (2 rows)" in md

@@ -92,7 +92,7 @@ def glue_values(prefix: str, values: Mapping, *, runs) -> None:
 def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt: str | None = None,
          formats: Mapping[str, str] | None = None, missing: str | Mapping[str, str] = "n/a",
          groups: str | None = None, note: str | None = None,
-         intervals: Mapping[str, tuple[str, str]] | None = None) -> None:
+         intervals: Mapping[str, tuple[str, str]] | None = None, collapsed: bool = False) -> None:
     """Display a table or figure for readers, after the credentialed-data check.
 
     * A :class:`~shovir_core.tables.result.TableResult` (or a DataFrame with a ``caption``) becomes a
@@ -101,7 +101,7 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
       of the unformatted frame linked under it (:func:`shovir_core.book.render.table_markdown`).
       ``name`` (``"sv-t1"``) makes it referable as ``{numref}`tbl-sv-t1``` and names the CSV;
       ``groups`` splits the rows into one table per section, ``intervals`` prints ``(lo, hi)``
-      columns inside their estimate's cells.
+      columns inside their estimate's cells, ``collapsed`` puts each section in a closed dropdown.
     * A matplotlib figure becomes a numbered figure with ``caption`` and ``alt`` text
       (:func:`shovir_core.book.figures.show_figure`).
     * Anything else is displayed as it is.
@@ -125,7 +125,7 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
         name = name or default_name(caption or obj.caption or obj.frame.to_csv())
         assert_aggregate(obj.frame, runs, what=f"table {name or caption!r}")
         display(table_markdown(obj, name=name, caption=caption, formats=formats, missing=missing,
-                               groups=groups, note=note, intervals=intervals))
+                               groups=groups, note=note, intervals=intervals, collapsed=collapsed))
         return
     assert_aggregate(obj, runs, what="table")
     display(obj)

@@ -237,22 +237,26 @@ def _stack_column_levels(frame: pd.DataFrame, metrics: dict) -> tuple[pd.DataFra
     return out, {k: v for k, v in flat.items() if k in inner}
 
 
-def _est_width(text: pd.DataFrame) -> list[float]:
-    """Estimated CSS px per column: numbers never wrap, text wraps to about 18 characters."""
+def _est_width(text: pd.DataFrame, record_cols: set[int] = frozenset()) -> list[float]:
+    """Estimated CSS px per column: numbers never wrap, text wraps to about 18 characters, run ids
+    (monospace at 0.8 rem) never wrap."""
     numeric = _numeric_columns(text)
     widths = []
     for j, col in enumerate(text.columns):
         head = max((len(w) for w in str(col).split()), default=1)
         body = max((len(v) for v in text[col]), default=1)
-        if j not in numeric:
+        if j in record_cols:
+            body = body * 0.9
+        elif j not in numeric:
             longest_word = max((len(w) for v in text[col] for w in str(v).split()), default=1)
             body = max(min(body, 18), longest_word)
         widths.append(max(head, body) * _CHAR_PX + _CELL_PAD_PX)
     return widths
 
 
-def _split_columns(text: pd.DataFrame, n_keys: int, budget: float) -> list[pd.DataFrame]:
-    widths = _est_width(text)
+def _split_columns(text: pd.DataFrame, n_keys: int, budget: float,
+                   record_cols: set[int] = frozenset()) -> list[pd.DataFrame]:
+    widths = _est_width(text, record_cols)
     if sum(widths) <= budget or text.shape[1] <= n_keys + 1:
         return [text]
     key_w = sum(widths[:n_keys])
@@ -345,7 +349,8 @@ class BookTable:
 def table_markdown(table, *, name: str | None, caption: str | None = None, formats: Mapping[str, str] | None = None,
                    missing: str | Mapping[str, str] = "n/a", groups: str | None = None,
                    budget_px: float = WIDTH_BUDGET_PX, write_csv: bool = True,
-                   note: str | None = None, intervals: Mapping[str, tuple[str, str]] | None = None) -> BookTable:
+                   note: str | None = None, intervals: Mapping[str, tuple[str, str]] | None = None,
+                   collapsed: bool = False) -> BookTable:
     """MyST markup of ``table`` (a TableResult) as one or more numbered tables, with a CSV link.
 
     Parameters
@@ -362,6 +367,9 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         A sentence printed under the table (e.g. why some cells read "not run").
     intervals : mapping, optional
         Column -> ``(low, high)`` columns printed in its cells (see :func:`format_frame`).
+    collapsed : bool
+        Put each section's table in a closed dropdown titled by the section and its row count, so a
+        long table (an audit's every check) leaves the page short; the reader opens what they need.
     """
     if name is not None:
         check_name(name)
@@ -402,7 +410,8 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         raw_cols = [c for c in (part.reset_index().columns if n_keys else part.columns)
                     if c != ROW_METRIC_COLUMN and not any(c in pair for pair in (intervals or {}).values())]
         record_cols = {j for j, c in enumerate(raw_cols) if c == RECORD_COLUMN}
-        chunks = _split_columns(text, n_keys, budget_px)
+        chunks = _split_columns(text, n_keys, budget_px, record_cols)
+        section_blocks = []
         for k, chunk in enumerate(chunks):
             head = caption if (s_i == 0 and k == 0) else short
             cap = head if section is None else f"{head.rstrip('.')} — {section}".lstrip(" —")
@@ -411,10 +420,17 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
             shown = _blank_repeats(chunk, n_keys)
             cols = [list(text.columns).index(c) for c in chunk.columns]
             recs = {i for i, c in enumerate(cols) if c in record_cols}
-            blocks.append(_list_table(shown, caption=cap, label=f"tbl-{name}" if (name and first) else None,
-                                      record_cols=recs, numeric_cols=_numeric_columns(chunk)))
+            block = _list_table(shown, caption=cap, label=f"tbl-{name}" if (name and first) else None,
+                                record_cols=recs, numeric_cols=_numeric_columns(chunk))
+            section_blocks.append(block)
             plains.append(cap + "\n" + chunk.to_string(index=False))
             first = False
+        if collapsed:
+            title = _escape(str(section if section is not None else (short or "Table")).replace("_", " "))
+            rows = f"{len(part)} row{'s' if len(part) != 1 else ''}"
+            inner = "\n\n".join(section_blocks)
+            section_blocks = [f"`````{{dropdown}} {title} ({rows})\n:class-container: shovir-dropdown\n\n{inner}\n`````"]
+        blocks.extend(section_blocks)
     footer = []
     if note:
         footer.append(_escape(note))
