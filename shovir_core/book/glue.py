@@ -141,22 +141,22 @@ def _is_figure(obj) -> bool:
 
 def runs_table(runs):
     """The records a chapter read, as a TableResult: run id (linked to its manifest in the book),
-    status, trials, dataset and its hash, git commit, end date."""
+    status, trials, dataset, git commit and the day it ended; the manifest has the rest (resolved
+    spec, dataset hash, package versions, seeds)."""
     from ..tables.result import TableResult
 
     rows = []
-    for key, r in (runs.items() if isinstance(runs, Mapping) else enumerate(runs)):
+    for r in (runs.values() if isinstance(runs, Mapping) else runs):
         m = r.manifest
         git = (m.get("provenance") or {}).get("git") or {}
         rows.append({
-            "key": key, "run_id": r.run_id, "status": m["status"],
+            "run_id": r.run_id, "status": m["status"],
             "trials": (m.get("counts") or {}).get("n_trials"),
             "dataset": (m.get("dataset") or {}).get("name"),
-            "dataset sha256": ((m.get("dataset") or {}).get("sha256") or "")[:12],
             "git commit": (git.get("commit") or "")[:10] + ("+dirty" if git.get("dirty") else ""),
-            "ended": (m.get("ended") or "")[:19].replace("T", " "),
+            "ended": (m.get("ended") or "")[:10],
         })
-    frame = pd.DataFrame(rows).set_index("key")
-    return TableResult(frame, labels={"run_id": "record (manifest)", "key": "record key"},
-                       caption="The run records this chapter read; each id links to its manifest "
-                               "(resolved spec, provenance, counts).").with_runs(runs)
+    frame = pd.DataFrame(rows, columns=["run_id", "status", "trials", "dataset", "git commit", "ended"])
+    return TableResult(frame, labels={"run_id": "record (manifest)"},
+                       caption="The run records this chapter read; each id links to its manifest (resolved spec, "
+                               "provenance, dataset hash, counts).").with_runs(runs)
