@@ -144,3 +144,16 @@ def test_collapsed_sections_are_dropdowns(outdir):
     md = render.table_markdown(TableResult(long, caption="Every check."), name="every", groups="kind",
                                collapsed=True).markdown
     assert md.count("`````{dropdown} a (3 rows)") == 1 and "`````{dropdown} b (2 rows)" in md
+
+
+def test_runner_publishes_show_outputs_only_after_success(tmp_path):
+    from shovir_core.book.runner import _publish_outputs
+
+    staging = tmp_path / "staging"
+    (staging / "_tables").mkdir(parents=True)
+    (staging / "_tables" / "t.csv").write_text("a\n1\n")
+    (staging / "_figures").mkdir()
+    (staging / "_figures" / "f.png").write_bytes(b"png")
+    book_dir = tmp_path / "book"
+    _publish_outputs(staging, book_dir)
+    assert (book_dir / "_tables" / "t.csv").read_text() == "a\n1\n" and (book_dir / "_figures" / "f.png").is_file()

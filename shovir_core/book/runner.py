@@ -88,7 +88,8 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         env_before = {k: os.environ.get(k) for k in (READ_LOG_ENV, GLUE_LOG_ENV, OUTPUT_DIR_ENV, NOTEBOOK_ENV)}
         os.environ[READ_LOG_ENV] = str(log)
         os.environ[GLUE_LOG_ENV] = str(glue_log)
-        os.environ[OUTPUT_DIR_ENV] = str(output_dir)
+        staging = Path(tmp) / "outputs"  # tables' CSVs and figures' PNGs land in the book only after success
+        os.environ[OUTPUT_DIR_ENV] = str(staging)
         os.environ[NOTEBOOK_ENV] = notebook
         try:
             papermill.execute_notebook(
@@ -107,6 +108,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         read_entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         reads = sorted({e["run_id"] for e in read_entries})
         _copy_manifests(output_dir, read_entries)
+        _publish_outputs(staging, output_dir)
         glued = {}
         for line in glue_log.read_text(encoding="utf-8").splitlines():
             if line.strip():
@@ -123,6 +125,21 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
     target.write_text(json.dumps(executed, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     _update_glue_index(output_dir, notebook, glued)
     return target
+
+
+def _publish_outputs(staging: Path, output_dir: Path) -> None:
+    """Move the files ``book.show`` wrote while the notebook ran (``_tables/``, ``_figures/``) into the book.
+
+    They are written to a staging folder first, so a notebook that fails (or, with credentialed data,
+    whose outputs are refused) leaves nothing behind in ``book/``.
+    """
+    from .figures import FIGURES_LINK_DIR
+    from .render import TABLES_LINK_DIR
+
+    for sub in (TABLES_LINK_DIR, FIGURES_LINK_DIR):
+        src = Path(staging) / sub
+        if src.is_dir():
+            shutil.copytree(src, Path(output_dir) / sub, dirs_exist_ok=True)
 
 
 def _copy_manifests(output_dir: Path, read_entries: list[dict]) -> None:
