@@ -16,7 +16,6 @@ from shovir_core.tables.result import TableResult  # noqa: E402
 @pytest.fixture
 def outdir(tmp_path, monkeypatch):
     monkeypatch.setenv(render.OUTPUT_DIR_ENV, str(tmp_path))
-    monkeypatch.setenv(render.NOTEBOOK_ENV, "my_chapter")
     return tmp_path
 
 
@@ -89,11 +88,14 @@ def test_record_column_links_to_manifest(outdir):
     assert "{record}`cohort/demo/abc123`" in md
 
 
-def test_default_names_are_stable_and_namespaced(monkeypatch):
-    monkeypatch.setenv(render.NOTEBOOK_ENV, "shovir_table1")
-    a = render.default_name("Records read")
-    assert a == render.default_name("Records read") and a.startswith("shovir-table1-table-")
+def test_default_names_depend_only_on_what_is_shown(monkeypatch):
+    a = render.default_name("Records read", "a,b\n1,2\n")
+    assert a == render.default_name("Records read", "a,b\n1,2\n") and a.startswith("table-")
+    assert a != render.default_name("Records read", "a,b\n1,3\n")
     render.check_name(a)
+    md = render.table_markdown(TableResult(pd.DataFrame({"a": [1]}), caption="x"), name=a, label=False,
+                               write_csv=False).markdown
+    assert ":name:" not in md
 
 
 def test_show_figure_writes_png_with_font_record_and_refuses_small_text(outdir):

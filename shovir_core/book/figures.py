@@ -80,7 +80,7 @@ def show_figure(fig, *, runs, name: str | None, caption: str | None, alt: str | 
     if not caption or not alt:
         raise ValueError(f"figure {name!r}: pass caption=... (what it shows) and alt=... (what a reader who cannot "
                          "see it needs to know)")
-    name = check_name(name) if name else default_name(caption, kind="figure")
+    name = check_name(name) if name else default_name(caption, alt, kind="figure")
     if any_credentialed(runs) and fig.findobj(AxesImage):
         raise CredentialedDataError(f"figure {name!r}: refusing to render pixels from credentialed run(s)")
     width_in = fig.get_size_inches()[0]

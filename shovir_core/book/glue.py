@@ -122,10 +122,12 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
     if isinstance(obj, TableResult):
         from .render import default_name, table_markdown
 
-        name = name or default_name(caption or obj.caption or obj.frame.to_csv())
+        auto = name is None
+        name = name or default_name(caption or obj.caption, obj.frame.to_csv())
         assert_aggregate(obj.frame, runs, what=f"table {name or caption!r}")
         display(table_markdown(obj, name=name, caption=caption, formats=formats, missing=missing,
-                               groups=groups, note=note, intervals=intervals, collapsed=collapsed))
+                               groups=groups, note=note, intervals=intervals, collapsed=collapsed,
+                               label=not auto))
         return
     assert_aggregate(obj, runs, what="table")
     display(obj)

@@ -33,7 +33,7 @@ import pandas as pd
 
 from .. import paths
 
-__all__ = ["OUTPUT_DIR_ENV", "output_dir", "NOTEBOOK_ENV", "default_name", "WIDTH_BUDGET_PX", "BookTable", "table_markdown", "format_frame", "tables_dir",
+__all__ = ["OUTPUT_DIR_ENV", "output_dir", "default_name", "WIDTH_BUDGET_PX", "BookTable", "table_markdown", "format_frame", "tables_dir",
            "check_name", "RECORD_COLUMN", "ROW_METRIC_COLUMN"]
 
 OUTPUT_DIR_ENV = "SHOVIR_BOOK_DIR"
@@ -69,16 +69,17 @@ def check_name(name: str) -> str:
     return name
 
 
-NOTEBOOK_ENV = "SHOVIR_NOTEBOOK"
-"""The notebook being executed (set by the runner); prefixes default table and figure names."""
+def default_name(*parts: str, kind: str = "table") -> str:
+    """A stable name for an unnamed table or figure: ``<kind>-<10 hex of its caption and content>``.
 
-
-def default_name(caption: str, *, kind: str = "table") -> str:
-    """A stable name for an unnamed table: ``<notebook>-<kind>-<8 hex of the caption>``."""
+    It depends on nothing but what is shown, so re-executing the notebook (nbval) reproduces it, and
+    two chapters showing the same table share one CSV. Unnamed tables get no label (nothing can
+    cross-reference them), so equal names never collide.
+    """
     import hashlib
 
-    nb = re.sub(r"[^a-z0-9]+", "-", os.environ.get(NOTEBOOK_ENV, "book").lower()).strip("-") or "book"
-    return f"{nb}-{kind}-{hashlib.sha1(str(caption).encode()).hexdigest()[:8]}"
+    digest = hashlib.sha1("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:10]
+    return f"{kind}-{digest}"
 
 
 def output_dir() -> Path:
@@ -350,7 +351,7 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
                    missing: str | Mapping[str, str] = "n/a", groups: str | None = None,
                    budget_px: float = WIDTH_BUDGET_PX, write_csv: bool = True,
                    note: str | None = None, intervals: Mapping[str, tuple[str, str]] | None = None,
-                   collapsed: bool = False) -> BookTable:
+                   collapsed: bool = False, label: bool = True) -> BookTable:
     """MyST markup of ``table`` (a TableResult) as one or more numbered tables, with a CSV link.
 
     Parameters
@@ -367,6 +368,8 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         A sentence printed under the table (e.g. why some cells read "not run").
     intervals : mapping, optional
         Column -> ``(low, high)`` columns printed in its cells (see :func:`format_frame`).
+    label : bool
+        Give the (first) table the label ``tbl-<name>`` (False for automatic names).
     collapsed : bool
         Put each section's table in a closed dropdown titled by the section and its row count, so a
         long table (an audit's every check) leaves the page short; the reader opens what they need.
@@ -420,7 +423,7 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
             shown = _blank_repeats(chunk, n_keys)
             cols = [list(text.columns).index(c) for c in chunk.columns]
             recs = {i for i, c in enumerate(cols) if c in record_cols}
-            block = _list_table(shown, caption=cap, label=f"tbl-{name}" if (name and first) else None,
+            block = _list_table(shown, caption=cap, label=f"tbl-{name}" if (name and label and first) else None,
                                 record_cols=recs, numeric_cols=_numeric_columns(chunk))
             section_blocks.append(block)
             plains.append(cap + "\n" + chunk.to_string(index=False))

@@ -15,7 +15,7 @@ from .. import paths
 from ..records import READ_LOG_ENV
 from .glue import GLUE_LOG_ENV
 from .params import load_params, toc_notebooks
-from .render import NOTEBOOK_ENV, OUTPUT_DIR_ENV
+from .render import OUTPUT_DIR_ENV
 
 __all__ = ["make_records", "execute_notebook", "execute_book", "build_book", "BookError", "glue_index",
            "GLUE_INDEX", "RECORDS_DIR"]
@@ -85,12 +85,11 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         log.touch()
         glue_log = Path(tmp) / "glue.jsonl"
         glue_log.touch()
-        env_before = {k: os.environ.get(k) for k in (READ_LOG_ENV, GLUE_LOG_ENV, OUTPUT_DIR_ENV, NOTEBOOK_ENV)}
+        env_before = {k: os.environ.get(k) for k in (READ_LOG_ENV, GLUE_LOG_ENV, OUTPUT_DIR_ENV)}
         os.environ[READ_LOG_ENV] = str(log)
         os.environ[GLUE_LOG_ENV] = str(glue_log)
         staging = Path(tmp) / "outputs"  # tables' CSVs and figures' PNGs land in the book only after success
         os.environ[OUTPUT_DIR_ENV] = str(staging)
-        os.environ[NOTEBOOK_ENV] = notebook
         try:
             papermill.execute_notebook(
                 str(src_nb), str(target), parameters=params, kernel_name="python3",
