@@ -64,8 +64,9 @@ for key, value in papers.audit_glue_values(checks, counts, paper="modalens").ite
 # ({glue:}`audit.modalens.kind.implied_count.checks` checks,
 # {glue:}`audit.modalens.kind.implied_count.flagged` flagged), and printed intervals for
 # containing their estimates ({glue:}`audit.modalens.kind.ci_contains.checks` checks,
-# {glue:}`audit.modalens.kind.ci_contains.flagged` flagged). The flagged checks are listed next,
-# each with the paper's value, the recomputation and why it disagrees.
+# {glue:}`audit.modalens.kind.ci_contains.flagged` flagged); {numref}`fig-audit-ml-status` counts
+# the checks by kind. The flagged checks are listed next, each with the paper's value, the
+# recomputation and why it disagrees; {numref}`tbl-audit-ml-every` then holds every check.
 
 # %%
 fig = figures.audit_status_bars(summary, title="ModaLens: consistency checks by kind")

@@ -60,9 +60,9 @@ for key, value in papers.audit_glue_values(checks, counts, paper="shovir").items
 # ({glue:}`audit.shovir.kind.delta_column.checks` checks,
 # {glue:}`audit.shovir.kind.delta_column.flagged` flagged), and the claims of the text against
 # the table and figure values they describe ({glue:}`audit.shovir.kind.text_claim.checks` checks,
-# {glue:}`audit.shovir.kind.text_claim.flagged` flagged). The
-# flagged checks are listed next, each with the paper's value, the recomputation and why it
-# disagrees.
+# {glue:}`audit.shovir.kind.text_claim.flagged` flagged); {numref}`fig-audit-sv-status` counts
+# the checks by kind. The flagged checks are listed next, each with the paper's value, the
+# recomputation and why it disagrees; {numref}`tbl-audit-sv-every` then holds every check.
 
 # %%
 fig = figures.audit_status_bars(summary, title="ShoViR: consistency checks by kind")

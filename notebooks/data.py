@@ -119,7 +119,9 @@ book.show(fig, runs=runs, name="data-box-area",
 # %% [markdown]
 # ## Gallery
 #
-# One image per box class, with every expert box of the image outlined.
+# {numref}`fig-data-gallery` shows one image per box class, with every expert box of the image
+# outlined; {numref}`fig-data-prevalence` and {numref}`fig-data-box-area` above summarise the
+# classes and the box sizes.
 
 # %%
 fig = figures.box_gallery(boxes_trials, per_class=1, ncols=4, seed=gallery_seed)

@@ -153,7 +153,8 @@ book.show(fig, runs=runs, name="lv-f1-per-class",
 # {glue:text}`lv.test.rules.u_negative.micro_f1:.3f` against the indexers' MeSH terms, against
 # {glue:text}`lv.test.keyword.u_negative.micro_f1:.3f` for the keyword baseline (difference
 # {glue:text}`lv.test.rules_minus_keyword.diff:.3f`, 95% bootstrap interval
-# {glue:text}`lv.test.rules_minus_keyword.lo:.3f` to {glue:text}`lv.test.rules_minus_keyword.hi:.3f`).
+# {glue:text}`lv.test.rules_minus_keyword.lo:.3f` to {glue:text}`lv.test.rules_minus_keyword.hi:.3f`;
+# {numref}`fig-lv-f1-per-class` shows F1 per class).
 # On the {glue:text}`lv.n_reports.dev` reports used to tune its lexicon it scores
 # {glue:text}`lv.dev.rules.u_negative.micro_f1:.3f`. Most remaining misses are hedged findings the
 # indexers coded as present ("probable rib fractures", "atelectasis versus scarring") and normal

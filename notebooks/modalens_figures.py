@@ -53,7 +53,9 @@ trials = {key: run.trials for key, run in runs.items()}
 #
 # All-14 design, report present vs absent, image first, no instruction; {glue:text}`ml.fig2.n_trials`
 # trials of the primary demo model. Intervals: patient-clustered percentile bootstrap,
-# {glue:text}`ml.fig2.n_draws` draws (the paper: 2,000).
+# {glue:text}`ml.fig2.n_draws` draws (the paper: 2,000). {numref}`fig-ml-fig2` draws the paper's
+# Figure 2 from these trials; {numref}`tbl-ml-fig2-paper-vs-run` sets the paper's four Figure 2
+# values beside this run's.
 
 # %% tags=["nbval-check-output"]
 fig2 = mt.margin_changes(trials["P"], trials["A"], n_draws=n_draws, seed=bootstrap_seed,
@@ -132,7 +134,7 @@ for key, value in fig2_counts.items():
 # rate falls as w grows while the report-absent rate does not depend on w. `ref-blind-prior`
 # ignores both image and report, so no swap flips it. The run must reproduce all of that; the sweep
 # uses a smaller subset of the same cohort ({glue:text}`ml.validation.n_patients` patients,
-# {glue:text}`ml.validation.n_trials` all-14 trials per arm).
+# {glue:text}`ml.validation.n_trials` all-14 trials per arm); {numref}`fig-ml-validation` plots it.
 
 # %% tags=["nbval-check-output"]
 pairs = {float(k[1:-2]): (trials[k], trials[k[:-2] + "_A"]) for k in trials if k.startswith("w") and k.endswith("_P")}

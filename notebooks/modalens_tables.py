@@ -190,7 +190,7 @@ for key, value in v5.items():
 #
 # The paper's values (MedGemma-27B on {glue:text}`ml.paper.n_cases:,d` MIMIC-CXR cases) beside this run's,
 # both in the unit of the row's quantity (rates in %, differences in percentage points), one table per
-# table of the paper. The verdict column says what a comparison can mean: in the demo profile the
+# table of the paper, starting with {numref}`tbl-ml-paper-vs-run`. The verdict column says what a comparison can mean: in the demo profile the
 # model, data and reports differ, so every row reads "different model/data: shown for scale"; only
 # the `mimic` profile with MedGemma-27B runs the paper's setting, and there each value is judged
 # against the paper's 95% interval (and the page asserts that the headline paired differences fall

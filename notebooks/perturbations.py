@@ -44,7 +44,9 @@ trials = run.trials
 # ## One image under every condition and strength
 #
 # The gallery item is chosen by rule (the image with the most distinct box findings that still has
-# a DOCO box): {glue:text}`pt.gallery.image_id` with target {glue:text}`pt.gallery.target`.
+# a DOCO box): {glue:text}`pt.gallery.image_id` with target {glue:text}`pt.gallery.target`
+# ({numref}`fig-pt-gallery-paper`; {numref}`fig-pt-gallery-reference-code` repeats it under the
+# authors' code).
 # Solid outlines are the boxes blended with noise (yellow: the target's boxes B_c; cyan: the other
 # findings' boxes B_c̄ that pass the IoU rule; red: random control boxes); dashed white outlines are
 # the target's boxes. With the paper's preset the noise is i.i.d. Gaussian with the trimmed mean and
@@ -154,6 +156,7 @@ for key, value in swap_values.items():
     book.glue(key, value, runs=runs)
 
 # %% [markdown]
+# {numref}`fig-pt-ssim` shows the SSIM of every pair by tier.
 # SSIM quartiles of the pairs: {glue:text}`pt.swap.ssim.q1:.3f`, {glue:text}`pt.swap.ssim.median:.3f`,
 # {glue:text}`pt.swap.ssim.q3:.3f` (maximum {glue:text}`pt.swap.ssim.max:.3f`). The demo images are
 # 64 × 64 pixels: the demo profile computes SSIM at that native size instead of upsampling to the

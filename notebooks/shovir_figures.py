@@ -17,9 +17,10 @@
 # boxes of the target finding c (OCO), into the boxes of the *other* findings of the image that do
 # not overlap c's boxes (DOCO), or into random control boxes placed away from every annotated box
 # (RO). A model that grounds c in c's own region should keep its call of c under RO and drop it
-# under OCO; a model that infers c from co-occurring findings drops it under DOCO. Figure 2 shows
-# the class-weighted μ-F1 against p, Figure 3(a) the drop against RO (Δ_X) and the flip rate FR at
-# p = 1 with bootstrap intervals, Figure 3(b) per-class F1 averaged across models. A validation
+# under OCO; a model that infers c from co-occurring findings drops it under DOCO. The paper's
+# Figure 2 ({numref}`fig-sv-fig2` here) shows the class-weighted μ-F1 against p, its Figure 3(a)
+# ({numref}`fig-sv-fig3a`) the drop against RO (Δ_X) and the flip rate FR at p = 1 with bootstrap
+# intervals, its Figure 3(b) ({numref}`fig-sv-fig3b`) per-class F1 averaged across models. A validation
 # section asserts that the reference models land where their construction says.
 #
 # Choices where the paper is silent (see `shovir_core.tables.shovir`): F1_c is computed on
