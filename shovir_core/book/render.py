@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +33,8 @@ import pandas as pd
 
 from .. import paths
 
-__all__ = ["OUTPUT_DIR_ENV", "output_dir", "default_name", "WIDTH_BUDGET_PX", "BookTable", "table_markdown", "format_frame", "tables_dir",
-           "check_name", "RECORD_COLUMN", "ROW_METRIC_COLUMN"]
+__all__ = ["OUTPUT_DIR_ENV", "output_dir", "default_name", "WIDTH_BUDGET_PX", "BookTable", "table_markdown",
+           "format_frame", "tables_dir", "check_name", "RECORD_COLUMN", "ROW_METRIC_COLUMN"]
 
 OUTPUT_DIR_ENV = "SHOVIR_BOOK_DIR"
 """The folder the executed notebook is written to (set by the runner; ``book/`` otherwise). Tables
@@ -110,7 +110,7 @@ def _cell(v, *, fmt: str | None, missing: str) -> str:
     if isinstance(v, (float, np.floating)):
         if math.isinf(v):
             return "∞" if v > 0 else "−∞"
-        return format(float(v), fmt or ".3f")
+        return format(float(v), fmt or ".3f").replace("-", "−")
     return str(v)
 
 
@@ -119,7 +119,7 @@ def _metric_cell(spec, v, missing: str) -> str:
         return missing
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
         return _cell(v, fmt=None, missing=missing)
-    return spec.format_value(v).replace("-", "−") if spec.format.startswith("+") else spec.format_value(v)
+    return spec.format_value(v).replace("-", "−")  # a typographic minus, as the papers print it
 
 
 def _header(col, labels: Mapping, metrics: Mapping) -> str:
