@@ -159,3 +159,16 @@ def test_runner_publishes_show_outputs_only_after_success(tmp_path):
     book_dir = tmp_path / "book"
     _publish_outputs(staging, book_dir)
     assert (book_dir / "_tables" / "t.csv").read_text() == "a\n1\n" and (book_dir / "_figures" / "f.png").is_file()
+
+
+def test_index_columns_group_labels_and_na_rep_of_a_table_result(outdir):
+    from types import SimpleNamespace
+
+    cols = pd.MultiIndex.from_tuples([("model", ""), ("FullNoise", "f1_14_micro"), ("Baseline", "f1_14_micro")])
+    frame = pd.DataFrame([["m1", 0.1, np.nan]], columns=cols)
+    t = SimpleNamespace(frame=frame, values={}, metrics={("FullNoise", "f1_14_micro"): "f1_14_micro",
+                                                         ("Baseline", "f1_14_micro"): "f1_14_micro"},
+                        labels={"FullNoise": "Full Noise"}, run_ids=(), caption="c", index=(("model", ""),),
+                        na_rep="not run")
+    md = render.table_markdown(t, name="idx", write_csv=False).markdown
+    assert "  - Full Noise" in md and "  - not run" in md and "* - model" in md and "F1-14 (micro)" in md

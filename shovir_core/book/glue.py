@@ -90,7 +90,7 @@ def glue_values(prefix: str, values: Mapping, *, runs) -> None:
 
 
 def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt: str | None = None,
-         formats: Mapping[str, str] | None = None, missing: str | Mapping[str, str] = "n/a",
+         formats: Mapping[str, str] | None = None, missing: str | Mapping[str, str] | None = None,
          groups: str | None = None, note: str | None = None,
          intervals: Mapping[str, tuple[str, str]] | None = None, collapsed: bool = False) -> None:
     """Display a table or figure for readers, after the credentialed-data check.

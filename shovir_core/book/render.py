@@ -211,12 +211,22 @@ def _strip_unit(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- reshaping
-def _stack_column_levels(frame: pd.DataFrame, metrics: dict) -> tuple[pd.DataFrame, dict]:
+def _flat_name(name) -> str:
+    """An index level named by a column tuple (``("model", "")``) as one name (``"model"``)."""
+    if isinstance(name, tuple):
+        return " ".join(str(x) for x in name if str(x))
+    return name
+
+
+def _stack_column_levels(frame: pd.DataFrame, metrics: dict, labels: Mapping | None = None
+                         ) -> tuple[pd.DataFrame, dict]:
     """Move the top column level into the rows: ``(arm, metric)`` columns become an ``arm`` row group.
 
     Each original row is followed by its groups in column order, so a model's Baseline, Full Noise and
-    Δ_FN rows stand together; ``metrics`` keyed by ``(group, column)`` apply to the inner column.
+    Δ_FN rows stand together; ``metrics`` keyed by ``(group, column)`` apply to the inner column,
+    and ``labels`` of group values (``"FullNoise"`` -> ``"Full Noise"``) name the row groups.
     """
+    labels = labels or {}
     name = frame.columns.names[0] or "group"
     groups = list(dict.fromkeys(frame.columns.get_level_values(0)))
     inner = list(dict.fromkeys(frame.columns.get_level_values(1)))
@@ -228,7 +238,8 @@ def _stack_column_levels(frame: pd.DataFrame, metrics: dict) -> tuple[pd.DataFra
             if g not in frame.columns.get_level_values(0):
                 continue
             row = frame.loc[idx, g]
-            keys.append(((*idx,) if isinstance(idx, tuple) else (idx,)) + (g,) if has_index else (g,))
+            shown = labels.get(g, g)
+            keys.append(((*idx,) if isinstance(idx, tuple) else (idx,)) + (shown,) if has_index else (shown,))
             rows.append(row.reindex(inner))
     out = pd.DataFrame(rows, columns=inner)
     out.index = pd.MultiIndex.from_tuples(keys, names=index_names + [name]) if has_index else \
@@ -348,7 +359,7 @@ class BookTable:
 
 
 def table_markdown(table, *, name: str | None, caption: str | None = None, formats: Mapping[str, str] | None = None,
-                   missing: str | Mapping[str, str] = "n/a", groups: str | None = None,
+                   missing: str | Mapping[str, str] | None = None, groups: str | None = None,
                    budget_px: float = WIDTH_BUDGET_PX, write_csv: bool = True,
                    note: str | None = None, intervals: Mapping[str, tuple[str, str]] | None = None,
                    collapsed: bool = False, label: bool = True) -> BookTable:
@@ -376,6 +387,9 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
     """
     if name is not None:
         check_name(name)
+    if missing is None:  # the table's own word for a missing value, unless it is a bare dash
+        na_rep = getattr(table, "na_rep", None)
+        missing = na_rep if na_rep and na_rep.strip(" –-") else "n/a"
     caption = caption if caption is not None else (getattr(table, "caption", "") or "")
     frame = table.frame
     metrics = {c: m for c, m in (table.metrics or {}).items()}
@@ -389,8 +403,12 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
             out.columns = [" / ".join(str(x) for x in c if str(x)) for c in out.columns]
         keep_index = not isinstance(out.index, pd.RangeIndex) or out.index.name is not None
         out.to_csv(csv_path, index=keep_index, float_format="%.10g")
+    index_cols = [c for c in (getattr(table, "index", ()) or ()) if c in frame.columns]
+    if index_cols:  # TableResult.index: the columns shown as row labels
+        frame = frame.set_index(index_cols)
+        frame.index.names = [_flat_name(n) for n in frame.index.names]
     if isinstance(frame.columns, pd.MultiIndex):
-        frame, metrics = _stack_column_levels(frame, metrics)
+        frame, metrics = _stack_column_levels(frame, metrics, labels)
     n_keys = frame.index.nlevels if (not isinstance(frame.index, pd.RangeIndex) or frame.index.name) else 0
     sections: list[tuple[str | None, pd.DataFrame]]
     if groups is not None:
