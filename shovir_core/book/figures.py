@@ -107,7 +107,7 @@ def show_figure(fig, *, runs, name: str | None, caption: str | None, alt: str | 
     caption_text = " ".join(str(caption).split())
     markdown = "\n".join([
         f":::{{figure}} {FIGURES_LINK_DIR}/{name}.png", f":name: fig-{name}", f":alt: {alt_text}",
-        f":width: {css_width}px", ":class: shovir-figure", "", caption_text, ":::"])
+        f":width: {css_width}px", ":figclass: shovir-figure", "", caption_text, ":::"])
     display(BookTable(markdown=markdown, plain=f"Figure {name}: {caption_text}", csv_path=None))
 
 
