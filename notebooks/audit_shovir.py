@@ -28,10 +28,9 @@ profile = "demo"
 run_ids = None
 
 # %%
-import pandas as pd
-
-from shovir_core import book, papers
+from shovir_core import book
 from shovir_core.book import figures
+from shovir_core.tables import audit as tables
 
 runs = book.load_runs("audit_shovir", profile=profile, run_ids=run_ids)
 checks = runs["audit"].trials
@@ -41,8 +40,10 @@ counts = runs["audit"].manifest["counts"]
 # ## Summary
 
 # %% tags=["nbval-check-output"]
-summary = papers.audit_summary(checks)
-book.show(summary, runs=runs)
+summary_table = tables.audit_summary(checks, paper="shovir", counts=counts).with_runs(runs)
+summary = summary_table.frame
+book.show(summary_table, runs=runs, name="audit-sv-summary",
+          caption="ShoViR: consistency checks of the published numbers, passed and flagged, by kind.")
 
 # %%
 assert set(checks["status"]) <= {"passed", "flagged"}
@@ -50,8 +51,7 @@ assert summary.loc["total", "checks"] == counts["n_checks"] == len(checks)
 assert summary.loc["total", "flagged"] == counts["n_flagged"]
 assert checks["check_id"].is_unique
 assert (checks.loc[checks["status"] == "flagged", "note"].str.len() > 0).all(), "every flagged check is documented"
-for key, value in papers.audit_glue_values(checks, counts, paper="shovir").items():
-    book.glue(key, value, runs=runs)
+book.glue_values("audit", summary_table.values, runs=runs)
 
 # %% [markdown]
 # Of {glue:}`audit.shovir.n_checks` checks over {glue:}`audit.shovir.n_values` published values,
@@ -74,8 +74,10 @@ book.show(fig, runs=runs, name="audit-sv-status",
 # ## Flagged checks
 
 # %% tags=["nbval-check-output"]
-flagged = papers.audit_table(checks, status="flagged")
-book.show(flagged, runs=runs)
+flagged = tables.audit_table(checks, status="flagged").with_runs(runs)
+book.show(flagged, runs=runs, name="audit-sv-flagged",
+          caption="ShoViR: the flagged checks, each with the stated value, its recomputation, the tolerance and "
+                  "why it disagrees.")
 
 # %% [markdown]
 # ## Every check
@@ -85,9 +87,10 @@ book.show(flagged, runs=runs)
 # `inputs`) and in `shovir_core/papers/data/shovir_checks.yaml`.
 
 # %%
-book.show(papers.audit_table(checks).sort_values("kind", kind="stable"), runs=runs, name="audit-sv-every",
-          caption="Every consistency check of ShoViR's published numbers, one table per kind of check (open a "
-                  "kind to read its checks; flagged checks first within each).",
+every = tables.audit_table(checks).with_runs(runs)
+book.show(every, runs=runs, name="audit-sv-every",
+          caption="Every consistency check of ShoViR's published numbers, one table per kind of check (kinds "
+                  "with flagged checks first; open a kind to read its checks).",
           groups="kind", collapsed=True)
 
 # %% [markdown]

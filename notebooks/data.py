@@ -26,12 +26,12 @@ gallery_seed = 0
 
 # %%
 import matplotlib.pyplot as plt
-import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
 from shovir_core.book import figures
 from shovir_core.data import summary
+from shovir_core.tables import data as tables
 
 runs = book.load_runs("data", profile=profile, run_ids=run_ids)
 boxes_trials = runs["boxes"].trials
@@ -41,18 +41,17 @@ multi_trials = runs["multi"].trials
 # ## Cohorts
 
 # %% tags=["nbval-check-output"]
-counts = {"boxes": summary.cohort_counts(boxes_trials), "multi": summary.cohort_counts(multi_trials)}
-book.show(pd.DataFrame(counts).rename(index=summary.COUNT_LABELS)
-          .rename(columns={"boxes": "box set (256 px)", "multi": "multi-study set (64 px)"}), runs=runs)
+cohorts = tables.cohort_table({"boxes": boxes_trials, "multi": multi_trials},
+                              names={"boxes": "box set (256 px)", "multi": "multi-study set (64 px)"}).with_runs(runs)
+book.show(cohorts, runs=runs, name="data-cohorts")
 
 # %%
-assert counts["boxes"]["n_images"] == counts["boxes"]["n_studies"], "NIH: one image per study"
-assert counts["boxes"]["n_images_with_boxes"] == counts["boxes"]["n_images"], "every box-set image has a box"
-assert counts["multi"]["n_boxes"] == 0
-assert counts["multi"]["n_pa"] + counts["multi"]["n_ap"] == counts["multi"]["n_images"]
-for cohort, values in counts.items():
-    for key, value in values.items():
-        book.glue(f"data.{cohort}.{key}", value, runs=runs)
+counts = cohorts.values
+assert counts["boxes.n_images"] == counts["boxes.n_studies"], "NIH: one image per study"
+assert counts["boxes.n_images_with_boxes"] == counts["boxes.n_images"], "every box-set image has a box"
+assert counts["multi.n_boxes"] == 0
+assert counts["multi.n_pa"] + counts["multi.n_ap"] == counts["multi.n_images"]
+book.glue_values("data", cohorts.values, runs=runs)
 
 # %% [markdown]
 # ## Label prevalence per CheXpert class
@@ -61,8 +60,10 @@ for cohort, values in counts.items():
 # (`shovir_core.labels.NIH_TO_CHEXPERT`); classes with no NIH counterpart are blank.
 
 # %% tags=["nbval-check-output"]
-prev = {"boxes": summary.prevalence_table(boxes_trials), "multi": summary.prevalence_table(multi_trials)}
-book.show(prev["multi"], runs=runs)
+prevalence = {key: tables.prevalence_table(t, key=key).with_runs(runs)
+              for key, t in (("boxes", boxes_trials), ("multi", multi_trials))}
+prev = {key: table.frame for key, table in prevalence.items()}
+book.show(prevalence["multi"], runs=runs, name="data-prevalence-multi")
 
 # %%
 fig, ax = plt.subplots(figsize=figures.column_figsize(4.5))
@@ -78,7 +79,7 @@ book.show(fig, runs=runs, name="data-prevalence",
           caption="Positive images per CheXpert class in the two demo cohorts (NIH labels mapped to CheXpert).",
           alt="Horizontal bar chart: for each CheXpert class, the number of positive images in the 64-px "
               "multi-study set and in the box set.")
-book.glue("data.multi.n_no_finding", int(prev["multi"].loc["No Finding", "positive"]), runs=runs)
+book.glue_values("data", prevalence["multi"].values, runs=runs)
 
 # %% [markdown]
 # ## Studies per patient (64-px set)
@@ -87,25 +88,25 @@ book.glue("data.multi.n_no_finding", int(prev["multi"].loc["No Finding", "positi
 # several studies make such swaps possible.
 
 # %% tags=["nbval-check-output"]
-spp = summary.studies_per_patient(multi_trials)
-book.show(spp.to_frame().T, runs=runs)
+spp = tables.studies_per_patient(multi_trials).with_runs(runs)
+book.show(spp, runs=runs, name="data-studies-per-patient")
 
 # %%
-assert int(spp.sum()) == counts["multi"]["n_patients"]
-assert int(spp[spp.index >= 2].sum()) == counts["multi"]["n_patients_multi_study"]
+patients = spp.frame.set_index("studies")["patients"]
+assert int(patients.sum()) == counts["multi.n_patients"]
+assert int(patients[patients.index >= 2].sum()) == counts["multi.n_patients_multi_study"]
 
 # %% [markdown]
 # ## Boxes per class and box sizes (box set)
 
 # %% tags=["nbval-check-output"]
-bt = summary.box_table(boxes_trials)
-book.show(bt.round(3), runs=runs)
+boxes = tables.box_table(boxes_trials, key="boxes").with_runs(runs)
+book.show(boxes, runs=runs, name="data-boxes")
 
 # %%
-assert int(bt["boxes"].sum()) == counts["boxes"]["n_boxes"]
-book.glue("data.boxes.min_boxes_per_class", int(bt["boxes"].min()), runs=runs)
+assert int(boxes.frame["boxes"].sum()) == counts["boxes.n_boxes"]
+book.glue_values("data", boxes.values, runs=runs)
 bf = summary.boxes_frame(boxes_trials)
-book.glue("data.boxes.median_rel_area", float(bf["rel_area"].median()), runs=runs)
 fig, ax = plt.subplots(figsize=figures.column_figsize(4))
 sns.boxplot(bf, y="finding", x="rel_area", ax=ax, log_scale=True)
 ax.set_title("Box area as a fraction of the image, per finding")

@@ -31,12 +31,11 @@ bootstrap_seed = 0
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
 from shovir_core.book import figures
-from shovir_core.labeling import validation
+from shovir_core.tables import labeller as tables
 
 runs = book.load_runs("labeller_validation", profile=profile, run_ids=run_ids)
 trials = runs["iu"].trials
@@ -51,19 +50,16 @@ labellers = runs["iu"].manifest["spec"]["labellers"]
 # report from that class. Positive counts per split:
 
 # %% tags=["nbval-check-output"]
-scores = validation.validation_scores(trials, labellers=labellers)
-counts = (scores[(scores.labeller == labellers[0]) & (scores.uncertain == "negative")]
-          .pivot(index="class", columns="split", values="support").astype(int))
-book.show(counts, runs=runs)
+score_table = tables.validation_scores(trials, labellers=labellers).with_runs(runs)
+scores = score_table.frame
+positives = tables.reference_positives(score_table)
+counts = positives.frame
+book.show(positives, runs=runs, name="lv-positives")
 
 # %%
-n_reports = trials.groupby("split").size()
-assert n_reports.sum() == len(trials) == runs["iu"].manifest["counts"]["n_reports"]
+assert score_table.values["n_reports.all"] == len(trials) == runs["iu"].manifest["counts"]["n_reports"]
 assert (counts["all"] == counts["dev"] + counts["test"]).all()
-for split, n in n_reports.items():
-    book.glue(f"lv.n_reports.{split}", int(n), runs=runs)
-book.glue("lv.n_reports.all", int(n_reports.sum()), runs=runs)
-book.glue("lv.n_classes", int(len(counts) - 1), runs=runs)
+assert score_table.values["n_classes"] == len(counts) - 1
 
 # %% [markdown]
 # ## Held-out reports: precision, recall and F1 per class
@@ -72,19 +68,13 @@ book.glue("lv.n_classes", int(len(counts) - 1), runs=runs)
 # counts of all classes (micro-F1).
 
 # %% tags=["nbval-check-output"]
-table = validation.side_by_side(scores, split="test", uncertain="negative")
-table = table.round(3)
-book.show(table, runs=runs)
+table = tables.side_by_side(score_table, split="test", uncertain="negative")
+book.show(table, runs=runs, name="lv-test-scores")
 
 # %%
 micro = scores[scores["class"] == "micro"].set_index(["split", "labeller", "uncertain"])["f1"]
-for (split, lab, unc), f1 in micro.items():
-    book.glue(f"lv.{split}.{lab}.u_{unc}.micro_f1", float(f1), runs=runs)
 per_class = scores[(scores["class"] != "micro") & (scores.uncertain == "negative")].rename(columns={"class": "finding"})
-for row in per_class.itertuples():
-    key = row.finding.lower().replace(" ", "_")
-    for metric in ("precision", "recall", "f1"):
-        book.glue(f"lv.{row.split}.{row.labeller}.{key}.{metric}", float(getattr(row, metric)), runs=runs)
+book.glue_values("lv", score_table.values, runs=runs)
 
 # %% [markdown]
 # ## The difference, with a bootstrap interval
@@ -94,14 +84,13 @@ for row in per_class.itertuples():
 # (`shovir_core.stats.cluster_bootstrap`, one report per cluster).
 
 # %% tags=["nbval-check-output"]
-diff = validation.micro_f1_difference(trials, a="rules", b="keyword", split="test",
-                                      n_draws=bootstrap_draws, rng=np.random.default_rng(bootstrap_seed))
-diff_table = book.show(pd.DataFrame([diff]).round(4), runs=runs)
+difference = tables.labeller_difference(trials, a="rules", b="keyword", split="test", n_draws=bootstrap_draws,
+                                        rng=np.random.default_rng(bootstrap_seed)).with_runs(runs)
+diff = difference.frame.iloc[0]
+book.show(difference, runs=runs, name="lv-difference")
 
 # %%
-for key in ("diff", "lo", "hi"):
-    book.glue(f"lv.test.rules_minus_keyword.{key}", float(diff[key]), runs=runs)
-book.glue("lv.bootstrap.n_draws", int(diff["n_draws"]), runs=runs)
+book.glue_values("lv", difference.values, runs=runs)
 
 # %% [markdown]
 # ## What this page asserts
@@ -117,8 +106,6 @@ for split in ("dev", "test"):
 assert micro[("test", "rules", "negative")] >= 0.88
 assert diff["lo"] > 0
 assert abs(diff["f1_a"] - micro[("test", "rules", "negative")]) < 1e-12
-book.glue("lv.dev_minus_test.rules.micro_f1",
-          float(micro[("dev", "rules", "negative")] - micro[("test", "rules", "negative")]), runs=runs)
 
 # %% [markdown]
 # ## Uncertainty policy and splits
@@ -128,8 +115,7 @@ book.glue("lv.dev_minus_test.rules.micro_f1",
 # scarring"), others not ("may represent pneumonia"); the keyword baseline has no uncertain codes.
 
 # %% tags=["nbval-check-output"]
-overview = micro.unstack(["labeller", "uncertain"]).loc[["dev", "test", "all"]]
-overview = book.show(overview.round(3), runs=runs)
+book.show(tables.micro_f1_overview(score_table), runs=runs, name="lv-micro-overview")
 
 # %%
 plot_df = per_class[per_class.split == "test"]
@@ -164,4 +150,4 @@ book.show(fig, runs=runs, name="lv-f1-per-class",
 # ## Records read
 
 # %%
-records_table = book.show(book.runs_table(runs), runs=runs)
+book.show(book.runs_table(runs), runs=runs)

@@ -37,7 +37,6 @@ reproduces_paper = False
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
@@ -59,16 +58,9 @@ trials = {key: run.trials for key, run in runs.items()}
 
 # %% tags=["nbval-check-output"]
 fig2 = mt.margin_changes(trials["P"], trials["A"], n_draws=n_draws, seed=bootstrap_seed,
-                         threshold=margin_threshold)
+                         threshold=margin_threshold).with_runs(runs)
 v = fig2.values
-summary = pd.DataFrame({
-    "mean |Δm|": [v["fig2.present.mean_abs_dm"], v["fig2.absent.mean_abs_dm"]],
-    "lo": [v["fig2.present.mean_abs_dm_lo"], v["fig2.absent.mean_abs_dm_lo"]],
-    "hi": [v["fig2.present.mean_abs_dm_hi"], v["fig2.absent.mean_abs_dm_hi"]],
-    f"share |Δm| > {margin_threshold}": [v["fig2.present.share_above"], v["fig2.absent.share_above"]],
-    "flip rate": [v["fig2.present.flip_rate"], v["fig2.absent.flip_rate"]],
-}, index=pd.Index(["report present", "report absent"], name="arm"))
-book.show(summary.round(4), runs=runs)
+book.show(mt.margin_summary(fig2), runs=runs, name="ml-fig2-summary")
 
 # %%
 assert v["fig2.present.mean_abs_dm_lo"] <= v["fig2.present.mean_abs_dm"] <= v["fig2.present.mean_abs_dm_hi"]
@@ -77,8 +69,7 @@ if primary_w is not None and 0 < primary_w < 1:
     assert v["fig2.present.mean_abs_dm"] < v["fig2.absent.mean_abs_dm"], \
         "report evidence weighted by w damps the image's effect on the margin"
 book.glue("ml.fig2.n_draws", n_draws, runs=runs)
-for key, value in v.items():
-    book.glue(f"ml.{key}", value, runs=runs)
+book.glue_values("ml", v, runs=runs)
 fig2_rows = tuple(r for r in pvr.MODALENS_ROWS if r.key.startswith("fig2."))
 vs_paper = pvr.paper_vs_run(v, paper="modalens", rows=fig2_rows, same_setting=reproduces_paper,
                             setting="MedGemma-27B on MIMIC-CXR", runs=runs)
@@ -97,7 +88,8 @@ axes[0].axvline(margin_threshold, color="grey", ls="--", lw=1)
 axes[0].set_title("A/B: paired margin change per trial")
 axes[0].set_xlabel("|Δm| = |m_d − m_c| (logit units)")
 axes[0].set_ylabel("share of trials")
-by_finding = mt.margin_by_finding(trials["P"], trials["A"])
+by_finding_table = mt.margin_by_finding(trials["P"], trials["A"]).with_runs(runs)
+by_finding = by_finding_table.frame
 plot_df = by_finding.reset_index().melt(id_vars="finding", var_name="report", value_name="mean |Δm|")
 sns.barplot(plot_df, y="finding", x="mean |Δm|", hue="report", ax=axes[1])
 axes[1].set_title("C: mean |Δm| per question")
@@ -113,10 +105,7 @@ book.show(fig, runs=runs, name="ml-fig2",
               "horizontal bars of the mean margin change per question for both arms.")
 
 # %%
-fig2_counts = {"n_findings_absent_larger": int((by_finding["absent"] > by_finding["present"]).sum()),
-               "n_questions": int(len(by_finding))}
-for key, value in fig2_counts.items():
-    book.glue(f"ml.fig2.{key}", value, runs=runs)
+book.glue_values("ml", by_finding_table.values, runs=runs)
 
 # %% [markdown]
 # With the report the swap moves the margin by {glue:text}`ml.fig2.present.mean_abs_dm:.3f` on
@@ -138,9 +127,10 @@ for key, value in fig2_counts.items():
 
 # %% tags=["nbval-check-output"]
 pairs = {float(k[1:-2]): (trials[k], trials[k[:-2] + "_A"]) for k in trials if k.startswith("w") and k.endswith("_P")}
-sweep = mt.anchoring_sweep(pairs)
-blind = mt.anchoring_sweep({0.0: (trials["blind_P"], trials["blind_A"])}).iloc[0]
-book.show(sweep.round(4), runs=runs)
+sweep_table = mt.anchoring_sweep(pairs).with_runs(runs)
+blind_table = mt.anchoring_sweep({0.0: (trials["blind_P"], trials["blind_A"])}, names={0.0: "blind"}).with_runs(runs)
+sweep, blind = sweep_table.frame, blind_table.frame.iloc[0]
+book.show(sweep_table, runs=runs, name="ml-validation-sweep")
 
 # %%
 assert sweep.loc[1.0, "fr_present"] == 0.0, "w = 1: no report-present flips"
@@ -152,12 +142,8 @@ assert blind["fr_present"] == 0.0 and blind["fr_absent"] == 0.0, "blind prior: s
 assert sweep["n_trials"].nunique() == 1 and blind["n_trials"] == sweep["n_trials"].iloc[0], "one sweep cohort"
 book.glue("ml.validation.n_trials", int(sweep["n_trials"].iloc[0]), runs=runs)
 book.glue("ml.validation.n_patients", int(trials["w0_P"]["patient_id"].nunique()), runs=runs)
-for w, row in sweep.iterrows():
-    tag = f"w{w:g}".replace(".", "p")  # w0.25 -> w0p25
-    book.glue(f"ml.validation.{tag}.fr_present", row["fr_present"], runs=runs)
-    book.glue(f"ml.validation.{tag}.fr_absent", row["fr_absent"], runs=runs)
-for arm in ("present", "absent"):
-    book.glue(f"ml.validation.blind.fr_{arm}", blind[f"fr_{arm}"], runs=runs)
+book.glue_values("ml", sweep_table.values, runs=runs)
+book.glue_values("ml", blind_table.values, runs=runs)
 
 # %%
 fig, ax = plt.subplots(figsize=figures.column_figsize(3.8, fraction=0.75))

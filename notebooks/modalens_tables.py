@@ -64,8 +64,8 @@ has_tiny = "tiny_P" in trials
 # %% tags=["nbval-check-output"]
 spec = runs["P"].manifest["spec"]
 six = mt.six_findings(trials["P"], lo=spec["six_range"][0], hi=spec["six_range"][1])
-t1 = mt.cohort_table(trials["P"], runs["P"].manifest["counts"], six=six)
-book.show(t1.frame.set_index(["group", "quantity"]), runs=runs)
+t1 = mt.cohort_table(trials["P"], runs["P"].manifest["counts"], six=six).with_runs(runs)
+book.show(t1, runs=runs, name="ml-t1")
 
 # %%
 v1 = t1.values
@@ -86,8 +86,7 @@ book.glue("ml.six_hi", spec["six_range"][1], runs=runs)
 book.glue("ml.ssim_size", spec["ssim_size"], runs=runs)
 book.glue("ml.n_draws_primary", n_draws_primary, runs=runs)
 book.glue("ml.n_draws", n_draws, runs=runs)
-for key, value in v1.items():
-    book.glue(f"ml.{key}", value, runs=runs)
+book.glue_values("ml", t1.values, runs=runs)
 
 # %% [markdown]
 # The prespecified-six design keeps the findings whose source yes-rate lies between
@@ -104,8 +103,9 @@ for key, value in v1.items():
 # {glue:text}`ml.n_draws` for the one-question block; the paper uses 10,000 and 2,000).
 
 # %% tags=["nbval-check-output"]
-t2 = mt.primary_comparison(primary, n_draws_primary=n_draws_primary, n_draws=n_draws, seed=bootstrap_seed)
-book.show(t2.frame.set_index(["block", "row"]).round(4), runs=runs)
+t2 = mt.primary_comparison(primary, n_draws_primary=n_draws_primary, n_draws=n_draws,
+                           seed=bootstrap_seed).with_runs(runs)
+book.show(t2, runs=runs, name="ml-t2")
 
 # %%
 v2 = t2.values
@@ -117,8 +117,7 @@ assert np.isclose(v2["t2.text_first.present.flip_rate"], v2["t2.text_first.prese
 assert np.isclose(v2["t2.text_first.present.image_first.flip_rate"], v2["t2.all14.present.flip_rate"])
 assert v2["t2.all14.present.flip_rate"] < v2["t2.all14.absent.flip_rate"], \
     "the report lowers image sensitivity (by construction for ref-anchored@0.5; the paper for MedGemma)"
-for key, value in v2.items():
-    book.glue(f"ml.{key}", value, runs=runs)
+book.glue_values("ml", t2.values, runs=runs)
 
 # %% [markdown]
 # With the report, the answer changes with the image on {glue:text}`ml.t2.all14.present.flip_rate:.2%`
@@ -135,15 +134,15 @@ for key, value in v2.items():
 # in both arms.
 
 # %% tags=["nbval-check-output"]
-t3 = mt.instruction_table(primary, n_draws_primary=n_draws_primary, n_draws=n_draws, seed=bootstrap_seed)
-book.show(t3.frame.set_index(["prompt", "readout"]).round(4), runs=runs)
+t3 = mt.instruction_table(primary, n_draws_primary=n_draws_primary, n_draws=n_draws,
+                          seed=bootstrap_seed).with_runs(runs)
+book.show(t3, runs=runs, name="ml-t3")
 
 # %%
 v3 = t3.values
 assert np.isclose(v3["t3.plain.lowercase.present.flip_rate"], v2["t2.all14.present.flip_rate"])
 assert np.isclose(v3["t3.plain.lowercase.absent.flip_rate"], v2["t2.all14.absent.flip_rate"])
-for key, value in v3.items():
-    book.glue(f"ml.{key}", value, runs=runs)
+book.glue_values("ml", t3.values, runs=runs)
 
 # %% [markdown]
 # ## Table 4: accuracy on the original and the substitute image (report present, image first)
@@ -153,8 +152,8 @@ for key, value in v3.items():
 # finding's label. {glue:text}`ml.n_draws_primary` bootstrap draws (paper: 10,000).
 
 # %% tags=["nbval-check-output"]
-t4 = mt.accuracy_table(trials["P"], n_draws=n_draws_primary, seed=bootstrap_seed)
-book.show(t4.frame.set_index("quantity").round(4), runs=runs)
+t4 = mt.accuracy_table(trials["P"], n_draws=n_draws_primary, seed=bootstrap_seed).with_runs(runs)
+book.show(t4, runs=runs, name="ml-t4")
 
 # %%
 v4 = t4.values
@@ -163,8 +162,7 @@ assert np.isclose(v4["t4.acc_substitute"], v4["t4.n_correct_substitute"] / v4["t
 assert np.isclose(v4["t4.flip_rate"], v2["t2.all14.present.flip_rate"])
 assert v4["t4.n_label_changed"] == v1["t1.trials.label_changed"]
 assert 0.5 <= v4["t4.majority"] <= 1
-for key, value in v4.items():
-    book.glue(f"ml.{key}", value, runs=runs)
+book.glue_values("ml", t4.values, runs=runs)
 
 # %% [markdown]
 # ## Table 5: readout validation on the one-question design
@@ -175,15 +173,14 @@ for key, value in v4.items():
 # of every scoreable trial.
 
 # %% tags=["nbval-check-output"]
-t5 = mt.readout_validation(primary, n_draws=n_draws, seed=bootstrap_seed)
-book.show(t5.frame.set_index(["prompt", "readout"]).round(4), runs=runs)
+t5 = mt.readout_validation(primary, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
+book.show(t5, runs=runs, name="ml-t5")
 
 # %%
 v5 = t5.values
 assert v5["t5.plain.lowercase.n_trials"] == v1["t1.trials.one_q"]
 assert np.isclose(v5["t5.plain.lowercase.present.flip_rate"], v2["t2.one_q.present.flip_rate"])
-for key, value in v5.items():
-    book.glue(f"ml.{key}", value, runs=runs)
+book.glue_values("ml", t5.values, runs=runs)
 
 # %% [markdown]
 # ## Paper vs this run
@@ -226,11 +223,10 @@ book.glue_values("ml.paper", vs_paper.values, runs=[])  # published values: from
 if has_tiny:
     tiny = {"P": trials["tiny_P"], "A": trials["tiny_A"],
             "P_instr": trials["tiny_P_instr"], "A_instr": trials["tiny_A_instr"]}
-    t3_tiny = mt.instruction_table(tiny, n_draws_primary=n_draws, n_draws=n_draws, seed=bootstrap_seed)
-    book.show(t3_tiny.frame.set_index(["prompt", "readout"]).round(4), runs=runs)
+    t3_tiny = mt.instruction_table(tiny, n_draws_primary=n_draws, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
+    book.show(t3_tiny, runs=runs, name="ml-tiny-t3")
     assert t3_tiny.values["t3.plain.lowercase.n_trials"] == len(trials["tiny_P"])
-    for key, value in t3_tiny.values.items():
-        book.glue(f"ml.tiny.{key}", value, runs=runs)
+    book.glue_values("ml.tiny", t3_tiny.values, runs=runs)
 
 # %% [markdown]
 # ## Records read

@@ -34,6 +34,7 @@ import seaborn as sns
 from shovir_core import book
 from shovir_core.book import figures
 from shovir_core.perturb import report
+from shovir_core.tables import perturbations as tables
 
 runs = book.load_runs("perturbations", profile=profile, run_ids=run_ids)
 run = runs["perturbations"]
@@ -79,8 +80,8 @@ book.show(fig, runs=runs, name="pt-gallery-reference-code",
           alt="The same grid of occlusion conditions as the previous figure, with softer noise edges.")
 
 # %% tags=["nbval-check-output"]
-noise = report.noise_table(gallery)
-book.show(noise, runs=runs)
+noise = tables.noise_table(gallery).with_runs(runs)
+book.show(noise, runs=runs, name="pt-noise")
 
 # %%
 paper = gallery[gallery["preset"] == "paper"]
@@ -88,13 +89,9 @@ baseline_sha = paper.loc[paper["condition"] == "Baseline", "sha256"].iloc[0]
 assert (paper.loc[paper["p"] == 0, "sha256"] == baseline_sha).all(), "p = 0 returns the input unchanged"
 assert (paper.loc[(paper["p"] > 0) & (paper["condition"] != "Baseline"), "sha256"] != baseline_sha).all()
 assert set(gallery["preset"]) == {p["name"] for p in spec["presets"]}
-paper_fn = noise.loc[("paper", "FullNoise")]
-for key, value in {
-    "pt.gallery.image_id": image_id, "pt.gallery.target": target, "pt.gallery.n_images": int(len(gallery)),
-    "pt.gallery.paper.noise_mean": float(paper_fn["centre"]), "pt.gallery.paper.noise_std": float(paper_fn["scale"]),
-    "pt.seed": int(spec["seed"]),
-}.items():
-    book.glue(key, value, runs=runs)
+book.glue_values("pt", noise.values, runs=runs)
+book.glue_values("pt", {"gallery.image_id": image_id, "gallery.target": target, "gallery.n_images": len(gallery),
+                        "seed": int(spec["seed"])}, runs=runs)
 
 # %% [markdown]
 # ## Box sets per class
@@ -106,21 +103,17 @@ for key, value in {
 # because most NIH images carry a single box.
 
 # %% tags=["nbval-check-output"]
-counts = report.box_set_counts(trials)
-book.show(counts, runs=runs)
+box_sets = tables.box_set_counts(trials).with_runs(runs)
+book.show(box_sets, runs=runs, name="pt-box-sets")
 
 # %%
+counts = box_sets.frame
 body = counts.drop("total")
 assert (body["DOCO items"] + body["DOCO dropped"] == body["images"]).all()
 assert (counts.loc["total"] == body.sum()).all()
-assert int(counts.loc["total", "DOCO dropped"]) == run.manifest["counts"]["n_doco_dropped"]
-for key, value in {
-    "pt.boxes.iou_threshold": float(spec["iou_threshold"]), "pt.boxes.n_items": int(counts.loc["total", "images"]),
-    "pt.boxes.n_doco_items": int(counts.loc["total", "DOCO items"]),
-    "pt.boxes.n_doco_dropped": int(counts.loc["total", "DOCO dropped"]),
-    "pt.boxes.n_dropped_iou": int(counts.loc["total", "dropped by IoU"]),
-}.items():
-    book.glue(key, value, runs=runs)
+assert box_sets.values["boxes.n_doco_dropped"] == run.manifest["counts"]["n_doco_dropped"]
+book.glue_values("pt", box_sets.values, runs=runs)
+book.glue("pt.boxes.iou_threshold", float(spec["iou_threshold"]), runs=runs)
 
 # %% [markdown]
 # ## Image-swap substitutes
@@ -135,25 +128,18 @@ for key, value in {
 # {glue:text}`pt.swap.n_rejected:d` candidates were rejected by the SSIM rule.
 
 # %% tags=["nbval-check-output"]
-tiers = report.tier_counts(trials)
-book.show(tiers.round(3), runs=runs)
+tiers = tables.tier_counts(trials).with_runs(runs)
+book.show(tiers, runs=runs, name="pt-tiers")
 
 # %%
 subs = trials[trials["kind"] == "substitute"]
-assert int(tiers["cases"].sum()) == len(subs) == run.manifest["counts"]["n_cases"]
+assert int(tiers.frame["cases"].sum()) == len(subs) == run.manifest["counts"]["n_cases"] == tiers.values["swap.n_cases"]
 assert (subs["ssim"].dropna() <= spec["ssim_threshold"]).all()
 tier1 = subs[subs["tier"] == 1]
 assert (tier1["sub_patient_id"] == tier1["patient_id"]).all() and (tier1["sub_positive"] != tier1["positive"]).all()
-swap_values = {
-    "pt.swap.n_cases": int(len(subs)), "pt.swap.n_none": int(tiers.loc[0, "cases"]),
-    **{f"pt.swap.tier{t}": int(tiers.loc[t, "cases"]) for t in (1, 2, 3)},
-    "pt.swap.n_rejected": int(subs["n_rejected_ssim"].sum()), "pt.swap.ssim_size": int(spec["ssim_size"]),
-    "pt.swap.ssim_threshold": float(spec["ssim_threshold"]),
-    **{f"pt.swap.ssim.{name}": float(subs["ssim"].quantile(q)) for name, q in (("q1", .25), ("median", .5), ("q3", .75))},
-    "pt.swap.ssim.max": float(subs["ssim"].max()),
-}
-for key, value in swap_values.items():
-    book.glue(key, value, runs=runs)
+book.glue_values("pt", tiers.values, runs=runs)
+book.glue_values("pt", {"swap.ssim_size": int(spec["ssim_size"]), "swap.ssim_threshold": float(spec["ssim_threshold"])},
+                 runs=runs)
 
 # %% [markdown]
 # {numref}`fig-pt-ssim` shows the SSIM of every pair by tier.

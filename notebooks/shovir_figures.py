@@ -46,13 +46,16 @@ import seaborn as sns
 
 from shovir_core import book
 from shovir_core.book import figures
+from shovir_core.tables import paper_vs_run as pvr
 from shovir_core.tables import shovir as sv
 
 runs = book.load_runs("shovir_figures", profile=profile, run_ids=run_ids)
 trials = sv.trials_of(runs)
-per_class = sv.per_class(trials)
-curves = sv.mu_f1_curves(per_class)
-shortcut = sv.shortcut_metrics(trials, p=1.0, n_draws=n_draws, rng=np.random.default_rng(bootstrap_seed))
+per_class = sv.per_class(trials).with_runs(runs)
+fig2 = sv.mu_f1_curves(per_class)
+curves = fig2.frame
+fig3a = sv.shortcut_metrics(trials, p=1.0, n_draws=n_draws, rng=np.random.default_rng(bootstrap_seed)).with_runs(runs)
+shortcut = fig3a.frame
 
 # %% [markdown]
 # ## Items per class and the DOCO drop rule
@@ -61,14 +64,11 @@ shortcut = sv.shortcut_metrics(trials, p=1.0, n_draws=n_draws, rng=np.random.def
 # every target box is below 0.15; items without one are dropped from DOCO only.
 
 # %% tags=["nbval-check-output"]
-counts = sv.run_counts(runs)
-book.show(counts.drop_duplicates("class").set_index("class")[["images_in_class", "doco_items", "doco_dropped"]],
-          runs=runs)
+doco = sv.doco_counts(runs)
+book.show(doco, runs=runs, name="sv-doco")
 
 # %%
-first = counts.drop_duplicates("class")
-book.glue("sv.fig.n_doco_items", int(first["doco_items"].sum()), runs=runs)
-book.glue("sv.fig.n_doco_dropped", int(first["doco_dropped"].sum()), runs=runs)
+book.glue_values("sv.fig", doco.values, runs=runs)
 
 # %% [markdown]
 # Of the evaluated items, {glue:text}`sv.fig.n_doco_dropped` have no co-finding box and are
@@ -96,8 +96,7 @@ book.show(grid.figure, runs=runs, name="sv-fig2",
               "conditions.")
 
 # %% tags=["nbval-check-output"]
-wide = curves.pivot_table(index=["model", "condition"], columns="p", values="mu_f1", sort=False)
-book.show(wide.round(3), runs=runs)
+book.show(fig2.pivot(index=["model", "condition"], columns="p", values="mu_f1"), runs=runs, name="sv-fig2-values")
 
 # %%
 # structural check: at p = 0 RO and OCO show the clean image on the same items, so they agree
@@ -107,9 +106,7 @@ clean = trials[(trials["level"] == "disease") & np.isclose(trials["p"], 0.0)]
 baseline_hash = trials[trials["condition"] == "Baseline"].drop_duplicates("image_id").set_index("image_id")["input_sha256"]
 assert (clean["input_sha256"].to_numpy() == baseline_hash.reindex(clean["image_id"]).to_numpy()).all(), \
     "p = 0 inputs are byte-identical to the Baseline image"
-for row in curves.itertuples():
-    book.glue(f"sv.fig2.{sv.key_part(row.model)}.{row.condition}.p{int(round(row.p * 100)):03d}", float(row.mu_f1),
-              runs=runs)
+book.glue_values("sv", fig2.values, runs=runs)
 
 # %% [markdown]
 # ## Figure 3(a): Δ_X and flip rate at p = 1
@@ -148,16 +145,11 @@ book.show(fig, runs=runs, name="sv-fig3a",
 
 # %% tags=["nbval-check-output"]
 cols = ["n_items", "n_eligible", "n_flipped", "delta", "delta_lo", "delta_hi", "fr", "fr_lo", "fr_hi"]
-book.show(shortcut.set_index(["model", "arm"])[cols].round(3), runs=runs)
+book.show(fig3a.select(cols), runs=runs, name="sv-fig3a-values")
 print(shortcut["bootstrap"].iloc[0])
 
 # %%
-for row in shortcut.itertuples():
-    for stat in ("delta", "delta_lo", "delta_hi", "fr", "fr_lo", "fr_hi"):
-        value = getattr(row, stat)
-        if pd.notna(value):
-            book.glue(f"sv.fig3a.{sv.key_part(row.model)}.{sv.key_part(row.arm)}.{stat}", float(value), runs=runs)
-    book.glue(f"sv.fig3a.{sv.key_part(row.model)}.{sv.key_part(row.arm)}.n_eligible", int(row.n_eligible), runs=runs)
+book.glue_values("sv", fig3a.values, runs=runs)
 
 # %% [markdown]
 # ## Figure 3(b): per-class F1 averaged across models
@@ -165,7 +157,8 @@ for row in shortcut.itertuples():
 # Baseline is OCO at p = 0 (the clean image on the OCO items); RO, OCO and DOCO at p = 1.
 
 # %%
-by_class = sv.per_class_across_models(per_class, p=1.0)
+fig3b = sv.per_class_across_models(per_class, p=1.0)
+by_class = fig3b.frame
 fig, ax = plt.subplots(figsize=figures.column_figsize(4))
 sns.barplot(by_class, x="class", y="f1_mean", hue="condition", ax=ax)
 ax.set_xlabel("")
@@ -180,22 +173,25 @@ book.show(fig, runs=runs, name="sv-fig3b",
           alt="Grouped bar chart of mean F1 per finding class for Baseline, RO, OCO and DOCO, on a 0 to 1 axis.")
 
 # %% tags=["nbval-check-output"]
-book.show(by_class.pivot(index="class", columns="condition", values="f1_mean").round(3), runs=runs)
+book.show(fig3b.pivot(index="class", columns="condition", values="f1_mean"), runs=runs, name="sv-fig3b-values")
 
 # %%
-for row in by_class.to_dict("records"):
-    if pd.notna(row["f1_mean"]):
-        book.glue(f"sv.fig3b.{sv.key_part(row['class'])}.{row['condition']}", float(row["f1_mean"]), runs=runs)
+book.glue_values("sv", fig3b.values, runs=runs)
 
 # %% [markdown]
 # ## Published values
 #
 # Where this profile runs the paper's models on the paper's dataset, each value the paper states
-# for Figures 2 and 3(a) stands beside the run's value.
+# for Figures 2 and 3(a) stands beside the run's value, in the same unit, with a verdict (matches
+# the printed value within its rounding, or differs from it).
 
 # %% tags=["nbval-check-output"]
 if paper_dataset:
-    book.show(sv.paper_figures(paper_dataset, paper_models, shortcut=shortcut, curves=curves).round(3), runs=runs)
+    side = pvr.paper_vs_run({**fig2.values, **fig3a.values}, paper="shovir",
+                            rows=pvr.shovir_figure_rows(paper_dataset, paper_models), same_setting=True,
+                            setting=f"the paper's models on {paper_dataset}", runs=runs)
+    book.show(side, runs=runs, name="sv-fig-paper", groups="section", intervals={"paper": ("paper_lo", "paper_hi")},
+              missing={"run": "not run"})
 else:
     print(f"profile {profile!r}: no model of this profile is in the paper; no published value to compare")
 
@@ -215,7 +211,7 @@ else:
 sc = shortcut.set_index(["model", "arm"])
 checks = []
 if "ref-blind-prior" in runs:
-    t1 = sv.table1(trials[trials["model"] == "ref-blind-prior"])
+    t1 = sv.table1(trials[trials["model"] == "ref-blind-prior"]).frame
     checks.append(("ref-blind-prior", "Δ_FN (F1_14) = 0", float(t1[("Δ_FN", "f1_14_micro")].iloc[0]) == 0.0))
     flips = int(sc.loc["ref-blind-prior", "n_flipped"].sum())
     checks.append(("ref-blind-prior", "no flips under RO, OCO or DOCO", flips == 0))

@@ -37,10 +37,10 @@ paper_models = {}
 
 # %%
 import numpy as np
-import pandas as pd
 
 from shovir_core import book
 from shovir_core.metrics import format_metric, metric_spec
+from shovir_core.tables import paper_vs_run as pvr
 from shovir_core.tables import shovir as sv
 
 runs = book.load_runs("shovir_table1", profile=profile, run_ids=run_ids)
@@ -54,13 +54,10 @@ trials = sv.trials_of(runs)
 
 # %% tags=["nbval-check-output"]
 counts = sv.run_counts(runs)
-book.show(counts.pivot(index="class", columns="model", values="items"), runs=runs)
+book.show(counts.pivot(index="class", columns="model", values="items"), runs=runs, name="sv-t1-counts")
 
 # %%
-n_images = trials[trials["level"] == "image"].groupby("model")["image_id"].nunique()
-book.glue("sv.t1.n_images_max", int(n_images.max()), runs=runs)
-book.glue("sv.t1.n_models", int(len(runs)), runs=runs)
-book.glue("sv.t1.n_classes", int(counts["class"].nunique()), runs=runs)
+book.glue_values("sv.t1", counts.values, runs=runs)
 
 # %% [markdown]
 # ## Table 1
@@ -70,10 +67,9 @@ book.glue("sv.t1.n_classes", int(counts["class"].nunique()), runs=runs)
 # ROUGE-L the mean per-report F-measure, all on the 0–1 scale of the paper.
 
 # %% tags=["nbval-check-output"]
-table = sv.table1(trials)
-names = {m: metric_spec(m).display for m in sv.TABLE1_METRICS}
-shown = table.rename(columns=names, level=1)
-book.show(shown.map(lambda v: "unavailable" if pd.isna(v) else f"{v:.3f}"), runs=runs)
+t1 = sv.table1(trials).with_runs(runs)
+table = t1.frame
+book.show(t1, runs=runs, name="sv-t1")
 
 # %%
 unavailable = sv.external_metric_status()
@@ -107,16 +103,17 @@ if "ref-blind-prior" in table.index:
 # %% [markdown]
 # ## Published values
 #
-# Where this profile runs the paper's models on the paper's dataset (`mimic`, `padchest`), the
-# paper's Table 1 value stands beside the run's value and the difference is shown.
+# Where this profile runs the paper's models on the paper's dataset (`mimic`, `padchest`), each
+# Table 1 value of the paper stands beside the run's, in the same unit, with a verdict: the paper
+# prints no intervals, so a run value either matches the printed value (within its rounding) or
+# differs from it (`shovir_core.tables.paper_vs_run`).
 
 # %% tags=["nbval-check-output"]
 if paper_dataset:
-    paper = sv.paper_table1(paper_dataset, paper_models)
-    common = [c for c in table.columns if c in paper.columns]
-    side = pd.concat({"run": table[common], "paper": paper.reindex(table.index)[common]}, axis=1)
-    side = side.reorder_levels([1, 2, 0], axis=1).sort_index(axis=1, level=[0, 1], sort_remaining=False)
-    book.show(side.round(3), runs=runs)
+    side = pvr.paper_vs_run(t1.values, paper="shovir", rows=pvr.shovir_table1_rows(paper_dataset, paper_models),
+                            same_setting=True, setting=f"the paper's models on {paper_dataset}", runs=runs)
+    book.show(side, runs=runs, name="sv-t1-paper", intervals={"paper": ("paper_lo", "paper_hi")},
+              missing={"run": "not run"})
 else:
     print(f"profile {profile!r}: no model of this profile is in the paper; no published value to compare")
 
@@ -124,17 +121,11 @@ else:
 # ## Largest and smallest image dependence
 
 # %%
-for model, row in table.iterrows():
-    for (arm, metric), value in row.items():
-        if pd.notna(value):
-            book.glue(f"sv.t1.{sv.key_part(model)}.{sv.key_part(arm)}.{metric}", float(value), runs=runs)
-delta = table[("Δ_FN", "f1_14_micro")]
-book.glue("sv.t1.max_delta_fn_f1_14", float(delta.max()), runs=runs)
-book.glue("sv.t1.max_delta_fn_model", str(delta.idxmax()), runs=runs)
-book.glue("sv.t1.min_delta_fn_f1_14", float(delta.min()), runs=runs)
-book.glue("sv.t1.min_delta_fn_model", str(delta.idxmin()), runs=runs)
-print(f"largest Δ_FN (F1_14): {delta.idxmax()} {format_metric('f1_14_micro', delta.max())}; "
-      f"smallest: {delta.idxmin()} {format_metric('f1_14_micro', delta.min())}")
+book.glue_values("sv", t1.values, runs=runs)
+v1 = t1.values
+print(f"largest Δ_FN (F1_14): {v1['t1.max_delta_fn_model']} "
+      f"{format_metric('f1_14_micro', v1['t1.max_delta_fn_f1_14'])}; "
+      f"smallest: {v1['t1.min_delta_fn_model']} {format_metric('f1_14_micro', v1['t1.min_delta_fn_f1_14'])}")
 
 # %% [markdown]
 # Across the {glue:text}`sv.t1.n_models` models of this profile the largest Δ_FN (F1_14) is

@@ -5,6 +5,7 @@ import pytest
 from shovir_core import protocols
 from shovir_core.labeling import validation
 from shovir_core.labels import CHEXPERT_CLASSES
+from shovir_core.tables import labeller as labeller_tables
 
 
 def test_resolve_spec_validates_and_pins_hashes():
@@ -28,11 +29,13 @@ def test_record_and_scores(tmp_path, monkeypatch):
     ref_cols = [c for c in t.columns if c.startswith("ref.")]
     assert len(ref_cols) == 9 and set(np.unique(t[ref_cols].to_numpy()[~np.isnan(t[ref_cols].to_numpy())])) == {0, 1}
     assert run.manifest["counts"]["n_dev"] + run.manifest["counts"]["n_test"] == len(t)
-    scores = validation.validation_scores(t, labellers=["keyword"], uncertain=["negative"])
+    table = labeller_tables.validation_scores(t, labellers=["keyword"], uncertain=["negative"])
+    scores = table.frame
+    assert table.values["n_reports.all"] == len(t)
     all_micro = scores[(scores.split == "all") & (scores["class"] == "micro")].iloc[0]
     parts = scores[(scores.split != "all") & (scores["class"] == "micro")]
     assert all_micro.tp == parts.tp.sum() and all_micro.fn == parts.fn.sum()
-    wide = validation.side_by_side(scores, split="test")
+    wide = labeller_tables.side_by_side(table, split="test").frame
     assert wide.index[-1] == "micro" and ("keyword", "f1") in wide.columns
     # a second run reuses the complete record
     again = protocols.run("labeller-validation", "test", {"labellers": ["keyword"]}, progress=False)

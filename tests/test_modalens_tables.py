@@ -86,8 +86,16 @@ def test_margin_changes_and_sweep():
     assert res.values["fig2.share_absent_larger"] == pytest.approx((da > dp).mean())
     assert len(res.frame) == 2 * len(p)
     sweep = mt.anchoring_sweep({0.0: (a, a.copy()), 1.0: (p, a)})
-    assert bool(sweep.loc[0.0, "present_equals_absent"]) and not bool(sweep.loc[1.0, "present_equals_absent"])
-    assert sweep.loc[1.0, "fr_present"] == pytest.approx(2 / 14)
+    assert bool(sweep.frame.loc[0.0, "present_equals_absent"]) and not bool(sweep.frame.loc[1.0, "present_equals_absent"])
+    assert sweep.frame.loc[1.0, "fr_present"] == pytest.approx(2 / 14)
+    assert sweep.values["validation.w1.fr_present"] == pytest.approx(2 / 14)
+    named = mt.anchoring_sweep({0.0: (a, a.copy())}, names={0.0: "blind"})
+    assert set(named.values) == {"validation.blind.fr_present", "validation.blind.fr_absent"}
+    summary = mt.margin_summary(res)
+    assert summary.frame["mean_abs_dm"].tolist() == [res.values["fig2.present.mean_abs_dm"],
+                                                     res.values["fig2.absent.mean_abs_dm"]]
+    by_finding = mt.margin_by_finding(p, a)
+    assert by_finding.values["fig2.n_questions"] == 1 == len(by_finding.frame)
 
 
 def test_design_subsets():
@@ -106,7 +114,7 @@ def test_design_subsets():
         mt.design_subset(t, "nine")
 
 
-def test_tables_from_fixture_records(runs_root):
+def test_tables_from_fixture_records(runs_root, check_table):
     """Tables 1-5 and Figure 2 on real records of the synthetic MIMIC-CXR-JPG fixture."""
     from pathlib import Path
 
@@ -136,19 +144,26 @@ def test_tables_from_fixture_records(runs_root):
     assert t4.values["t4.n_trials"] == 84
     fig = mt.margin_changes(trials["P"], trials["A"], n_draws=100, seed=0)
     assert fig.values["fig2.n_trials"] == 84
+    for table in (t1, t2, t3, t4, t5, fig, mt.margin_summary(fig), mt.paper_comparison(t2)):
+        shown = check_table(table)  # every metric column formatted, every header readable
+        assert not any(str(c).startswith(("fr_", "n_")) for c in shown.columns)
+    assert t2.display().loc[("all-14, image first", "report effect: A vs P"), "diff"].endswith(" pp")
 
 
 def test_paper_comparison_scales_percentages_and_checks_intervals():
     from shovir_core.papers import published
 
     pub = published("modalens").set_index("id")
-    vs = mt.paper_comparison({"t2.all14.present.flip_rate": 0.05, "t2.all14.diff_pp": 12.0,
-                              "t2.all14.absent.flip_rate": 0.5, "t4.acc_original": 0.6, "not.a.key": 1.0})
+    table = mt.paper_comparison({"t2.all14.present.flip_rate": 0.05, "t2.all14.diff_pp": 12.0,
+                                 "t2.all14.absent.flip_rate": 0.5, "t4.acc_original": 0.6, "not.a.key": 1.0})
+    vs = table.frame
+    assert table.values["paper.n_compared"] == 4
+    assert table.values["paper.t2.all14.diff_pp"] == vs.loc["t2.all14.diff_pp", "paper"]
     assert set(vs.index) == {"t2.all14.present.flip_rate", "t2.all14.diff_pp", "t2.all14.absent.flip_rate",
                              "t4.acc_original"}
     assert vs.loc["t2.all14.present.flip_rate", "paper"] == pytest.approx(pub.loc["t2.all14.P", "value"] / 100)
     assert vs.loc["t2.all14.diff_pp", "paper"] == pytest.approx(pub.loc["t2.all14.diff", "value"])
     assert vs.loc["t2.all14.diff_pp", "within paper CI"] == 1.0
     assert np.isnan(vs.loc["t4.acc_original", "within paper CI"])
-    outside = mt.paper_comparison({"t2.all14.diff_pp": 30.0})
+    outside = mt.paper_comparison({"t2.all14.diff_pp": 30.0}).frame
     assert outside.loc["t2.all14.diff_pp", "within paper CI"] == 0.0

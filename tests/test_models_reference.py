@@ -11,7 +11,8 @@ from shovir_core import paths
 from shovir_core.data import load_dataset
 from shovir_core.labels import FINDINGS_13, apply_policy
 from shovir_core.models import ScoreRequest, get_model, read_report, template_report
-from shovir_core.models.reference import PARAMS_FILE, WEIGHTS_FILE, context_texture, params_sha256
+from shovir_core.models.reference import (PARAMS_FILE, PRIOR_CALL, WEIGHTS_FILE, Anchored, context_texture,
+                                         params_sha256)
 
 QUESTIONS = [(f, f"Does this chest X-ray show {f}?") for f in FINDINGS_13] + [
     ("composite", "Is any acute cardiopulmonary finding present on this chest X-ray?")]
@@ -77,6 +78,33 @@ def test_blind_prior_is_blind(demo):
     assert _f1(base, ids, labels) - _f1(full_noise, ids, labels) == 0.0  # Delta_FN = 0
     assert _swap_flips(model, demo, report=True) == 0.0
     assert _swap_flips(model, demo, report=False) == 0.0
+
+
+def test_blind_prior_writes_findings_from_its_prior(demo):
+    ds, ids, images, _ = demo
+    model = get_model("ref-blind-prior")
+    called = [f for f, p in model.params["priors"].items() if f in FINDINGS_13 and p >= PRIOR_CALL]
+    assert called, "the blind prior must call some findings, or its Delta_FN = 0 says nothing"
+    reports = model.generate_reports([images[i] for i in ids[:3]])
+    assert len(set(reports)) == 1 and all(read_report(reports[0])[f] == 1 for f in called)
+    answers = model.score_yes_no([ScoreRequest(None, q, finding=f) for f, q in QUESTIONS])
+    assert {f for (f, _), r in zip(QUESTIONS, answers) if r["readout"] == "yes"} >= set(called) & {f for f, _ in QUESTIONS}
+
+
+def test_anchored_follows_the_report_on_a_share_w_of_pairs(demo):
+    """Planted: report-present answers follow the report where gate < w, else equal the report-absent answers."""
+    ds, ids, images, reports = demo
+    reqs = [(images[i], reports[i], f, q) for i in ids[:40] for f, q in QUESTIONS]
+    for w in (0.25, 0.5, 0.75):
+        model = get_model(f"ref-anchored@{w}")
+        reader = get_model("ref-report-reader")
+        present = model.score_yes_no([ScoreRequest(im, q, report=r, finding=f) for im, r, f, q in reqs])
+        absent = model.score_yes_no([ScoreRequest(im, q, finding=f) for im, r, f, q in reqs])
+        read = reader.score_yes_no([ScoreRequest(None, q, report=r, finding=f) for im, r, f, q in reqs])
+        follows = np.array([Anchored.gate(r, f) < w for _, r, f, _ in reqs])
+        assert 0 < follows.mean() < 1 and abs(follows.mean() - w) < 0.15
+        for k, use_report in enumerate(follows):
+            assert present[k]["margin"] == pytest.approx((read if use_report else absent)[k]["margin"])
 
 
 def test_report_reader_ignores_the_image_and_reads_the_report(demo):

@@ -106,18 +106,3 @@ def test_label_claim_reachable_within_rounding():
     check = next(c for c in papers.checks_of("shovir") if c.id == "shovir.t1.claim.highest_fn_f1_14_mimic")
     assert run_check(check, values)["status"] == "passed"
 
-
-def test_summary_and_table():
-    df = AUDITS["modalens"]
-    summary = papers.audit_summary(df)
-    assert summary.loc["total", "checks"] == len(df)
-    assert summary.loc["total", "flagged"] == (df["status"] == "flagged").sum()
-    assert (summary["checks"] == summary["passed"] + summary["flagged"]).all()
-    table = papers.audit_table(df.rename(columns={"id": "check_id"}))
-    assert list(table.columns) == papers.DISPLAY_COLUMNS
-    assert (table["status"].iloc[:3] == "flagged").all() and len(table) == len(df)
-    assert len(papers.audit_table(df, status="flagged")) == 3
-    with pytest.raises(ValueError, match="status"):
-        papers.audit_table(df, status="bogus")
-    with pytest.raises(ValueError, match="missing"):
-        papers.audit_summary(df.drop(columns="kind"))

@@ -12,6 +12,7 @@ from shovir_core import protocols
 from shovir_core.data import load_dataset
 from shovir_core.perturb import box_sets, report
 from shovir_core.perturb.cli import add_parser, main as perturb_main
+from shovir_core.tables import perturbations as perturbation_tables
 
 SPEC = {"n_cases": 12, "ssim_size": 64, "presets": ["paper", "reference-code"], "ps": [0.0, 0.5, 1.0]}
 
@@ -42,7 +43,7 @@ def test_record_rows_and_counts(record):
 
 def test_box_counts_match_box_sets(record):
     ds = load_dataset("demo")
-    table = report.box_set_counts(record.trials)
+    table = perturbation_tables.box_set_counts(record.trials).frame
     for target in ("Atelectasis", "Pleural Effusion"):
         ids = ds.boxes.loc[ds.boxes["finding"] == target, "image_id"].unique()
         sets = [box_sets(ds.boxes_of(i), target) for i in ids]
@@ -69,7 +70,7 @@ def test_gallery_artifacts_match_their_hashes(record):
 
 
 def test_tier_table(record):
-    tiers = report.tier_counts(record.trials)
+    tiers = perturbation_tables.tier_counts(record.trials).frame
     assert tiers["cases"].sum() == 12
     assert tiers["share"].sum() == pytest.approx(1.0)
 

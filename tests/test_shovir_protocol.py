@@ -124,16 +124,21 @@ def test_resume_after_interruption(runs_root, monkeypatch):
     assert (resumed.loc[fresh.index, "generated"] == fresh["generated"]).all()
 
 
-def test_tables_on_reference_models(runs_root):
+def test_tables_on_reference_models(runs_root, check_table):
     runs = {m: _run(m, runs_root) for m in ("ref-blind-prior", "ref-context-shortcut")}
     trials = shovir_tables.trials_of(runs)
-    t1 = shovir_tables.table1(trials)
+    table1 = shovir_tables.table1(trials)
+    shown = check_table(table1)
+    assert ("Full Noise Image", "F1-14 (micro)") in shown.columns
+    assert table1.values["t1.ref_blind_prior.Δ_FN.f1_14_micro"] == 0.0 and table1.values["t1.n_models"] == 2
+    t1 = table1.frame
     assert t1.loc["ref-blind-prior", ("Δ_FN", "f1_14_micro")] == 0.0
     assert t1.loc["ref-blind-prior", ("Δ_FN", "f1_5_micro")] == 0.0
     if "f1_radgraph" in shovir_tables.external_metric_status():
         assert t1[("Baseline", "f1_radgraph")].isna().all(), "unavailable metrics are NaN, never 0"
-    pc = shovir_tables.per_class(trials)
-    curves = shovir_tables.mu_f1_curves(pc)
+    pc_table = shovir_tables.per_class(trials)
+    pc = pc_table.frame
+    curves = shovir_tables.mu_f1_curves(pc_table).frame
     p0 = curves[curves["p"] == 0.0].pivot(index="model", columns="condition", values="mu_f1")
     assert np.allclose(p0["RO"], p0["OCO"])
     # μ-F1 by hand for one cell
@@ -142,7 +147,7 @@ def test_tables_on_reference_models(runs_root):
     got = curves[(curves["model"] == "ref-context-shortcut") & (curves["condition"] == "RO")
                  & (curves["p"] == 1.0)]["mu_f1"].item()
     assert got == pytest.approx(expect)
-    sm = shovir_tables.shortcut_metrics(trials, n_draws=200, rng=np.random.default_rng(0))
+    sm = shovir_tables.shortcut_metrics(trials, n_draws=200, rng=np.random.default_rng(0)).frame
     blind = sm[sm["model"] == "ref-blind-prior"]
     assert (blind["n_flipped"] == 0).all() and (blind["delta"] == 0).all()
     ctx = sm[sm["model"] == "ref-context-shortcut"].set_index("arm")
@@ -151,11 +156,16 @@ def test_tables_on_reference_models(runs_root):
         if row["n_eligible"]:
             assert row["fr"] == pytest.approx(row["n_flipped"] / row["n_eligible"])
             assert row["fr_lo"] <= row["fr"] <= row["fr_hi"]
-    fig3b = shovir_tables.per_class_across_models(pc)
+    fig3b = shovir_tables.per_class_across_models(pc).frame
     assert set(fig3b["condition"]) <= {"Baseline", "RO", "OCO", "DOCO"}
     assert (fig3b["n_models"] <= 2).all()
     counts = shovir_tables.run_counts(runs)
-    assert (counts["items"] == 2).all()
+    doco = shovir_tables.doco_counts(runs)
+    check_table(counts), check_table(doco), check_table(counts.pivot(index="class", columns="model", values="items"))
+    assert (counts.frame["items"] == 2).all()
+    # every evaluated item (max_per_class = 2 per class) is either kept or dropped by DOCO
+    assert doco.values["n_doco_items"] + doco.values["n_doco_dropped"] == int(doco.frame["images_in_class"].clip(upper=2).sum())
+    assert counts.run_ids == tuple(sorted(r.run_id for r in runs.values()))
 
 
 def test_flip_rate_counts_by_hand():
@@ -170,7 +180,7 @@ def test_flip_rate_counts_by_hand():
             row.update({"pred.Edema": pred, "ref.Edema": 1.0, "gt.Edema": 1.0})
             rows.append(row)
     trials = pd.DataFrame(rows)
-    sm = shovir_tables.shortcut_metrics(trials, n_draws=100, rng=np.random.default_rng(1)).set_index("arm")
+    sm = shovir_tables.shortcut_metrics(trials, n_draws=100, rng=np.random.default_rng(1)).frame.set_index("arm")
     assert sm.loc["OCO", "n_eligible"] == 2 and sm.loc["OCO", "n_flipped"] == 1
     assert sm.loc["OCO", "fr"] == pytest.approx(0.5)
     # F1 with all references positive: RO tp=2 fn=1 -> 0.8; OCO tp=1 fn=2 -> 0.5
@@ -194,8 +204,13 @@ def test_protocol_on_mimic_fixture_is_credentialed(runs_root):
         assert_aggregate(t[["reference_text"]], run)
 
 
-def test_paper_table1_lookup():
-    paper = shovir_tables.paper_table1("MIMIC", {"maira": "MAIRA-2", "ours": "not-in-paper"})
+def test_paper_table1_lookup(check_table):
+    table = shovir_tables.paper_table1("MIMIC", {"maira": "MAIRA-2", "ours": "not-in-paper"})
+    check_table(table)
+    side = shovir_tables.table1_beside_paper(table, "MIMIC", {"maira": "MAIRA-2"})
+    assert check_table(side).columns[0] == ("Baseline", "F1-14 (micro)", "this run")
+    assert side.frame[("Baseline", "f1_14_micro", "paper")].iloc[0] == pytest.approx(0.550)
+    paper = table.frame
     assert list(paper.index) == ["maira"]
     assert paper.loc["maira", ("Baseline", "f1_14_micro")] == pytest.approx(0.550)
     assert paper.loc["maira", ("Δ_FN", "f1_5_micro")] == pytest.approx(0.569)
@@ -203,10 +218,12 @@ def test_paper_table1_lookup():
         shovir_tables.paper_table1("NIH", {})
 
 
-def test_paper_figures_beside_run_values():
+def test_paper_figures_beside_run_values(check_table):
     shortcut = pd.DataFrame({"model": ["maira"], "arm": ["OCO"], "fr": [0.5], "delta": [0.1]})
     curves = pd.DataFrame({"model": ["maira"], "condition": ["OCO"], "p": [1.0], "mu_f1": [0.4]})
-    side = shovir_tables.paper_figures("MIMIC", {"maira": "MAIRA-2"}, shortcut=shortcut, curves=curves)
+    table = shovir_tables.paper_figures("MIMIC", {"maira": "MAIRA-2"}, shortcut=shortcut, curves=curves)
+    check_table(table)
+    side = table.frame
     got = side.set_index(["figure", "metric"])
     assert got.loc[("3a", "FR"), "paper"] == pytest.approx(0.542) and got.loc[("3a", "FR"), "run"] == 0.5
     assert got.loc[("3a", "delta_F1"), "run"] == 0.1

@@ -211,11 +211,19 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
 
 
 def _copy_records(app, exception) -> None:
+    """Copy the manifests into the HTML, and the book's own ``_static`` files over stale copies.
+
+    (Sphinx 7.4 does not overwrite a static file that an earlier build left in the output, so an
+    edited ``shovir.css`` would otherwise not reach an incremental build.)
+    """
     if exception is not None or app.builder.format != "html":
         return
     src = _book_dir(app) / "_records"
     if src.is_dir():
         shutil.copytree(src, Path(app.outdir) / "_records", dirs_exist_ok=True)
+    static = _book_dir(app) / "_static"
+    if static.is_dir():
+        shutil.copytree(static, Path(app.outdir) / "_static", dirs_exist_ok=True)
 
 
 def setup(app):

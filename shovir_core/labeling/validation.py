@@ -1,4 +1,7 @@
-"""Score report labellers against reference labels (e.g. IU X-ray MeSH terms)."""
+"""Score report labellers against reference labels (e.g. IU X-ray MeSH terms).
+
+The Labeller chapter's tables are built from these by :mod:`shovir_core.tables.labeller`.
+"""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,9 +10,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ..metrics.classification import f1_score, per_class_f1
+from ..metrics.classification import f1_from_counts, f1_score, per_class_f1
 
-__all__ = ["score_labels", "micro_f1", "validation_scores", "side_by_side", "micro_f1_difference"]
+__all__ = ["score_labels", "micro_f1", "label_frames", "split_rows", "micro_f1_difference"]
 
 
 def score_labels(pred: pd.DataFrame, reference: pd.DataFrame, *, classes: Sequence[str] | None = None,
@@ -54,7 +57,12 @@ def micro_f1(table: pd.DataFrame) -> float:
     return f1_score(table, average="micro")
 
 
-def _frames(trials: pd.DataFrame, labeller: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def label_frames(trials: pd.DataFrame, labeller: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(pred, ref)`` of one labeller from a ``labeller-validation`` record's trials.
+
+    ``ref`` holds the ``ref.<class>`` columns, ``pred`` the labeller's ``<labeller>.<class>`` codes,
+    both with plain class names as columns.
+    """
     ref_cols = [c for c in trials.columns if c.startswith("ref.")]
     if not ref_cols:
         raise ValueError("trials hold no reference columns 'ref.<class>'")
@@ -67,53 +75,13 @@ def _frames(trials: pd.DataFrame, labeller: str) -> tuple[pd.DataFrame, pd.DataF
     return pred, ref
 
 
-def _split_rows(trials: pd.DataFrame, split: str) -> pd.DataFrame:
+def split_rows(trials: pd.DataFrame, split: str) -> pd.DataFrame:
+    """The trials of one split (``dev``, ``test``); ``"all"`` keeps every trial."""
     if split == "all":
         return trials
     if split not in set(trials["split"]):
         raise ValueError(f"no trials in split {split!r}; have {sorted(set(trials['split']))}")
     return trials[trials["split"] == split]
-
-
-def validation_scores(trials: pd.DataFrame, *, labellers: Sequence[str], splits: Sequence[str] = ("dev", "test", "all"),
-                      uncertain: Sequence[str] = ("negative", "positive")) -> pd.DataFrame:
-    """Long table of per-class and micro scores from a ``labeller-validation`` record.
-
-    Returns
-    -------
-    DataFrame
-        Columns ``split labeller uncertain class tp fp fn tn support n precision recall f1``;
-        ``class == "micro"`` rows pool the counts over classes.
-    """
-    rows = []
-    for split in splits:
-        sub = _split_rows(trials, split)
-        for lab in labellers:
-            pred, ref = _frames(sub, lab)
-            for u in uncertain:
-                t = score_labels(pred, ref, uncertain=u)
-                micro = t[["tp", "fp", "fn", "tn", "support", "n"]].sum().to_frame("micro").T
-                p, r = micro.tp / (micro.tp + micro.fp), micro.tp / (micro.tp + micro.fn)
-                micro = micro.assign(precision=p, recall=r, f1=micro_f1(t))
-                both = pd.concat([t, micro]).rename_axis("class").reset_index()
-                rows.append(both.assign(split=split, labeller=lab, uncertain=u))
-    cols = ["split", "labeller", "uncertain", "class", "tp", "fp", "fn", "tn", "support", "n",
-            "precision", "recall", "f1"]
-    return pd.concat(rows, ignore_index=True)[cols]
-
-
-def side_by_side(scores: pd.DataFrame, *, split: str = "test", uncertain: str = "negative") -> pd.DataFrame:
-    """Wide table: rows classes (+ ``micro``), columns (labeller, precision / recall / F1), plus support."""
-    sub = scores[(scores["split"] == split) & (scores["uncertain"] == uncertain)]
-    if sub.empty:
-        raise ValueError(f"no scores for split {split!r} with uncertain={uncertain!r}")
-    wide = sub.pivot(index="class", columns="labeller", values=["precision", "recall", "f1"])
-    wide = wide.swaplevel(0, 1, axis=1).sort_index(axis=1, level=0, sort_remaining=False)
-    order = [c for c in dict.fromkeys(sub["class"]) if c != "micro"] + ["micro"]
-    support = sub.drop_duplicates("class").set_index("class")["support"]
-    wide = wide.loc[order]
-    wide.insert(0, ("reference", "positives"), support.loc[order].astype(int))
-    return wide
 
 
 def micro_f1_difference(trials: pd.DataFrame, *, a: str, b: str, split: str = "test",
@@ -128,10 +96,10 @@ def micro_f1_difference(trials: pd.DataFrame, *, a: str, b: str, split: str = "t
     from ..metrics.classification import binarize
     from ..stats import cluster_bootstrap
 
-    sub = _split_rows(trials, split)
+    sub = split_rows(trials, split)
     cols = {}
     for lab in (a, b):
-        pred, ref = _frames(sub, lab)
+        pred, ref = label_frames(sub, lab)
         keep = ref.notna().to_numpy()
         p = binarize(pred, classes=list(pred.columns), uncertain=uncertain).to_numpy() == 1
         r = ref.to_numpy() == 1
@@ -141,8 +109,8 @@ def micro_f1_difference(trials: pd.DataFrame, *, a: str, b: str, split: str = "t
     frame = pd.DataFrame(cols).assign(report=sub["report_id"].to_numpy())
 
     def statistic(s):
-        fa = 2 * s[f"tp_{a}"] / (2 * s[f"tp_{a}"] + s[f"fp_{a}"] + s[f"fn_{a}"])
-        fb = 2 * s[f"tp_{b}"] / (2 * s[f"tp_{b}"] + s[f"fp_{b}"] + s[f"fn_{b}"])
+        fa = f1_from_counts(s[f"tp_{a}"], s[f"fp_{a}"], s[f"fn_{a}"], zero_division=np.nan)
+        fb = f1_from_counts(s[f"tp_{b}"], s[f"fp_{b}"], s[f"fn_{b}"], zero_division=np.nan)
         return {"f1_a": fa, "f1_b": fb, "diff": fa - fb}
 
     res = cluster_bootstrap(frame, cluster="report", sums={k: k for k in cols}, statistic=statistic,

@@ -2,32 +2,34 @@
 
 * :mod:`.text` — BLEU-1/4 (sacrebleu), ROUGE-L (rouge-score);
 * :mod:`.classification` — per-class F1, F1_14 / F1_5 (micro, macro), μ-F1;
-* :mod:`.shovir` — Δ_FN, Δ_X, flip rate FR^c_X;
+* :mod:`.shovir` — Δ_FN, Δ_X, flip rate FR^c_X (per item and as functions of counts);
 * :mod:`.modalens` — flip rates, margins, accuracies, κ, transitions, interaction;
 * :mod:`.external` — RadGraph F1, GREEN, BERTScore when local weights are present;
 * :mod:`.report` — all report-generation metrics of ShoViR Table 1 in one call;
 * :mod:`.schema` — the metric schema loader.
 """
-from .classification import (CLASS_SETS, binarize, confusion_by_class, f1_chexbert, f1_score, mu_f1,
-                             per_class_f1, report_label_f1)
+from .classification import (CLASS_SETS, binarize, confusion_by_class, f1_chexbert, f1_from_counts, f1_score, mu_f1,
+                             per_class_f1, prf_from_counts, report_label_f1, weighted_mean)
 from .external import (EXTERNAL_METRICS, ExternalMetric, MetricResult, compute_external,
                        external_availability, register_external_metric)
-from .modalens import (MODALITY_CELLS, accuracy, aurc, auroc, balanced_accuracy, cohen_kappa, confusion, flip_rate,
-                       flips, interaction_from_cells, majority_baseline, margin, margin_change_stats,
-                       modality_interaction, paired_difference, precision, ratio, response_bias_floor,
-                       sensitivity, share_larger_without_report, specificity, target_aligned_change,
-                       transitions)
+from .modalens import (MODALITY_CELLS, accuracy, aurc, auroc, balanced_accuracy, balanced_accuracy_from_counts,
+                       cohen_kappa, confusion, flip_rate, flips, interaction_from_cells, majority_baseline, margin,
+                       margin_change_stats, modality_interaction, paired_difference, precision, rate_from_counts,
+                       ratio, response_bias_floor, sensitivity, share_larger_without_report, specificity,
+                       target_aligned_change, transitions)
 from .report import ReportScores, report_metrics
 from .schema import MetricSpec, display_frame, format_metric, metric_schema, metric_spec
-from .shovir import delta_fn, delta_x, flip_rate_by_class, pooled_flip_rate
+from .shovir import (delta_fn, delta_x, flip_indicators, flip_rate_by_class, flip_rate_from_counts, mu_f1_from_counts,
+                     pooled_flip_rate, shortcut_counts, shortcut_from_counts, shortcut_scores)
 from .text import bleu, nlg_metrics, rouge_l
 
 __all__ = [
     "bleu", "rouge_l", "nlg_metrics",
     "CLASS_SETS", "binarize", "confusion_by_class", "per_class_f1", "f1_score", "f1_chexbert",
-    "report_label_f1", "mu_f1",
-    "delta_fn", "delta_x", "flip_rate_by_class", "pooled_flip_rate",
-    "flips", "flip_rate", "paired_difference", "ratio", "margin", "margin_change_stats",
+    "report_label_f1", "mu_f1", "f1_from_counts", "prf_from_counts", "weighted_mean",
+    "delta_fn", "delta_x", "flip_indicators", "flip_rate_from_counts", "mu_f1_from_counts", "shortcut_counts",
+    "shortcut_from_counts", "shortcut_scores", "flip_rate_by_class", "pooled_flip_rate",
+    "flips", "flip_rate", "rate_from_counts", "balanced_accuracy_from_counts", "paired_difference", "ratio", "margin", "margin_change_stats",
     "share_larger_without_report", "target_aligned_change", "confusion", "accuracy", "sensitivity",
     "specificity", "precision", "balanced_accuracy", "majority_baseline", "cohen_kappa",
     "response_bias_floor", "transitions", "modality_interaction", "interaction_from_cells",

@@ -24,7 +24,7 @@ from ..labels import CHEXPERT_5, CHEXPERT_CLASSES, LabelPolicy, apply_policy
 
 __all__ = [
     "binarize", "confusion_by_class", "per_class_f1", "f1_score", "f1_chexbert",
-    "report_label_f1", "mu_f1", "CLASS_SETS",
+    "report_label_f1", "mu_f1", "f1_from_counts", "prf_from_counts", "weighted_mean", "CLASS_SETS",
 ]
 
 CLASS_SETS: dict[str, tuple[str, ...]] = {"14": CHEXPERT_CLASSES, "5": CHEXPERT_5}
@@ -87,13 +87,41 @@ def confusion_by_class(pred: pd.DataFrame, ref: pd.DataFrame, *, classes: str | 
     return out.astype(int)
 
 
-def _prf(tp, fp, fn, zero_division: float):
+def _ratio(num, den, zero_division: float):
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    return np.where(den > 0, num / np.where(den > 0, den, 1.0), zero_division)
+
+
+def f1_from_counts(tp, fp, fn, *, zero_division: float = 0.0):
+    """F1 = 2 TP / (2 TP + FP + FN) of count arrays (vectorised: any shape, e.g. bootstrap draws).
+
+    The one F1 formula of the package: per-class F1, F1_14 / F1_5, μ-F1 and Δ_X all call it.
+    ``zero_division`` is the value where 2 TP + FP + FN = 0 (scikit-learn's convention is 0).
+
+    >>> float(f1_from_counts(3, 1, 2))
+    0.6666666666666666
+    """
     tp, fp, fn = (np.asarray(x, dtype=float) for x in (tp, fp, fn))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        precision = np.where(tp + fp > 0, tp / (tp + fp), zero_division)
-        recall = np.where(tp + fn > 0, tp / (tp + fn), zero_division)
-        f1 = np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), zero_division)
-    return precision, recall, f1
+    return _ratio(2 * tp, 2 * tp + fp + fn, zero_division)
+
+
+def weighted_mean(values, weights, *, axis: int = -1):
+    """Σ w v / Σ w along ``axis`` (NaN where Σ w = 0); vectorised. μ-F1 is the F1_c weighted by n_c."""
+    v, w = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
+    num, den = (w * np.where(w > 0, v, 0.0)).sum(axis=axis), w.sum(axis=axis)
+    return _ratio(num, den, np.nan)
+
+
+def prf_from_counts(tp, fp, fn, *, zero_division: float = 0.0):
+    """``(precision, recall, F1)`` of count arrays (vectorised); ``zero_division`` where undefined."""
+    tp, fp, fn = (np.asarray(x, dtype=float) for x in (tp, fp, fn))
+    precision = _ratio(tp, tp + fp, zero_division)
+    recall = _ratio(tp, tp + fn, zero_division)
+    return precision, recall, f1_from_counts(tp, fp, fn, zero_division=zero_division)
+
+
+def _prf(tp, fp, fn, zero_division: float):
+    return prf_from_counts(tp, fp, fn, zero_division=zero_division)
 
 
 def per_class_f1(pred: pd.DataFrame, ref: pd.DataFrame, *, classes: str | Sequence[str] = "14",
@@ -185,4 +213,4 @@ def mu_f1(f1: Mapping[str, float] | pd.Series, n: Mapping[str, int] | pd.Series)
     missing = [c for c in used.index if c not in f1s.index or not np.isfinite(f1s[c])]
     if missing:
         raise ValueError(f"mu_f1: no finite F1 for classes with annotated images: {missing}")
-    return float((f1s[used.index] * used).sum() / used.sum())
+    return float(weighted_mean(f1s[used.index].to_numpy(), used.to_numpy()))

@@ -1,6 +1,6 @@
 """ModaLens metrics: flip rates, margins, accuracies, agreement, transitions, interaction.
 
-Definitions follow ModaLens §3 (paper-map B.2). Readouts are binary answers
+Definitions follow ModaLens §2 (Methods). Readouts are binary answers
 (1 = yes, 0 = no); targets are binary labels after a label policy. All functions
 take array-likes of equal length and validate them up front.
 """
@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "flips", "flip_rate", "paired_difference", "ratio", "margin", "margin_change_stats",
+    "flips", "flip_rate", "rate_from_counts", "balanced_accuracy_from_counts", "paired_difference", "ratio",
+    "margin", "margin_change_stats",
     "share_larger_without_report", "target_aligned_change", "confusion", "accuracy",
     "sensitivity", "specificity", "precision", "balanced_accuracy", "majority_baseline",
     "cohen_kappa", "response_bias_floor", "transitions", "modality_interaction",
@@ -115,8 +116,29 @@ def confusion(pred, target) -> dict[str, int]:
             "fn": int((~p & t).sum()), "tn": int((~p & ~t).sum())}
 
 
+def rate_from_counts(num, den):
+    """num / den of counts (vectorised, e.g. over bootstrap draws); NaN where den = 0.
+
+    Flip rates (flips / trials), accuracies (correct / trials), sensitivity (TP / (TP + FN)) ...
+    all come from this one division.
+    """
+    n, d = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    out = np.where(d != 0, n / np.where(d != 0, d, 1.0), np.nan)
+    return float(out) if out.ndim == 0 else out
+
+
+def balanced_accuracy_from_counts(tp, fn, tn, fp):
+    """(TPR + TNR) / 2 of counts (vectorised); with one target class absent, the other class's rate
+    (scikit-learn's convention); NaN without targets."""
+    tpr, tnr = np.asarray(rate_from_counts(tp, np.add(tp, fn))), np.asarray(rate_from_counts(tn, np.add(tn, fp)))
+    both = np.stack([tpr, tnr])
+    n = (~np.isnan(both)).sum(axis=0)
+    out = np.where(n > 0, np.nansum(both, axis=0) / np.maximum(n, 1), np.nan)
+    return float(out) if out.ndim == 0 else out
+
+
 def _safe(num: float, den: float) -> float:
-    return float(num / den) if den else float("nan")
+    return rate_from_counts(num, den)
 
 
 def accuracy(pred, target) -> float:
@@ -146,8 +168,7 @@ def precision(pred, target) -> float:
 def balanced_accuracy(pred, target) -> float:
     """(TPR + TNR) / 2; with one target class present, the rate of that class (as scikit-learn)."""
     c = confusion(pred, target)
-    rates = [r for r in (_safe(c["tp"], c["tp"] + c["fn"]), _safe(c["tn"], c["tn"] + c["fp"])) if not np.isnan(r)]
-    return float(np.mean(rates))
+    return balanced_accuracy_from_counts(c["tp"], c["fn"], c["tn"], c["fp"])
 
 
 def majority_baseline(target) -> float:

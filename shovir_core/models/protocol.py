@@ -18,6 +18,8 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from ..vocab import ORDERS
+
 __all__ = [
     "ScoreRequest", "VLM", "Box", "ORDERS", "SCORE_KEYS", "ANSWERS",
     "image_fingerprint", "to_rgb_uint8", "to_gray_float",
@@ -26,7 +28,6 @@ __all__ = [
 Box = tuple[str, float, float, float, float]
 """A box as ``(finding, x1, y1, x2, y2)`` in pixels of the image it belongs to."""
 
-ORDERS = ("image_first", "text_first")
 ANSWERS = ("Yes", "No", "Uncertain", "unscoreable")
 
 SCORE_KEYS = (

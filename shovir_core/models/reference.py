@@ -14,8 +14,8 @@ name                   evidence                                    stated behavi
                        finding (prior when no report)              in both report arms
 ``ref-image-classifier``  the CNN's probability (``cnn.py``)       ignores the report: present ==
                                                                    absent
-``ref-anchored@w``     ``w * report + (1 - w) * image`` with the   w = 1: report-present swap flip
-                       report present, ``image`` without           rate 0; w = 0: present == absent
+``ref-anchored@w``     the report on a hashed share w of (report,  report-present flip rate = (1 - w)
+                       question) pairs, else the image             x report-absent; w = 1: 0
 ``ref-context-shortcut``  the co-occurring findings' boxes, never  OCO on c leaves its call of c
                        the finding's own (``boxes`` input)         unchanged; DOCO turns calls off
 =====================  ==========================================  ===================================
@@ -49,6 +49,8 @@ WEIGHTS_FILE = "ref_image_classifier.safetensors"
 
 REPORT_LOGIT = 4.0
 """Evidence of a positive (+) or negated (-) mention; an unmentioned finding gets ``-REPORT_LOGIT/2``."""
+PRIOR_CALL = 0.3
+"""``ref-blind-prior`` calls a finding when its training prevalence is at least this."""
 CONTEXT_GAIN = 4.0
 """Logit per calibration scale unit by which the context texture lies below the finding's threshold."""
 CONTEXT_CAP = 0.05
@@ -200,13 +202,20 @@ class ReferenceModel(VLM):
 
 
 class BlindPrior(ReferenceModel):
-    """Answers and reports from the demo label prevalence; ignores image and report."""
+    """Answers and reports from the demo label prevalence; ignores image and report.
 
-    stated_behaviour = ("Ignores image and report: identical outputs under any perturbation or swap, "
-                        "so Delta_FN = 0, ShoViR flip rates 0 and ModaLens swap flip rate 0 in both arms.")
+    A finding is called (reported, answered yes) when its training prevalence is at least
+    :data:`PRIOR_CALL`: the model writes the same non-empty report of the most prevalent findings
+    for every image, so its F1 is above zero and its Delta_FN = 0 and flip rates 0 are tested on
+    positive calls, not on an empty report.
+    """
+
+    stated_behaviour = ("Ignores image and report: the same report of the findings with prevalence >= 0.3 for "
+                        "every image, so Delta_FN = 0 with F1 > 0, ShoViR flip rates 0 on its positive calls and "
+                        "ModaLens swap flip rate 0 in both arms.")
 
     def _finding_logits(self, image, report, boxes, *, fingerprint=None):
-        return {f: _logit(self.params["priors"][f]) for f in FINDINGS_13}
+        return {f: _logit(self.params["priors"][f]) - _logit(PRIOR_CALL) for f in FINDINGS_13}
 
 
 class ReportReader(BlindPrior):
@@ -299,10 +308,29 @@ class ImageClassifier(ReferenceModel):
 
 
 class Anchored(ImageClassifier):
-    """Mixes report evidence (``ref-report-reader``) and image evidence (the CNN) with weight ``w``."""
+    """Follows the report (``ref-report-reader``) on a share ``w`` of trials and the image (the CNN) on the rest.
 
-    stated_behaviour = ("w = 1: report-present swap flip rate 0 (answers follow the report only); "
-                        "w = 0: report-present outputs equal report-absent outputs.")
+    With the report present, each (report, question) pair draws ``u = gate(report, finding)`` in
+    [0, 1) from a SHA-256 of the report text and the finding; the answer follows the report when
+    ``u < w`` and the image otherwise. The gate does not depend on the image, so the source and the
+    substitute of a trial take the same branch: report-present flips happen only on image-branch
+    trials, where the answer is exactly the report-absent one. Hence the planted behaviour,
+    on every design: report-present flip rate = (1 - w) x report-absent flip rate in expectation
+    (the realised gate share is in the record through the margins), w = 1 gives flip rate 0 and
+    w = 0 gives report-present outputs equal to report-absent ones. The gate is nested in ``w``
+    (a trial that follows the report at w follows it at every larger w), so the flip rate falls
+    monotonically along a sweep of w on the same trials.
+
+    (A logit mixture ``w * report + (1 - w) * image`` does not anchor: where the report and a
+    confident image disagree -- the one-question design asks each case's positive finding, on
+    which the CNN's margin averages -6 against the report's +4 -- the mixture lands near 0, and
+    the report *raises* the flip rate.)
+    """
+
+    stated_behaviour = ("Report present: a share w of (report, question) pairs, chosen by a hash of the report "
+                        "and question (the same on both images), answer from the report, the rest from the image; "
+                        "report-present flip rate = (1 - w) x report-absent flip rate in expectation; "
+                        "w = 1: flip rate 0; w = 0: report-present outputs equal report-absent outputs.")
 
     def __init__(self, name: str, *, w: float) -> None:
         if not 0.0 <= w <= 1.0:
@@ -311,12 +339,24 @@ class Anchored(ImageClassifier):
         self.w = float(w)
         self._reader = ReportReader("ref-report-reader")
 
+    @staticmethod
+    def gate(report: str, finding: str) -> float:
+        """The uniform draw in [0, 1) that decides whether a (report, finding) pair follows the report."""
+        digest = hashlib.sha256(f"anchored-gate|{finding}|{report}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2.0 ** 64
+
     def _finding_logits(self, image, report, boxes, *, fingerprint=None):
         img = super()._finding_logits(image, None, boxes, fingerprint=fingerprint)
         if report is None:
             return img
         rep = self._reader._finding_logits(None, report, None)
-        return {f: self.w * rep[f] + (1.0 - self.w) * img[f] for f in FINDINGS_13}
+        return {"image": img, "report": rep, "text": report}
+
+    def _evidence(self, logits, finding: str) -> float:
+        if "text" not in logits:
+            return super()._evidence(logits, finding)
+        branch = "report" if self.gate(logits["text"], finding) < self.w else "image"
+        return super()._evidence(logits[branch], finding)
 
     def identity(self) -> dict:
         return {**super().identity(), "w": self.w}

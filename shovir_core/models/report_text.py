@@ -11,11 +11,10 @@ import re
 from typing import Iterable
 
 from ..labels import FINDINGS_13
+from ..vocab import COMPOSITE
 
 __all__ = ["COMPOSITE", "SYNONYMS", "template_report", "read_report", "finding_of_question"]
 
-COMPOSITE = "composite"
-"""Finding name of the ModaLens composite question ("any acute cardiopulmonary finding")."""
 
 SYNONYMS: dict[str, tuple[str, ...]] = {
     "Enlarged Cardiomediastinum": ("enlarged cardiomediastinum", "mediastinal widening", "widened mediastinum"),

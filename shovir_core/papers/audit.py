@@ -38,8 +38,7 @@ from .expression import ExpressionError, evaluate
 from .values import TABLE1_METRICS, PaperDataError, Reported, _check_paper, load_values, parse_number
 
 __all__ = [
-    "Check", "KINDS", "OPS", "AUDIT_COLUMNS", "DISPLAY_COLUMNS", "load_checks", "checks_of", "run_check",
-    "audit", "audit_summary", "audit_table", "audit_glue_values", "engine_sha256",
+    "Check", "KINDS", "OPS", "AUDIT_COLUMNS", "load_checks", "checks_of", "run_check", "audit", "engine_sha256",
 ]
 
 KINDS = (
@@ -281,69 +280,6 @@ def audit(paper: str) -> pd.DataFrame:
     if df["id"].duplicated().any():
         raise PaperDataError(f"{paper}: duplicate check id {df['id'][df['id'].duplicated()].iloc[0]!r}")
     return df
-
-
-def audit_summary(checks: pd.DataFrame) -> pd.DataFrame:
-    """Checks passed and flagged per kind (rows) plus a ``total`` row; input: :func:`audit` rows."""
-    missing = {"kind", "status"} - set(checks.columns)
-    if missing:
-        raise ValueError(f"audit_summary: columns {sorted(missing)} missing")
-    table = (pd.crosstab(checks["kind"], checks["status"])
-             .reindex(columns=["passed", "flagged"], fill_value=0))
-    table.loc["total"] = table.sum()
-    table["checks"] = table["passed"] + table["flagged"]
-    table.columns.name = None
-    return table.astype(int)
-
-
-def audit_glue_values(checks: pd.DataFrame, counts: Mapping, *, paper: str) -> dict:
-    """The audit chapter's glue keys (``audit.<paper>.*``) and values, from a record's rows.
-
-    Totals (``n_checks``, ``n_passed``, ``n_flagged``, ``n_values``), counts per kind
-    (``kind.<kind>.{checks,passed,flagged}``) and, per flagged check, the stated and recomputed
-    values (``flagged.<id>.{stated,recomputed}``).
-    """
-    summary = audit_summary(checks)
-    ns = f"audit.{paper}"
-    out = {f"{ns}.n_checks": int(summary.loc["total", "checks"]),
-           f"{ns}.n_passed": int(summary.loc["total", "passed"]),
-           f"{ns}.n_flagged": int(summary.loc["total", "flagged"]),
-           f"{ns}.n_values": int(counts["n_values"])}
-    for kind, row in summary.drop(index="total").iterrows():
-        for column in ("checks", "passed", "flagged"):
-            out[f"{ns}.kind.{kind}.{column}"] = int(row[column])
-    id_col = "check_id" if "check_id" in checks.columns else "id"
-    for _, row in checks[checks["status"] == "flagged"].iterrows():
-        key = str(row[id_col]).removeprefix(f"{paper}.")
-        out[f"{ns}.flagged.{key}.stated"] = row["stated"]
-        out[f"{ns}.flagged.{key}.recomputed"] = row["recomputed"]
-    return out
-
-
-DISPLAY_COLUMNS = ["status", "location", "kind", "description", "stated", "recomputed", "tolerance", "note"]
-"""Columns of :func:`audit_table`."""
-
-
-def audit_table(checks: pd.DataFrame, *, status: str | None = None) -> pd.DataFrame:
-    """The audit for reading: flagged checks first, then by location; indexed by check id.
-
-    Parameters
-    ----------
-    checks : DataFrame
-        Rows of :func:`audit` (or a record's trials, whose ``check_id`` column is used).
-    status : {"passed", "flagged"}, optional
-        Keep only these checks.
-    """
-    df = checks.rename(columns={"check_id": "id"}) if "check_id" in checks.columns else checks
-    missing = set(DISPLAY_COLUMNS) - set(df.columns)
-    if missing:
-        raise ValueError(f"audit_table: columns {sorted(missing)} missing")
-    if status is not None:
-        if status not in ("passed", "flagged"):
-            raise ValueError(f"audit_table: status must be 'passed' or 'flagged', got {status!r}")
-        df = df[df["status"] == status]
-    order = df.assign(_flag=df["status"].ne("flagged")).sort_values(["_flag", "location", "id"], kind="stable")
-    return order.set_index("id")[DISPLAY_COLUMNS]
 
 
 def engine_sha256() -> str:

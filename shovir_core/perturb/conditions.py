@@ -21,6 +21,7 @@ from .boxes import Box, box_sets, random_boxes, union_mask, validate_boxes
 from .noise import array_sha256, blend, cast, draw_noise, feathered_mask, kernel_margin
 from .presets import Preset, resolve_preset
 from .rng import item_rng, stream_key
+from ..vocab import P_GRID, SHOVIR_CONDITIONS
 from .stats import SUPPORTED_DTYPES, matched_stats
 
 __all__ = [
@@ -28,9 +29,11 @@ __all__ = [
     "full_noise", "prepare_image",
 ]
 
-OCCLUSIONS = ("RO", "OCO", "DOCO")
-CONDITIONS = ("FullNoise",) + OCCLUSIONS
-DEFAULT_PS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+OCCLUSIONS = SHOVIR_CONDITIONS[2:]
+"""The box occlusions RO, OCO, DOCO."""
+CONDITIONS = SHOVIR_CONDITIONS[1:]
+"""The perturbations: Full Noise Image and the box occlusions (Baseline is the unperturbed image)."""
+DEFAULT_PS = P_GRID
 """The paper's grid of blending strengths."""
 
 

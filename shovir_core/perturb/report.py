@@ -1,4 +1,8 @@
-"""Tables and figures of the Perturbations chapter, derived from a ``perturbations`` record."""
+"""The gallery of the Perturbations chapter, from a ``perturbations`` record: its rows, a check of
+its image files against the record's hashes, and the figure.
+
+The chapter's tables are in :mod:`shovir_core.tables.perturbations`.
+"""
 from __future__ import annotations
 
 import json
@@ -7,90 +11,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .swap import TIERS
+from ..vocab import SHOVIR_CONDITIONS
 
-__all__ = ["box_set_counts", "tier_counts", "gallery_frame", "plot_gallery", "verify_gallery", "noise_table"]
+__all__ = ["rows_of_kind", "gallery_frame", "plot_gallery", "verify_gallery"]
 
-_CONDITION_ROWS = ("RO", "OCO", "DOCO")
+_CONDITION_ROWS = SHOVIR_CONDITIONS[2:]  # RO, OCO, DOCO
 
 
-def _kind(trials: pd.DataFrame, kind: str) -> pd.DataFrame:
+def rows_of_kind(trials: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """The rows of one ``kind`` of a perturbations record (``box_sets``, ``substitute``, ``gallery``),
+    without the columns that only other kinds fill."""
     out = trials[trials["kind"] == kind]
     if out.empty:
         raise ValueError(f"the record has no {kind!r} rows")
     return out.dropna(axis=1, how="all")
 
 
-def box_set_counts(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per target class: images, ``|B_c|``, ``|B_c̄|`` after the IoU rule, boxes dropped, DOCO items.
-
-    Columns: ``images`` (images with a box of the class), ``B_c boxes``,
-    ``B_cbar boxes`` (kept by the IoU rule), ``dropped by IoU`` (co-finding
-    boxes removed), ``DOCO items`` (images with a non-empty ``B_c̄``) and
-    ``DOCO dropped`` (images without); a ``total`` row sums them.
-    """
-    b = _kind(trials, "box_sets").assign(doco_dropped=lambda d: d["doco_dropped"].astype(bool))
-    table = b.groupby("target").agg(
-        images=("image_id", "size"),
-        **{"B_c boxes": ("n_target_boxes", "sum"), "B_cbar boxes": ("n_other_boxes", "sum"),
-           "dropped by IoU": ("n_dropped_iou", "sum")},
-        **{"DOCO dropped": ("doco_dropped", "sum")},
-    )
-    table["DOCO items"] = table["images"] - table["DOCO dropped"]
-    table = table[["images", "B_c boxes", "B_cbar boxes", "dropped by IoU", "DOCO items", "DOCO dropped"]]
-    table = table.astype(int)
-    table.loc["total"] = table.sum()
-    table.index.name = "class"
-    return table
-
-
-def tier_counts(trials: pd.DataFrame) -> pd.DataFrame:
-    """Substitute accounting per tier: cases, share, same/cross patient, SSIM rejections, SSIM quartiles."""
-    s = _kind(trials, "substitute")
-    s = s.assign(tier=s["tier"].astype(int))
-    rows = []
-    for t, name in enumerate(TIERS, start=1):
-        sub = s[s["tier"] == t]
-        q = sub["ssim"].quantile([0.25, 0.5, 0.75]) if len(sub) else pd.Series([np.nan] * 3)
-        rows.append({
-            "tier": t, "rule": name, "cases": len(sub), "share": len(sub) / len(s),
-            "same-patient": int((sub["pair_type"] == "same-patient").sum()),
-            "cross-patient": int((sub["pair_type"] == "cross-patient").sum()),
-            "rejected (SSIM)": int(sub["n_rejected_ssim"].sum()),
-            "SSIM q1": q.iloc[0], "SSIM median": q.iloc[1], "SSIM q3": q.iloc[2],
-        })
-    none = s[s["tier"] == 0]
-    rows.append({"tier": 0, "rule": "no substitute", "cases": len(none), "share": len(none) / len(s),
-                 "same-patient": 0, "cross-patient": 0, "rejected (SSIM)": int(none["n_rejected_ssim"].sum()),
-                 "SSIM q1": np.nan, "SSIM median": np.nan, "SSIM q3": np.nan})
-    return pd.DataFrame(rows).set_index("tier")
-
-
 def gallery_frame(run) -> pd.DataFrame:
     """The gallery rows of a record with ``path`` (absolute PNG path) and parsed boxes."""
-    g = _kind(run.trials, "gallery").copy()
+    g = rows_of_kind(run.trials, "gallery").copy()
     g["path"] = [str(Path(run.path) / a) for a in g["artifact"]]
     g["boxes_used"] = g["boxes_used"].map(json.loads)
     g["boxes_annotated"] = g["boxes_annotated"].map(json.loads)
     return g.reset_index(drop=True)
-
-
-def noise_table(gallery: pd.DataFrame) -> pd.DataFrame:
-    """Noise statistics of the gallery's Full Noise and OCO (p = 1) outputs, per preset.
-
-    Columns: the statistics region, pixels used, trimming percentiles, the
-    trimmed mean / median / SD, the centre and scale of the Gaussian, and
-    the first 12 hex digits of the output's SHA-256.
-    """
-    g = gallery[gallery["condition"].isin(["FullNoise", "OCO"]) & (gallery["p"] == 1.0)]
-    rows = []
-    for r in g.itertuples():
-        n = json.loads(r.info)["noise"]
-        rows.append({"preset": r.preset, "condition": r.condition, "region": n["region"],
-                     "pixels": n["n_pixels"], "P_low": n["p_low"][0], "P_high": n["p_high"][0],
-                     "trimmed mean": n["mean"][0], "trimmed median": n["median"][0], "trimmed SD": n["std"][0],
-                     "centre": n["center"][0], "scale": n["scale"][0], "sha256": r.sha256[:12]})
-    return pd.DataFrame(rows).set_index(["preset", "condition"]).round(3)
 
 
 def verify_gallery(gallery: pd.DataFrame) -> int:

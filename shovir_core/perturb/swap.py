@@ -37,6 +37,7 @@ from PIL import Image
 from skimage.metrics import structural_similarity
 
 from ..labels import FINDINGS_13
+from ..vocab import TIERS
 from .rng import item_rng
 
 __all__ = [
@@ -44,7 +45,6 @@ __all__ = [
     "ssim_image",
 ]
 
-TIERS = ("differs-positive-set", "any-other", "cross-patient")
 FRONTAL_VIEWS = ("PA", "AP")
 COHORT_COLUMNS = ("image_id", "study_id", "patient_id", "view", "positive")
 

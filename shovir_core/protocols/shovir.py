@@ -55,6 +55,7 @@ from tqdm import tqdm
 from ..data import Dataset, load_dataset
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 from ..records import Run, RunWriter, load_run, spec_hash
+from ..vocab import SHOVIR_CONDITIONS
 
 __all__ = [
     "resolve_spec", "execute", "CONDITIONS", "IMAGE_CONDITIONS", "DISEASE_CONDITIONS", "DEFAULTS",
@@ -62,9 +63,9 @@ __all__ = [
 ]
 
 PROTOCOL = "shovir"
-IMAGE_CONDITIONS = ("Baseline", "FullNoise")
-DISEASE_CONDITIONS = ("RO", "OCO", "DOCO")
-CONDITIONS = IMAGE_CONDITIONS + DISEASE_CONDITIONS
+CONDITIONS = SHOVIR_CONDITIONS
+IMAGE_CONDITIONS = CONDITIONS[:2]  # Baseline, FullNoise
+DISEASE_CONDITIONS = CONDITIONS[2:]  # RO, OCO, DOCO
 
 DEFAULTS: dict = {
     "dataset": "demo",

@@ -1,11 +1,14 @@
 """ModaLens tables and figures as pure functions of ``modalens`` run records (trial frames).
 
-Every function takes the ``trials`` frames of :mod:`shovir_core.protocols.modalens` records (one
-frame per arm) and returns a :class:`TableResult`: a display frame plus a flat dict of values whose
-keys are the glue keys without the ``ml.`` prefix (e.g. ``t2.all14.present.flip_rate``).
+Every table function takes the ``trials`` frames of :mod:`shovir_core.protocols.modalens` records
+(one frame per arm) and returns a :class:`~shovir_core.tables.result.TableResult`: the frame (numbers
+unformatted), a flat dict of values whose keys are the glue keys without the ``ml.`` prefix (e.g.
+``t2.all14.present.flip_rate``) and display metadata; the notebook attaches the records with
+``.with_runs(runs)``. The building blocks (:func:`answers`, :func:`design_subset`, :func:`pair_arms`,
+:func:`compare_arms`, :func:`rate_interval`) return arrays, frames and dicts.
 
-Readouts (paper-map B.1): ``lowercase`` (argmax of the lowercase ``yes``/``no`` logits; columns
-``readout_c``/``readout_d``), ``family`` (log-sum-exp of the token families; ``family_readout_*``)
+Readouts (ModaLens §2, "Prompt and readout"): ``lowercase`` (argmax of the lowercase ``yes``/``no``
+logits; columns ``readout_c``/``readout_d``), ``family`` (log-sum-exp of the token families; ``family_readout_*``)
 and ``generated`` (the parsed greedy answer; ``answer_*``). Under ``generated`` a trial counts only
 when the answer on both images -- and, for paired arms, in both arms -- opens with Yes or No;
 format compliance is the share of generations that do.
@@ -17,35 +20,30 @@ with rates, paired differences and ratios computed inside each draw; every call 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from .. import vocab
 from ..labels import FINDINGS_13
 from ..metrics import modalens as mm
 from ..stats import cluster_bootstrap, paired_rates
-from ..protocols.modalens import COMPOSITE, prespecified_findings, primary_finding
+from ..protocols.modalens import prespecified_findings, primary_finding
+from ..vocab import COMPOSITE, TIERS
+from .result import TableResult
 
 __all__ = [
     "READOUTS", "TableResult", "answers", "design_subset", "pair_arms", "compare_arms", "rate_interval",
     "cohort_table", "primary_comparison", "instruction_table", "accuracy_table", "readout_validation",
-    "margin_changes", "margin_by_finding", "anchoring_sweep", "six_findings", "PAPER_KEYS", "paper_comparison",
+    "margin_changes", "margin_summary", "margin_by_finding", "anchoring_sweep", "six_findings", "PAPER_KEYS",
+    "paper_comparison",
 ]
 
-READOUTS: dict[str, str] = {"lowercase": "readout", "family": "family_readout", "generated": "answer"}
-"""Readout name -> column stem (``<stem>_c`` / ``<stem>_d``)."""
+READOUTS: dict[str, str] = dict(zip(vocab.READOUTS, ("readout", "family_readout", "answer")))
+"""Readout name (:data:`shovir_core.vocab.READOUTS`) -> column stem (``<stem>_c`` / ``<stem>_d``)."""
 
 _YES = {"yes", "Yes"}
 _SCOREABLE = {"Yes", "No"}
-
-
-@dataclass
-class TableResult:
-    """A display table and the values to glue (keys without the ``ml.`` namespace)."""
-
-    frame: pd.DataFrame
-    values: dict[str, float] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- trials
@@ -176,11 +174,26 @@ def compare_arms(arm_1: pd.DataFrame, arm_2: pd.DataFrame, *, readout: str = "lo
     return out
 
 
-def _row(block: str, row: str, r: Mapping, label_1: str, label_2: str) -> dict:
-    return {"block": block, "row": row, label_1: r["fr_1"], f"{label_1} lo": r["fr_1_lo"],
-            f"{label_1} hi": r["fr_1_hi"], label_2: r["fr_2"], "diff (pp)": 100 * r["diff"],
-            "diff lo": 100 * r["diff_lo"], "diff hi": 100 * r["diff_hi"], "ratio": r["ratio"],
-            "trials": r["n_trials"], "patients": r["n_patients"]}
+_STATS = ("fr_1", "fr_2", "diff", "ratio")
+
+
+def _row(block: str, row: str, r: Mapping) -> dict:
+    out = {"block": block, "row": row}
+    for stat in _STATS:
+        out.update({stat: r[stat], f"{stat}_lo": r[f"{stat}_lo"], f"{stat}_hi": r[f"{stat}_hi"]})
+    out.update({"n_trials": r["n_trials"], "n_patients": r["n_patients"]})
+    return out
+
+
+def _comparison_display(label_1: str, label_2: str) -> tuple[dict, dict]:
+    """Metrics and headers of the :func:`_row` columns (``label_1``/``label_2`` name the two rates)."""
+    metrics, labels = {"n_trials": "count", "n_patients": "count"}, {"n_trials": "trials", "n_patients": "patients"}
+    for stat, metric, head in (("fr_1", "flip_rate", label_1), ("fr_2", "flip_rate", label_2),
+                               ("diff", "paired_diff", "diff"), ("ratio", "ratio", "ratio")):
+        for suffix in ("", "_lo", "_hi"):
+            metrics[stat + suffix] = metric
+            labels[stat + suffix] = head + suffix.replace("_", " ")
+    return metrics, labels
 
 
 def _put(values: dict, prefix: str, r: Mapping, names: tuple[str, str]) -> None:
@@ -221,8 +234,7 @@ def cohort_table(trials: pd.DataFrame, counts: Mapping[str, int], *, six: Sequen
     ]
     for tier in (1, 2, 3):
         sub = cases[cases["tier"] == tier]
-        name = sub["tier_name"].iloc[0] if len(sub) else {1: "differs-positive-set", 2: "any-other",
-                                                          3: "cross-patient"}[tier]
+        name = sub["tier_name"].iloc[0] if len(sub) else TIERS[tier - 1]
         rows.append(("pairs by tier", f"tier {tier}: {name}", int(len(sub))))
     rows += [
         ("pairs", "same-patient pairs", int((cases["pair_type"] == "same-patient").sum())),
@@ -239,16 +251,20 @@ def cohort_table(trials: pd.DataFrame, counts: Mapping[str, int], *, six: Sequen
         ("trials", f"prespecified design ({len(six)} findings)", int(trials["finding"].isin(list(six)).sum())),
         ("labels", "all-14 trials with the asked label changed", int(trials["label_changed"].sum())),
     ]
+    ssim = [r[0] == "SSIM" for r in rows]
     frame = pd.DataFrame({"group": [r[0] for r in rows], "quantity": [r[1] for r in rows],
-                          "value": pd.Series([r[2] for r in rows], dtype=object)})  # counts stay integers
+                          "count": [np.nan if s else r[2] for r, s in zip(rows, ssim)],
+                          "ssim": [r[2] if s else np.nan for r, s in zip(rows, ssim)]})
     keys = ["dataset.images", "dataset.studies", "dataset.patients", "source_studies", "no_substitute",
             "ssim_rejected", "cohort.cases", "cohort.patients", "cases", "patients", "patients_multi_study",
             "tier1", "tier2", "tier3", "same_patient", "cross_patient", "ssim.median", "ssim.q1", "ssim.q3",
             "ssim.max", "trials.all14", "trials.f13", "trials.one_q", "trials.one_q_yes", "trials.one_q_no",
             "trials.six", "trials.label_changed"]
-    values = {f"t1.{k}": v for k, v in zip(keys, frame["value"])}
+    values = {f"t1.{k}": r[2] for k, r in zip(keys, rows)}  # counts stay integers
     values["t1.n_six"] = len(six)
-    return TableResult(frame, values)
+    return TableResult(frame, values, metrics={"count": "count", "ssim": "ssim"}, index=("group", "quantity"),
+                       labels={"count": "n", "ssim": "SSIM"},
+                       caption="ModaLens Table 1: cohort accounting and pair composition by tier.")
 
 
 # --------------------------------------------------------------------------- Table 2
@@ -280,13 +296,16 @@ def primary_comparison(arms: Mapping[str, pd.DataFrame], *, n_draws_primary: int
     ]
     for block, row, prefix, names, k1, k2, draws in spec:
         r = compare_arms(arms[k1], arms[k2], n_draws=draws, seed=seed)
-        rows.append(_row(block, row, r, "FR (1)", "FR (2)"))
+        rows.append(_row(block, row, r))
         _put(values, prefix, r, names)
     for block, row, prefix, names, k1, k2, draws in spec_one:
         r = compare_arms(one[k1], one[k2], n_draws=draws, seed=seed)
-        rows.append(_row(block, row, r, "FR (1)", "FR (2)"))
+        rows.append(_row(block, row, r))
         _put(values, prefix, r, names)
-    return TableResult(pd.DataFrame(rows), values)
+    metrics, labels = _comparison_display("FR (1)", "FR (2)")
+    return TableResult(pd.DataFrame(rows), values, metrics=metrics, labels=labels, index=("block", "row"),
+                       caption="ModaLens Table 2: flip rates of arm (1) and arm (2) on the same trials, "
+                               "their paired difference (1) − (2) and ratio (1) / (2).")
 
 
 # --------------------------------------------------------------------------- Table 3
@@ -312,7 +331,7 @@ def instruction_table(arms: Mapping[str, pd.DataFrame], *, n_draws_primary: int,
             r = compare_arms(sel[ka], sel[kp], readout=readout, n_draws=draws, seed=seed)
             prefix = f"{tab}.{prompt}.{readout}"
             _put(values, prefix, r, ("absent", "present"))
-            row = _row(prompt, readout, r, "FR A", "FR P")
+            row = _row(prompt, readout, r)
             for arm_key, side in ((kp, "present"), (ka, "absent")):
                 yc, yd, valid = answers(sel[arm_key], "generated")
                 values[f"{prefix}.{side}.compliance"] = float(valid.mean())
@@ -321,12 +340,19 @@ def instruction_table(arms: Mapping[str, pd.DataFrame], *, n_draws_primary: int,
                     agree = np.concatenate([(lc == yc)[valid], (ld == yd)[valid]])
                     values[f"{tab}.{prompt}.{side}.agreement_lowercase_generated"] = (
                         float(agree.mean()) if agree.size else float("nan"))
-            row["compliance P"] = values[f"{prefix}.present.compliance"]
-            row["compliance A"] = values[f"{prefix}.absent.compliance"]
-            row["excluded (unscoreable)"] = r["n_excluded"]
+            row["compliance_p"] = values[f"{prefix}.present.compliance"]
+            row["compliance_a"] = values[f"{prefix}.absent.compliance"]
+            row["n_excluded"] = r["n_excluded"]
             rows.append(row)
     frame = pd.DataFrame(rows).rename(columns={"block": "prompt", "row": "readout"})
-    return TableResult(frame, values)
+    metrics, labels = _comparison_display("FR A", "FR P")
+    metrics.update({"compliance_p": "compliance", "compliance_a": "compliance", "n_excluded": "count"})
+    labels.update({"compliance_p": "compliance P", "compliance_a": "compliance A",
+                   "n_excluded": "excluded (unscoreable)", "diff": "diff A − P", "ratio": "ratio A / P"})
+    what = "Table 3 (all-14)" if design == "all14" else "Table 5 (one question)"
+    return TableResult(frame, values, metrics=metrics, labels=labels, index=("prompt", "readout"),
+                       caption=f"ModaLens {what}: flip rates without (A) and with (P) the report under each "
+                               "readout, instructed and plain prompt, with format compliance.")
 
 
 def readout_validation(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) -> TableResult:
@@ -356,17 +382,15 @@ def accuracy_table(trials: pd.DataFrame, *, n_draws: int, seed: int, readout: st
         "tp_d": yd * td, "fn_d": (1 - yd) * td, "tn_d": (1 - yd) * (1 - td), "fp_d": yd * (1 - td),
     })
 
-    def _div(a, b):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(b != 0, a / np.where(b != 0, b, 1.0), np.nan)
+    rate, ba = mm.rate_from_counts, mm.balanced_accuracy_from_counts
 
     def statistic(s):
-        fr_ch, fr_un = _div(s["f_ch"], s["ch"]), _div(s["f_un"], s["un"])
-        ba = {side: (_div(s[f"tp_{side}"], s[f"tp_{side}"] + s[f"fn_{side}"])
-                     + _div(s[f"tn_{side}"], s[f"tn_{side}"] + s[f"fp_{side}"])) / 2 for side in "cd"}
-        return {"flip_rate": _div(s["flip"], s["n"]), "fr_changed": fr_ch, "fr_unchanged": fr_un,
-                "fr_changed_minus_unchanged": fr_ch - fr_un, "acc_original": _div(s["ok_c"], s["n"]),
-                "acc_substitute": _div(s["ok_d"], s["n"]), "ba_original": ba["c"], "ba_substitute": ba["d"]}
+        fr_ch, fr_un = rate(s["f_ch"], s["ch"]), rate(s["f_un"], s["un"])
+        return {"flip_rate": rate(s["flip"], s["n"]), "fr_changed": fr_ch, "fr_unchanged": fr_un,
+                "fr_changed_minus_unchanged": mm.paired_difference(fr_ch, fr_un),
+                "acc_original": rate(s["ok_c"], s["n"]), "acc_substitute": rate(s["ok_d"], s["n"]),
+                **{f"ba_{name}": ba(s[f"tp_{side}"], s[f"fn_{side}"], s[f"tn_{side}"], s[f"fp_{side}"])
+                   for side, name in (("c", "original"), ("d", "substitute"))}}
 
     sums = {c: c for c in frame.columns if c != "patient_id"}
     res = _boot(frame, sums, statistic, n_draws=n_draws, seed=seed)
@@ -395,7 +419,10 @@ def accuracy_table(trials: pd.DataFrame, *, n_draws: int, seed: int, readout: st
             rows.append({"quantity": f"label-changed transitions: {name}", "estimate": r["share"],
                          "lo": np.nan, "hi": np.nan})
             values[f"{key}.transition.{name.replace('->', '_to_')}"] = float(r["share"])
-    return TableResult(pd.DataFrame(rows), values)
+    return TableResult(pd.DataFrame(rows), values, metrics={c: "proportion" for c in ("estimate", "lo", "hi")},
+                       labels={"estimate": "estimate", "lo": "95% lo", "hi": "95% hi"}, index=("quantity",),
+                       caption="ModaLens Table 4: accuracy on the original and the substitute image, and flip "
+                               "rates on label-changed vs label-unchanged trials (fractions).")
 
 
 # --------------------------------------------------------------------------- Figure 2
@@ -435,23 +462,53 @@ def margin_changes(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int,
     frame = pd.concat([pd.DataFrame({"report": "present", "abs_dm": dp, "finding": p["finding"].to_numpy()}),
                        pd.DataFrame({"report": "absent", "abs_dm": da, "finding": a["finding"].to_numpy()})],
                       ignore_index=True)
-    return TableResult(frame, values)
+    return TableResult(frame, values, metrics={"abs_dm": "mean_abs_margin_change"}, labels={"abs_dm": "|Δm|"},
+                       caption="Figure 2 A/B: paired margin change |Δm| per trial and arm.")
 
 
-def margin_by_finding(present: pd.DataFrame, absent: pd.DataFrame) -> pd.DataFrame:
-    """Figure 2C: mean |Δm| per finding (rows) with and without the report."""
+def margin_summary(changes: TableResult) -> TableResult:
+    """Figure 2's summary by arm from :func:`margin_changes`: mean |Δm| with its interval, share
+    |Δm| above the threshold and the flip rate (values and run ids of ``changes`` kept)."""
+    v = changes.values
+    rows = [{"arm": f"report {arm}", "mean_abs_dm": v[f"fig2.{arm}.mean_abs_dm"],
+             "mean_abs_dm_lo": v[f"fig2.{arm}.mean_abs_dm_lo"], "mean_abs_dm_hi": v[f"fig2.{arm}.mean_abs_dm_hi"],
+             "share_above": v[f"fig2.{arm}.share_above"], "flip_rate": v[f"fig2.{arm}.flip_rate"]}
+            for arm in vocab.REPORT_CONDITIONS]
+    return TableResult(pd.DataFrame(rows), dict(v),
+                       metrics={"mean_abs_dm": "mean_abs_margin_change", "mean_abs_dm_lo": "mean_abs_margin_change",
+                                "mean_abs_dm_hi": "mean_abs_margin_change", "share_above": "share_margin_change_above",
+                                "flip_rate": "flip_rate"},
+                       labels={"mean_abs_dm_lo": "lo", "mean_abs_dm_hi": "hi",
+                               "share_above": f"share |Δm| > {v['fig2.threshold']:g}"},
+                       run_ids=changes.run_ids, index=("arm",),
+                       caption="Figure 2: margin changes under image swap with and without the report.")
+
+
+def margin_by_finding(present: pd.DataFrame, absent: pd.DataFrame) -> TableResult:
+    """Figure 2C: mean |Δm| per finding (frame index ``finding``) with and without the report.
+
+    ``values``: ``fig2.n_findings_absent_larger`` (questions whose mean |Δm| is larger without the
+    report) and ``fig2.n_questions``.
+    """
     p, a = pair_arms(present, absent, names=["present", "absent"])
     out = pd.DataFrame({"finding": p["finding"], "present": np.abs(_dm(p)), "absent": np.abs(_dm(a))})
-    return out.groupby("finding")[["present", "absent"]].mean()
+    out = out.groupby("finding")[["present", "absent"]].mean()
+    values = {"fig2.n_findings_absent_larger": int((out["absent"] > out["present"]).sum()),
+              "fig2.n_questions": int(len(out))}
+    return TableResult(out, values, metrics={"present": "mean_abs_margin_change", "absent": "mean_abs_margin_change"},
+                       labels={"present": "mean |Δm|, report present", "absent": "mean |Δm|, report absent"},
+                       caption="Figure 2C: mean |Δm| per question.")
 
 
 # --------------------------------------------------------------------------- validation
-def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
+def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]], *, key: str = "validation",
+                    names: Mapping[float, str] | None = None) -> TableResult:
     """Flip rates of ``ref-anchored@w`` (or any model keyed by a number) with and without the report.
 
-    ``pairs`` maps w -> (present trials, absent trials). Columns: ``fr_present``, ``fr_absent``,
-    ``present_equals_absent`` (every lowercase readout and margin identical between the arms),
-    ``n_trials``.
+    ``pairs`` maps w -> (present trials, absent trials). Frame (index ``w``): ``fr_present``,
+    ``fr_absent``, ``present_equals_absent`` (every lowercase readout and margin identical between
+    the arms), ``n_trials``. ``values``: ``<key>.<name>.fr_present`` / ``.fr_absent`` per row, where
+    ``names`` maps w to its name (default ``w<w>`` with ``.`` -> ``p``: ``w0p25``).
     """
     rows = []
     for w, (present, absent) in sorted(pairs.items()):
@@ -463,7 +520,18 @@ def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]]) ->
                                 rtol=0, atol=1e-9))
         rows.append({"w": w, "fr_present": float((pc != pd_).mean()), "fr_absent": float((ac != ad).mean()),
                      "present_equals_absent": bool(same), "n_trials": int(len(p))})
-    return pd.DataFrame(rows).set_index("w")
+    frame = pd.DataFrame(rows).set_index("w")
+    values = {}
+    for w, row in frame.iterrows():
+        name = (names or {}).get(w) or f"w{w:g}".replace(".", "p")  # w0.25 -> w0p25
+        values[f"{key}.{name}.fr_present"] = row["fr_present"]
+        values[f"{key}.{name}.fr_absent"] = row["fr_absent"]
+    return TableResult(frame, values,
+                       metrics={"fr_present": "flip_rate", "fr_absent": "flip_rate", "n_trials": "count"},
+                       labels={"fr_present": "flip rate, report present", "fr_absent": "flip rate, report absent",
+                               "present_equals_absent": "present = absent", "n_trials": "trials",
+                               "w": "anchoring weight w"},
+                       caption="Reference-model validation: swap flip rates against the known report weight w.")
 
 
 # --------------------------------------------------------------------------- paper vs run
@@ -491,15 +559,21 @@ PAPER_KEYS: dict[str, str] = {
 }
 """Run value key -> published value id (:func:`shovir_core.papers.published`, paper ``modalens``)."""
 
-def paper_comparison(values: Mapping[str, float], *, keys: Mapping[str, str] = PAPER_KEYS) -> pd.DataFrame:
+def paper_comparison(values: Mapping[str, float] | TableResult, *,
+                     keys: Mapping[str, str] = PAPER_KEYS) -> TableResult:
     """The paper's values (MedGemma-27B, MIMIC-CXR) beside this run's, in the run's units.
 
-    Rates and shares are fractions (the paper's percentages / 100), differences are in points.
-    Returns one row per key present in both: ``paper``, ``paper lo``, ``paper hi``, ``this run``,
-    ``within paper CI`` (NaN where the paper gives no interval).
+    ``values``: glue values of this run's tables (or one :class:`TableResult`, whose run ids are
+    kept). Rates and shares are fractions (the paper's percentages / 100), differences are in
+    points. Frame: one row per key present in both (index ``quantity``): ``paper id``, ``paper``,
+    ``paper lo``, ``paper hi``, ``this run``, ``within paper CI`` (NaN where the paper gives no
+    interval). ``values``: ``paper.<key>``, ``paper.<key>_lo``, ``paper.<key>_hi`` and
+    ``paper.n_compared``.
     """
     from ..papers import published
 
+    run_ids = values.run_ids if isinstance(values, TableResult) else ()
+    values = values.values if isinstance(values, TableResult) else values
     pub = published("modalens").set_index("id")
     rows = []
     for key, pid in keys.items():
@@ -512,4 +586,13 @@ def paper_comparison(values: Mapping[str, float], *, keys: Mapping[str, str] = P
         inside = float(lo <= run <= hi) if np.isfinite(lo) and np.isfinite(hi) else np.nan
         rows.append({"quantity": key, "paper id": pid, "paper": p["value"] * scale, "paper lo": lo,
                      "paper hi": hi, "this run": run, "within paper CI": inside})
-    return pd.DataFrame(rows).set_index("quantity")
+    frame = pd.DataFrame(rows, columns=["quantity", "paper id", "paper", "paper lo", "paper hi", "this run",
+                                        "within paper CI"]).set_index("quantity")
+    out = {"paper.n_compared": int(len(frame))}
+    for key, row in frame.iterrows():
+        out.update({f"paper.{key}": row["paper"], f"paper.{key}_lo": row["paper lo"],
+                    f"paper.{key}_hi": row["paper hi"]})
+    shown = ("paper", "paper lo", "paper hi", "this run")
+    return TableResult(frame, out, metrics={c: "value" for c in shown}, labels={c: c for c in shown},
+                       run_ids=run_ids,
+                       caption="The paper's values (MedGemma-27B, MIMIC-CXR) beside this run's, in the run's units.")

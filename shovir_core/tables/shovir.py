@@ -1,23 +1,29 @@
 """ShoViR tables and figure data: pure functions of ``shovir`` run records.
 
 The chapter's notebooks call these (one call per table); every value traces to
-the trials of the records passed in.
+the trials of the records passed in. Every table comes back as a
+:class:`~shovir_core.tables.result.TableResult` whose ``values`` are the glue keys
+without the ``sv.`` namespace. The formulas live in :mod:`shovir_core.metrics`
+(F1, μ-F1, Δ_FN, Δ_X, FR); the functions here select and pair trials and call them.
 
-Choices where the paper is silent (paper-map A.4), each an option:
+Choices where the paper is silent (ShoViR §3.4 defines the metrics), each an option:
 
-* F1_14 / F1_5 are **micro**-averaged by default (the reference code lists
-  micro first); uncertain (-1) counts as negative (``uncertain=``).
+* F1_14 / F1_5 are **micro**-averaged by default (the authors' evaluation code lists
+  micro first); uncertain (-1) counts as negative (``uncertain=``: ``"negative"``,
+  ``"positive"`` or ``"excluded"``, the same policy for every label a metric reads).
 * Per-class F1_c is computed on class c's evaluation subset only, against the
-  reference label of c (the reference code's ``run_eval_chexbert_class.py``);
-  with dataset labels as reference every item is positive, so F1_c is the
-  F1 of recall-only errors.
-* μ-F1 weights F1_c by the number of items of c **in that condition's subset**
-  (DOCO, which drops items, uses its own counts; the reference code reused
-  the OCO counts).
+  reference label of c (the authors' per-class CheXbert evaluation); with dataset
+  labels as reference every item is positive, so F1_c is the F1 of recall-only errors.
+* μ-F1 weights F1_c by the number of items of c scored **in that condition's subset**
+  (DOCO, which drops items, uses its own counts; the authors' code reused the OCO counts).
 * Δ_X = μ-F1(RO) − μ-F1(X) on the items X was evaluated on (RO restricted to
   the DOCO items for Δ_DOCO), at p = 1 by default.
 * FR pools (image, class) pairs (micro); intervals are item-level percentile
   bootstraps that resample images (2,000 draws by default).
+* ``uncertain="excluded"`` drops a pair wherever one of the labels it is scored on is
+  uncertain: per-class F1 drops (prediction, reference) pairs, Δ_X drops items whose
+  reference or either prediction is excluded, FR items whose y or either prediction is
+  (:mod:`shovir_core.metrics.shovir`).
 """
 from __future__ import annotations
 
@@ -28,20 +34,39 @@ import pandas as pd
 
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13, apply_policy
 from ..metrics import nlg_metrics, per_class_f1, report_label_f1
+from ..metrics import shovir as ms
 from ..records import Run
 from ..protocols.shovir import label_columns
+from ..vocab import SHOVIR_CONDITIONS
+from .result import TableResult, frame_of, run_ids_of
 
 __all__ = [
-    "trials_of", "image_level", "table1", "per_class", "mu_f1_curves", "shortcut_metrics",
-    "per_class_across_models", "paper_table1", "external_metric_status", "TABLE1_METRICS", "run_counts",
-    "key_part", "paper_figures",
+    "trials_of", "image_level", "table1", "table1_beside_paper", "per_class", "mu_f1_curves",
+    "shortcut_items", "shortcut_metrics", "per_class_across_models", "paper_table1", "external_metric_status",
+    "TABLE1_METRICS", "UNCERTAIN", "run_counts", "doco_counts", "key_part", "paper_figures",
 ]
 
 TABLE1_METRICS = ("f1_14_micro", "f1_5_micro", "f1_radgraph", "green", "bleu1", "bleu4", "rouge_l")
 """Table 1 metric columns (schema names of ``metrics.yaml``), in the paper's order."""
 
+UNCERTAIN = ("negative", "positive", "excluded")
+"""Label policies for uncertain (-1) codes; blank (not mentioned) is always negative."""
+
 _PAPER_METRIC = {"f1_14_micro": "F1_14", "f1_5_micro": "F1_5", "f1_radgraph": "F1_RG", "green": "GREEN",
                  "bleu1": "BLEU_1", "bleu4": "BLEU_4", "rouge_l": "ROUGE_L"}
+_BASELINE, _FULL_NOISE, _RO, _OCO, _DOCO = SHOVIR_CONDITIONS
+_DISEASE = (_RO, _OCO, _DOCO)
+_DELTA_FN = "Δ_FN"
+_ARM_LABELS = {_FULL_NOISE: "Full Noise Image"}
+_COUNT_LABELS = {"n": "items", "n_items": "items", "n_images": "images", "n_excluded": "excluded",
+                 "n_eligible": "eligible", "n_flipped": "flipped", "n_models": "models", "tp": "TP", "fp": "FP",
+                 "fn": "FN"}
+
+
+def _policy(uncertain: str) -> str:
+    if uncertain not in UNCERTAIN:
+        raise ValueError(f"uncertain must be one of {UNCERTAIN}, got {uncertain!r}")
+    return f"u-{uncertain}"
 
 
 def trials_of(runs: Mapping[str, Run]) -> pd.DataFrame:
@@ -74,16 +99,27 @@ def external_metric_status() -> dict[str, str]:
     return out
 
 
-def image_level(trials: pd.DataFrame, *, uncertain: str = "negative", external: bool = True) -> pd.DataFrame:
+def key_part(text: str) -> str:
+    """A glue-key component: letters, digits and ``_`` only.
+
+    >>> key_part("medgemma-1.5-4b")
+    'medgemma_1_5_4b'
+    """
+    return "".join(ch if ch.isalnum() else "_" for ch in str(text))
+
+
+# --------------------------------------------------------------------------- Table 1
+def image_level(trials: pd.DataFrame, *, uncertain: str = "negative", external: bool = True) -> TableResult:
     """Report-level metrics of the image-level conditions, one row per (model, condition).
 
-    Columns: ``f1_14_micro, f1_14_macro, f1_5_micro, f1_5_macro, bleu1, bleu4,
-    rouge_l, f1_radgraph, green, n_images``. RadGraph F1 and GREEN are computed
-    when their weights are available locally (``external=True``), else NaN
-    (:func:`external_metric_status` gives the reason).
+    Columns: ``model, condition, n_images, f1_14_micro, f1_14_macro, f1_5_micro, f1_5_macro, bleu1,
+    bleu4, rouge_l, f1_radgraph, green``. RadGraph F1 and GREEN are computed when their weights
+    are available locally (``external=True``), else NaN (:func:`external_metric_status` gives the
+    reason).
     """
     from ..metrics import compute_external
 
+    _policy(uncertain)
     img = trials[trials["level"] == "image"]
     if img.empty:
         raise ValueError("no image-level trials (conditions Baseline / FullNoise) in these records")
@@ -98,177 +134,54 @@ def image_level(trials: pd.DataFrame, *, uncertain: str = "negative", external: 
         for name in ("f1_radgraph", "green"):
             row[name] = (compute_external(name, hyps, refs).value if name not in status else np.nan)
         rows.append(row)
-    return pd.DataFrame(rows).set_index(["model", "condition"])
+    frame = pd.DataFrame(rows)
+    metric_cols = [c for c in frame.columns if c not in ("model", "condition", "n_images")]
+    return TableResult(frame, metrics={"n_images": "count", **{c: c for c in metric_cols}},
+                       labels={"n_images": "images", **_ARM_LABELS}, index=("model", "condition"),
+                       caption="Report-level metrics of the image-level conditions.", na_rep="unavailable")
 
 
-def table1(trials: pd.DataFrame, *, uncertain: str = "negative") -> pd.DataFrame:
-    """ShoViR Table 1: Baseline and Full Noise metrics per model, with Δ_FN for F1_14 and F1_5.
-
-    Columns are a MultiIndex ``(arm, metric)`` with arms ``Baseline``,
-    ``FullNoise`` and ``Δ_FN``.
-    """
-    il = image_level(trials, uncertain=uncertain)
-    models = list(dict.fromkeys(il.index.get_level_values("model")))
+def _table1_frame(il: pd.DataFrame) -> pd.DataFrame:
+    models = list(dict.fromkeys(il["model"]))
+    il = il.set_index(["model", "condition"])
     parts = {}
-    for arm in ("Baseline", "FullNoise"):
+    for arm in (_BASELINE, _FULL_NOISE):
         parts[arm] = pd.DataFrame({m: il.loc[(m, arm), list(TABLE1_METRICS)] for m in models}).T.astype(float)
     out = pd.concat(parts, axis=1)
     for metric in ("f1_14_micro", "f1_5_micro"):
-        out[("Δ_FN", metric)] = out[("Baseline", metric)] - out[("FullNoise", metric)]
+        out[(_DELTA_FN, metric)] = ms.delta_fn(out[(_BASELINE, metric)], out[(_FULL_NOISE, metric)])
     out.index.name = "model"
     return out
 
 
-def per_class(trials: pd.DataFrame, *, uncertain: str = "negative") -> pd.DataFrame:
-    """Per-class F1 on each class's evaluation subset, per (model, condition, p, class).
+def _table1_result(frame: pd.DataFrame, values: dict, caption: str, run_ids=()) -> TableResult:
+    return TableResult(frame, values=values, metrics={col: col[1] for col in frame.columns},
+                       labels=dict(_ARM_LABELS), caption=caption, na_rep="unavailable", run_ids=run_ids)
 
-    Columns: ``n`` (items), ``tp, fp, fn, precision, recall, f1``.
+
+def table1(trials: pd.DataFrame, *, uncertain: str = "negative") -> TableResult:
+    """ShoViR Table 1: Baseline and Full Noise metrics per model, with Δ_FN for F1_14 and F1_5.
+
+    ``frame``: index ``model``, MultiIndex columns ``(arm, metric)`` with arms ``Baseline``,
+    ``FullNoise`` and ``Δ_FN`` (:func:`shovir_core.metrics.delta_fn`). ``values``:
+    ``t1.<model>.<arm>.<metric>`` for every available cell, the largest and smallest Δ_FN (F1_14)
+    with their models, ``t1.n_models`` and ``t1.n_images_max`` (images of the largest image set).
     """
-    dis = trials[trials["level"] == "disease"]
-    if dis.empty:
-        raise ValueError("no disease-level trials (RO / OCO / DOCO) in these records")
-    rows = []
-    for (model, cond, p, c), g in dis.groupby(["model", "condition", "p", "target"], sort=False):
-        t = per_class_f1(g[[f"pred.{c}"]].set_axis([c], axis=1), g[[f"ref.{c}"]].set_axis([c], axis=1),
-                         classes=[c], uncertain=uncertain).iloc[0]
-        rows.append({"model": model, "condition": cond, "p": float(p), "class": c, "n": int(len(g)),
-                     "tp": int(t.tp), "fp": int(t.fp), "fn": int(t.fn), "precision": float(t.precision),
-                     "recall": float(t.recall), "f1": float(t.f1)})
-    out = pd.DataFrame(rows)
-    order = {c: i for i, c in enumerate(FINDINGS_13)}
-    return (out.assign(_o=out["class"].map(order)).sort_values(["model", "condition", "p", "_o"])
-            .drop(columns="_o").reset_index(drop=True))
+    il = image_level(trials, uncertain=uncertain).frame
+    out = _table1_frame(il)
+    values = {}
+    for model, row in out.iterrows():
+        for (arm, metric), value in row.items():
+            if pd.notna(value):
+                values[f"t1.{key_part(model)}.{key_part(arm)}.{metric}"] = float(value)
+    delta = out[(_DELTA_FN, "f1_14_micro")]
+    values.update({"t1.max_delta_fn_f1_14": float(delta.max()), "t1.max_delta_fn_model": str(delta.idxmax()),
+                   "t1.min_delta_fn_f1_14": float(delta.min()), "t1.min_delta_fn_model": str(delta.idxmin()),
+                   "t1.n_models": int(len(out)), "t1.n_images_max": int(il["n_images"].max())})
+    return _table1_result(out, values, "ShoViR Table 1: Baseline vs Full Noise Image, with Δ_FN.")
 
 
-def mu_f1_curves(per_class_table: pd.DataFrame) -> pd.DataFrame:
-    """μ-F1 = Σ_c n_c F1_c / Σ_c n_c per (model, condition, p), with the item count."""
-    from ..metrics import mu_f1
-
-    rows = []
-    for (model, cond, p), g in per_class_table.groupby(["model", "condition", "p"], sort=False):
-        rows.append({"model": model, "condition": cond, "p": float(p),
-                     "mu_f1": mu_f1(g.set_index("class")["f1"], g.set_index("class")["n"]),
-                     "n_items": int(g["n"].sum())})
-    return pd.DataFrame(rows)
-
-
-def _binary(values: pd.Series, uncertain: str) -> np.ndarray:
-    policy = {"negative": "u-negative", "positive": "u-positive", "excluded": "u-excluded"}[uncertain]
-    return np.nan_to_num(apply_policy(values.to_numpy(dtype=float), policy), nan=0.0)
-
-
-def _at_target(frame: pd.DataFrame, prefix: str) -> np.ndarray:
-    """Each row's ``<prefix>.<target>`` label code."""
-    arr = frame[label_columns(prefix)].to_numpy(dtype=float)
-    idx = np.array([CHEXPERT_CLASSES.index(c) for c in frame["target"]], dtype=int)
-    return arr[np.arange(len(frame)), idx] if len(frame) else np.zeros(0)
-
-
-def _paired(dis: pd.DataFrame, model: str, arm: str, ref_arm: str, p: float, ref_p: float,
-            uncertain: str) -> pd.DataFrame:
-    """One row per (image, class) item evaluated under both arms, with binary calls of each."""
-    keys = ["image_id", "target"]
-
-    def side(cond, pp, tag):
-        s = dis[(dis["model"] == model) & (dis["condition"] == cond) & np.isclose(dis["p"], pp)]
-        return pd.DataFrame({"image_id": s["image_id"].to_numpy(), "target": s["target"].to_numpy(),
-                             f"pred_{tag}": _binary(pd.Series(_at_target(s, "pred")), uncertain),
-                             f"ref_{tag}": _binary(pd.Series(_at_target(s, "ref")), uncertain),
-                             f"y_{tag}": _at_target(s, "gt")})
-
-    a = side(arm, p, "x")
-    b = side(ref_arm, ref_p, "r")
-    items = a.merge(b, on=keys, how="inner", validate="one_to_one")
-    items["ref"] = items["ref_x"]
-    items["y"] = (items["y_x"] == 1.0).astype(float)
-    return items.drop(columns=["ref_x", "ref_r", "y_x", "y_r"])
-
-
-def _mu_f1_stat(classes: list[str], arms: tuple[str, ...]):
-    def stat(s: dict) -> dict:
-        out = {}
-        for arm in arms:
-            num = den = 0.0
-            for c in classes:
-                tp, fp, fn, n = (s[f"{k}_{arm}_{c}"] for k in ("tp", "fp", "fn", "n"))
-                f1 = np.where(2 * tp + fp + fn > 0, 2 * tp / np.where(2 * tp + fp + fn > 0, 2 * tp + fp + fn, 1), 0.0)
-                num = num + n * f1
-                den = den + n
-            out[f"mu_f1_{arm}"] = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
-        out["delta"] = out[f"mu_f1_{arms[1]}"] - out[f"mu_f1_{arms[0]}"]
-        out["fr"] = np.where(s["eligible"] > 0, s["flipped"] / np.where(s["eligible"] > 0, s["eligible"], 1), np.nan)
-        return out
-    return stat
-
-
-def shortcut_metrics(trials: pd.DataFrame, *, p: float = 1.0, n_draws: int = 2000,
-                     rng: np.random.Generator, uncertain: str = "negative", level: float = 0.95) -> pd.DataFrame:
-    """Δ_X and FR at strength ``p`` for X ∈ {OCO, DOCO}, plus the RO control, with bootstrap intervals.
-
-    Rows: (model, arm) with arm ``OCO``, ``DOCO`` (reference arm RO at ``p``) and
-    ``RO-control`` (RO at ``p`` against the Baseline image, i.e. RO at p = 0:
-    how many findings random occlusion alone removes). Columns: ``delta``
-    (μ-F1(reference arm) − μ-F1(arm)) and ``fr`` with ``_lo``/``_hi`` bounds,
-    ``n_items``, ``n_eligible``, ``n_flipped``. Intervals resample images
-    (:func:`shovir_core.stats.item_bootstrap`) with ``rng``.
-    """
-    from ..stats import item_bootstrap
-
-    dis = trials[trials["level"] == "disease"]
-    rows = []
-    for model in dict.fromkeys(dis["model"]):
-        conds = set(dis.loc[dis["model"] == model, "condition"])
-        specs = [(x, "RO", p, p) for x in ("OCO", "DOCO") if x in conds and "RO" in conds]
-        if "RO" in conds:
-            specs.append(("RO-control", "RO", p, 0.0))
-        for arm, ref_arm, pa, pr in specs:
-            items = _paired(dis, model, "RO" if arm == "RO-control" else arm, ref_arm, pa, pr, uncertain)
-            if items.empty:
-                continue
-            items["eligible"] = ((items["y"] == 1) & (items["pred_r"] == 1)).astype(float)
-            items["flipped"] = (items["eligible"].astype(bool) & (items["pred_x"] == 0)).astype(float)
-            classes = sorted(set(items["target"]))
-            sums = {"eligible": "eligible", "flipped": "flipped"}
-            for tag in ("r", "x"):
-                for c in classes:
-                    inc = (items["target"] == c).astype(float)
-                    pr_, rf = items[f"pred_{tag}"], items["ref"]
-                    items[f"tp_{tag}_{c}"] = inc * ((pr_ == 1) & (rf == 1))
-                    items[f"fp_{tag}_{c}"] = inc * ((pr_ == 1) & (rf == 0))
-                    items[f"fn_{tag}_{c}"] = inc * ((pr_ == 0) & (rf == 1))
-                    items[f"n_{tag}_{c}"] = inc
-                    for k in ("tp", "fp", "fn", "n"):
-                        sums[f"{k}_{tag}_{c}"] = f"{k}_{tag}_{c}"
-            res = item_bootstrap(items, sums=sums, statistic=_mu_f1_stat(classes, ("x", "r")),
-                                 n_draws=n_draws, rng=rng, level=level, item="image_id")
-            row = {"model": model, "arm": arm, "p": float(p), "n_items": int(len(items)),
-                   "n_eligible": int(items["eligible"].sum()), "n_flipped": int(items["flipped"].sum())}
-            for stat in ("delta", "fr", "mu_f1_r", "mu_f1_x"):
-                est, lo, hi = res.interval(stat)
-                row[stat], row[f"{stat}_lo"], row[f"{stat}_hi"] = est, lo, hi
-            row["bootstrap"] = f"{res.n_draws} draws over {res.unit}, {res.level:.0%} percentile"
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def per_class_across_models(per_class_table: pd.DataFrame, *, p: float = 1.0) -> pd.DataFrame:
-    """Figure 3(b): per-class F1 averaged across models for Baseline, RO, OCO and DOCO at ``p``.
-
-    ``Baseline`` is OCO at p = 0 (the clean image on the OCO subset, as in the
-    reference code). Columns: ``class, condition, f1_mean, f1_sd, n_models``.
-    """
-    t = per_class_table
-    base = t[(t["condition"] == "OCO") & np.isclose(t["p"], 0.0)].assign(condition="Baseline")
-    at_p = t[t["condition"].isin(["RO", "OCO", "DOCO"]) & np.isclose(t["p"], p)]
-    both = pd.concat([base, at_p], ignore_index=True)
-    out = (both.groupby(["class", "condition"])["f1"].agg(f1_mean="mean", f1_sd="std", n_models="count")
-           .reset_index())
-    out["condition"] = pd.Categorical(out["condition"], ["Baseline", "RO", "OCO", "DOCO"], ordered=True)
-    out["class"] = pd.Categorical(out["class"], [c for c in FINDINGS_13 if c in set(out["class"])], ordered=True)
-    return out.sort_values(["class", "condition"]).reset_index(drop=True)
-
-
-def paper_table1(dataset: str, models: Mapping[str, str]) -> pd.DataFrame:
+def paper_table1(dataset: str, models: Mapping[str, str]) -> TableResult:
     """The published Table 1 values for ``dataset`` (``"MIMIC"`` or ``"PadChest"``), laid out as :func:`table1`.
 
     ``models`` maps a run key to the paper's model name (``{"maira2": "MAIRA-2"}``);
@@ -280,7 +193,7 @@ def paper_table1(dataset: str, models: Mapping[str, str]) -> pd.DataFrame:
               if v.keys.get("table") == "1" and v.keys.get("dataset") == dataset]
     if not values:
         raise ValueError(f"no published Table 1 values for dataset {dataset!r} (MIMIC or PadChest)")
-    arms = {"baseline": "Baseline", "full_noise": "FullNoise", "delta_fn": "Δ_FN"}
+    arms = {"baseline": _BASELINE, "full_noise": _FULL_NOISE, "delta_fn": _DELTA_FN}
     back = {v: k for k, v in _PAPER_METRIC.items()}
     rows = {}
     for key, name in models.items():
@@ -292,40 +205,198 @@ def paper_table1(dataset: str, models: Mapping[str, str]) -> pd.DataFrame:
     if not out.empty:
         out.columns = pd.MultiIndex.from_tuples(out.columns)
         out.index.name = "model"
-    return out
+    return _table1_result(out, {}, f"ShoViR Table 1 as published ({dataset}).")
 
 
-def run_counts(runs: Mapping[str, Run]) -> pd.DataFrame:
-    """Counts per cell from the records' manifests: images, items per class, DOCO drops, model calls.
+def table1_beside_paper(table: TableResult, dataset: str, models: Mapping[str, str]) -> TableResult:
+    """This run's Table 1 beside the published one: columns ``(arm, metric, "run" | "paper")``."""
+    run = frame_of(table)
+    paper = paper_table1(dataset, models).frame
+    paper = paper.reindex(run.index)
+    common = [c for c in run.columns if c in paper.columns]
+    side = pd.DataFrame({(*c, src): (run if src == "run" else paper)[c] for c in common for src in ("run", "paper")},
+                        index=run.index)
+    side.columns = pd.MultiIndex.from_tuples(side.columns)
+    return TableResult(side, metrics={col: col[1] for col in side.columns},
+                       labels={**_ARM_LABELS, "run": "this run"}, run_ids=run_ids_of(table),
+                       caption=f"Table 1 of this run beside the published values ({dataset}).", na_rep="–")
 
-    One row per (record key, class) with ``images_in_class`` (the class's full
-    subset in the dataset), ``items`` (evaluated per condition), ``doco_items``
-    and ``doco_dropped`` (items without a co-finding box after the IoU rule).
+
+# --------------------------------------------------------------------------- per class, Figure 2
+def per_class(trials: pd.DataFrame, *, uncertain: str = "negative") -> TableResult:
+    """Per-class F1 on each class's evaluation subset, per (model, condition, p, class).
+
+    Columns: ``model, condition, p, class``, ``n`` (items scored: a pair whose prediction or
+    reference the label policy excludes is dropped), ``n_excluded``, ``tp, fp, fn, precision,
+    recall, f1`` (:func:`shovir_core.metrics.per_class_f1`).
     """
+    _policy(uncertain)
+    dis = trials[trials["level"] == "disease"]
+    if dis.empty:
+        raise ValueError("no disease-level trials (RO / OCO / DOCO) in these records")
     rows = []
-    for key, run in runs.items():
-        counts = run.manifest.get("counts") or {}
-        cells = counts.get("cells") or {}
-        for c in counts.get("classes") or []:
-            n_oco = cells.get(f"OCO|{c}", cells.get(f"RO|{c}", 0))
-            n_ps = len(run.manifest["spec"]["ps"])
-            rows.append({"model": key, "class": c, "images_in_class": int(counts["class_counts"][c]),
-                         "items": int(n_oco // n_ps), "doco_items": int(cells.get(f"DOCO|{c}", 0) // n_ps),
-                         "doco_dropped": int((counts.get("doco_dropped") or {}).get(c, 0))})
-    return pd.DataFrame(rows)
+    for (model, cond, p, c), g in dis.groupby(["model", "condition", "p", "target"], sort=False):
+        t = per_class_f1(g[[f"pred.{c}"]].set_axis([c], axis=1), g[[f"ref.{c}"]].set_axis([c], axis=1),
+                         classes=[c], uncertain=uncertain).iloc[0]
+        scored = int(t.tp + t.fp + t.fn + t.tn)
+        rows.append({"model": model, "condition": cond, "p": float(p), "class": c, "n": scored,
+                     "n_excluded": int(len(g) - scored), "tp": int(t.tp), "fp": int(t.fp), "fn": int(t.fn),
+                     "precision": float(t.precision), "recall": float(t.recall), "f1": float(t.f1)})
+    out = pd.DataFrame(rows)
+    order = {c: i for i, c in enumerate(FINDINGS_13)}
+    out = (out.assign(_o=out["class"].map(order)).sort_values(["model", "condition", "p", "_o"])
+           .drop(columns="_o").reset_index(drop=True))
+    return TableResult(out, metrics={"p": "strength", **{k: "count" for k in ("n", "n_excluded", "tp", "fp", "fn")},
+                                     "precision": "precision", "recall": "recall", "f1": "f1_class"},
+                       labels=dict(_COUNT_LABELS), index=("model", "condition", "p", "class"),
+                       caption="Per-class F1 on each class's evaluation subset.")
 
 
-def key_part(text: str) -> str:
-    """A glue-key component: letters, digits and ``_`` only.
+def mu_f1_curves(per_class_table) -> TableResult:
+    """Figure 2: μ-F1 = Σ_c n_c F1_c / Σ_c n_c per (model, condition, p), with the item count.
 
-    >>> key_part("medgemma-1.5-4b")
-    'medgemma_1_5_4b'
+    ``per_class_table``: :func:`per_class` (its run ids are kept). ``values``:
+    ``fig2.<model>.<condition>.p<100 p>`` (``p100`` for p = 1).
     """
-    return "".join(ch if ch.isalnum() else "_" for ch in str(text))
+    from ..metrics import mu_f1
+
+    t = frame_of(per_class_table)
+    rows = []
+    for (model, cond, p), g in t.groupby(["model", "condition", "p"], sort=False):
+        rows.append({"model": model, "condition": cond, "p": float(p),
+                     "mu_f1": mu_f1(g.set_index("class")["f1"], g.set_index("class")["n"]),
+                     "n_items": int(g["n"].sum())})
+    frame = pd.DataFrame(rows)
+    values = {f"fig2.{key_part(r.model)}.{r.condition}.p{int(round(r.p * 100)):03d}": float(r.mu_f1)
+              for r in frame.itertuples()}
+    return TableResult(frame, values=values, metrics={"p": "strength", "mu_f1": "mu_f1", "n_items": "count"},
+                       labels=dict(_COUNT_LABELS), run_ids=run_ids_of(per_class_table),
+                       index=("model", "condition", "p"), caption="Figure 2: μ-F1 against occlusion strength p.")
 
 
-def paper_figures(dataset: str, models: Mapping[str, str], *, shortcut: pd.DataFrame | None = None,
-                  curves: pd.DataFrame | None = None) -> pd.DataFrame:
+# --------------------------------------------------------------------------- Figure 3
+def _at_target(frame: pd.DataFrame, prefix: str) -> np.ndarray:
+    """Each row's ``<prefix>.<target>`` label code."""
+    arr = frame[label_columns(prefix)].to_numpy(dtype=float)
+    idx = np.array([CHEXPERT_CLASSES.index(c) for c in frame["target"]], dtype=int)
+    return arr[np.arange(len(frame)), idx] if len(frame) else np.zeros(0)
+
+
+def shortcut_items(trials: pd.DataFrame, *, model: str, arm: str, ref_arm: str = _RO, p: float = 1.0,
+                   ref_p: float | None = None, uncertain: str = "negative") -> pd.DataFrame:
+    """The (image, class) items evaluated under both ``arm`` at ``p`` and ``ref_arm`` at ``ref_p``.
+
+    One row per item: ``image_id``, ``target`` and the binary labels of the target class after the
+    label policy (NaN where it excludes): ``y`` (dataset label), ``ref`` (reference label),
+    ``pred_ro`` (prediction under the reference arm) and ``pred_x`` (under ``arm``) -- the inputs of
+    :func:`shovir_core.metrics.shovir.shortcut_counts`.
+    """
+    policy = _policy(uncertain)
+    ref_p = p if ref_p is None else ref_p
+    dis = trials[(trials["level"] == "disease") & (trials["model"] == model)]
+
+    def side(cond, pp, tag):
+        s = dis[(dis["condition"] == cond) & np.isclose(dis["p"], pp)]
+        out = pd.DataFrame({"image_id": s["image_id"].to_numpy(), "target": s["target"].to_numpy(),
+                            f"pred_{tag}": apply_policy(_at_target(s, "pred"), policy)})
+        if tag == "x":
+            out["ref"] = apply_policy(_at_target(s, "ref"), policy)
+            out["y"] = apply_policy(_at_target(s, "gt"), policy)
+        return out
+
+    items = side(arm, p, "x").merge(side(ref_arm, ref_p, "ro"), on=["image_id", "target"], how="inner",
+                                    validate="one_to_one")
+    return items[["image_id", "target", "y", "ref", "pred_ro", "pred_x"]]
+
+
+def shortcut_metrics(trials: pd.DataFrame, *, p: float = 1.0, n_draws: int = 2000,
+                     rng: np.random.Generator, uncertain: str = "negative", level: float = 0.95) -> TableResult:
+    """Figure 3(a): Δ_X and FR at strength ``p`` for X ∈ {OCO, DOCO}, plus the RO control, with intervals.
+
+    Rows: (model, arm) with arm ``OCO``, ``DOCO`` (reference arm RO at ``p``) and
+    ``RO-control`` (RO at ``p`` against the Baseline image, i.e. RO at p = 0:
+    how many findings random occlusion alone removes). Columns: ``delta``
+    (μ-F1(reference arm) − μ-F1(arm)), ``fr``, ``mu_f1_r``, ``mu_f1_x``, each with ``_lo``/``_hi``
+    bounds, ``n_items``, ``n_excluded`` (items the label policy drops), ``n_eligible``,
+    ``n_flipped``, ``bootstrap``. Every estimate is
+    :func:`shovir_core.metrics.shovir.shortcut_from_counts` of the items' counts; intervals
+    resample images (:func:`shovir_core.stats.item_bootstrap`) with ``rng``. ``values``:
+    ``fig3a.<model>.<arm>.{delta,fr}[_lo|_hi]`` (where defined) and ``.n_eligible``.
+    """
+    from ..stats import item_bootstrap
+
+    _policy(uncertain)
+    dis = trials[trials["level"] == "disease"]
+    rows = []
+    for model in dict.fromkeys(dis["model"]):
+        conds = set(dis.loc[dis["model"] == model, "condition"])
+        specs = [(x, x, p, p) for x in (_OCO, _DOCO) if x in conds and _RO in conds]
+        if _RO in conds:
+            specs.append(("RO-control", _RO, p, 0.0))
+        for name, arm, pa, pr in specs:
+            items = shortcut_items(trials, model=model, arm=arm, ref_arm=_RO, p=pa, ref_p=pr, uncertain=uncertain)
+            if items.empty:
+                continue
+            classes = sorted(set(items["target"]))
+            counts = ms.shortcut_counts(items["target"], y=items["y"], ref=items["ref"],
+                                        pred_ro=items["pred_ro"], pred_x=items["pred_x"], classes=classes)
+            res = item_bootstrap(counts.assign(image_id=items["image_id"].to_numpy()),
+                                 sums={c: c for c in counts.columns},
+                                 statistic=lambda s, classes=classes: ms.shortcut_from_counts(s, classes),
+                                 n_draws=n_draws, rng=rng, level=level, item="image_id")
+            row = {"model": model, "arm": name, "p": float(p), "n_items": int(len(items)),
+                   "n_excluded": int(len(items) - counts["dx_scored"].sum()),
+                   "n_eligible": int(counts["eligible"].sum()), "n_flipped": int(counts["flipped"].sum())}
+            for stat in ("delta", "fr", "mu_f1_r", "mu_f1_x"):
+                est, lo, hi = res.interval(stat)
+                row[stat], row[f"{stat}_lo"], row[f"{stat}_hi"] = est, lo, hi
+            row["bootstrap"] = f"{res.n_draws} draws over {res.unit}, {res.level:.0%} percentile"
+            rows.append(row)
+    frame = pd.DataFrame(rows)
+    values = {}
+    for r in frame.to_dict("records"):
+        stem = f"fig3a.{key_part(r['model'])}.{key_part(r['arm'])}"
+        for stat in ("delta", "delta_lo", "delta_hi", "fr", "fr_lo", "fr_hi"):
+            if pd.notna(r[stat]):
+                values[f"{stem}.{stat}"] = float(r[stat])
+        values[f"{stem}.n_eligible"] = int(r["n_eligible"])
+    metrics = {"p": "strength", **{c: "count" for c in ("n_items", "n_excluded", "n_eligible", "n_flipped")}}
+    labels = dict(_COUNT_LABELS)
+    for stat, metric, head in (("delta", "delta_x", "Δ_X"), ("fr", "flip_rate_c", "FR"),
+                               ("mu_f1_r", "mu_f1", "μ-F1 (RO)"), ("mu_f1_x", "mu_f1", "μ-F1 (X)")):
+        for suffix in ("", "_lo", "_hi"):
+            metrics[stat + suffix] = metric
+            labels[stat + suffix] = head + suffix.replace("_", " ")
+    return TableResult(frame, values=values, metrics=metrics, labels=labels, index=("model", "arm"),
+                       caption=f"Figure 3(a): Δ_X and flip rate at p = {p:g} with "
+                               f"{level:.0%} percentile bootstrap intervals.")
+
+
+def per_class_across_models(per_class_table, *, p: float = 1.0) -> TableResult:
+    """Figure 3(b): per-class F1 averaged across models for Baseline, RO, OCO and DOCO at ``p``.
+
+    ``Baseline`` is OCO at p = 0 (the clean image on the OCO subset, as in the authors'
+    code). Columns: ``class, condition, f1_mean, f1_sd, n_models``. ``values``:
+    ``fig3b.<class>.<condition>`` (mean F1, where defined).
+    """
+    t = frame_of(per_class_table)
+    base = t[(t["condition"] == _OCO) & np.isclose(t["p"], 0.0)].assign(condition=_BASELINE)
+    at_p = t[t["condition"].isin(list(_DISEASE)) & np.isclose(t["p"], p)]
+    both = pd.concat([base, at_p], ignore_index=True)
+    out = (both.groupby(["class", "condition"])["f1"].agg(f1_mean="mean", f1_sd="std", n_models="count")
+           .reset_index())
+    values = {f"fig3b.{key_part(r['class'])}.{r['condition']}": float(r["f1_mean"])
+              for r in out.to_dict("records") if pd.notna(r["f1_mean"])}
+    out["condition"] = pd.Categorical(out["condition"], [_BASELINE, *_DISEASE], ordered=True)
+    out["class"] = pd.Categorical(out["class"], [c for c in FINDINGS_13 if c in set(out["class"])], ordered=True)
+    out = out.sort_values(["class", "condition"]).reset_index(drop=True)
+    return TableResult(out, values=values, metrics={"f1_mean": "f1_class", "f1_sd": "f1_class", "n_models": "count"},
+                       labels={"f1_mean": "F1 (mean over models)", "f1_sd": "F1 (SD over models)", **_COUNT_LABELS},
+                       run_ids=run_ids_of(per_class_table), index=("class", "condition"),
+                       caption=f"Figure 3(b): per-class F1 at p = {p:g}, averaged across models.")
+
+
+def paper_figures(dataset: str, models: Mapping[str, str], *, shortcut=None, curves=None) -> TableResult:
     """The values the paper states for Figures 2 and 3(a), beside this run's values.
 
     Parameters
@@ -333,17 +404,19 @@ def paper_figures(dataset: str, models: Mapping[str, str], *, shortcut: pd.DataF
     dataset : {"MIMIC", "PadChest"}
     models : mapping
         Run key -> the paper's model name.
-    shortcut, curves : DataFrame, optional
+    shortcut, curves : TableResult or DataFrame, optional
         :func:`shortcut_metrics` and :func:`mu_f1_curves` of the run; their values
-        fill the ``run`` column.
+        fill the ``run`` column (and their run ids are kept).
 
     Returns
     -------
-    DataFrame
+    TableResult
         One row per stated value: ``figure, model, condition, metric, paper, run``.
     """
     from ..papers.published import published
 
+    sc = frame_of(shortcut) if shortcut is not None else None
+    cv = frame_of(curves) if curves is not None else None
     back = {name: key for key, name in models.items()}
     rows = []
     for figure, metric_map in (("2", {"mu_F1": "mu_f1"}), ("3a", {"FR": "fr", "delta_F1": "delta"})):
@@ -353,13 +426,61 @@ def paper_figures(dataset: str, models: Mapping[str, str], *, shortcut: pd.DataF
             if key is None or v["metric"] not in metric_map:
                 continue
             run_value = np.nan
-            if figure == "3a" and shortcut is not None:
-                hit = shortcut[(shortcut["model"] == key) & (shortcut["arm"] == v["condition"])]
+            if figure == "3a" and sc is not None:
+                hit = sc[(sc["model"] == key) & (sc["arm"] == v["condition"])]
                 run_value = float(hit[metric_map[v["metric"]]].iloc[0]) if len(hit) else np.nan
-            if figure == "2" and curves is not None:
-                hit = curves[(curves["model"] == key) & (curves["condition"] == v["condition"])
-                             & np.isclose(curves["p"], float(v["p"]) / 100)]
+            if figure == "2" and cv is not None:
+                hit = cv[(cv["model"] == key) & (cv["condition"] == v["condition"])
+                         & np.isclose(cv["p"], float(v["p"]) / 100)]
                 run_value = float(hit["mu_f1"].iloc[0]) if len(hit) else np.nan
             rows.append({"figure": figure, "model": key, "condition": v["condition"], "metric": v["metric"],
                          "paper": float(v["value"]), "run": run_value})
-    return pd.DataFrame(rows, columns=["figure", "model", "condition", "metric", "paper", "run"])
+    frame = pd.DataFrame(rows, columns=["figure", "model", "condition", "metric", "paper", "run"])
+    return TableResult(frame, metrics={"paper": "value", "run": "value"}, labels={"paper": "paper", "run": "this run"},
+                       run_ids=tuple(sorted(set(run_ids_of(shortcut)) | set(run_ids_of(curves)))),
+                       index=("figure", "model", "condition", "metric"),
+                       caption=f"Values the paper states for Figures 2 and 3(a) ({dataset}) beside this run's.")
+
+
+# --------------------------------------------------------------------------- counts
+def run_counts(runs: Mapping[str, Run]) -> TableResult:
+    """Counts per cell from the records' manifests: images, items per class, DOCO drops.
+
+    One row per (record key, class) with ``images_in_class`` (the class's full
+    subset in the dataset), ``items`` (evaluated per condition), ``doco_items``
+    and ``doco_dropped`` (items without a co-finding box after the IoU rule).
+    ``values``: ``n_classes`` (classes evaluated by any record).
+    """
+    rows = []
+    for key, run in runs.items():
+        counts = run.manifest.get("counts") or {}
+        cells = counts.get("cells") or {}
+        for c in counts.get("classes") or []:
+            n_oco = cells.get(f"{_OCO}|{c}", cells.get(f"{_RO}|{c}", 0))
+            n_ps = len(run.manifest["spec"]["ps"])
+            rows.append({"model": key, "class": c, "images_in_class": int(counts["class_counts"][c]),
+                         "items": int(n_oco // n_ps), "doco_items": int(cells.get(f"{_DOCO}|{c}", 0) // n_ps),
+                         "doco_dropped": int((counts.get("doco_dropped") or {}).get(c, 0))})
+    frame = pd.DataFrame(rows, columns=["model", "class", "images_in_class", "items", "doco_items", "doco_dropped"])
+    return TableResult(frame, values={"n_classes": int(frame["class"].nunique())},
+                       metrics={c: "count" for c in ("images_in_class", "items", "doco_items", "doco_dropped")},
+                       labels={"images_in_class": "images of the class", "items": "items per condition",
+                               "doco_items": "DOCO items", "doco_dropped": "dropped from DOCO"},
+                       run_ids=run_ids_of(runs), index=("model", "class"),
+                       caption="Evaluation sets: items per class and record.")
+
+
+def doco_counts(runs: Mapping[str, Run]) -> TableResult:
+    """The DOCO drop rule per class, from the first record that evaluates the class.
+
+    Columns ``class, images_in_class, doco_items, doco_dropped``; ``values``: ``n_doco_items``,
+    ``n_doco_dropped`` (sums over the classes), ``n_classes``.
+    """
+    rc = run_counts(runs)
+    first = rc.frame.drop_duplicates("class")[["class", "images_in_class", "doco_items", "doco_dropped"]]
+    values = {"n_doco_items": int(first["doco_items"].sum()), "n_doco_dropped": int(first["doco_dropped"].sum()),
+              "n_classes": int(len(first))}
+    return TableResult(first.reset_index(drop=True), values=values,
+                       metrics={c: "count" for c in ("images_in_class", "doco_items", "doco_dropped")},
+                       labels=rc.labels, run_ids=rc.run_ids, index=("class",),
+                       caption="Items per class kept and dropped by the DOCO rule.")

@@ -1,0 +1,85 @@
+"""The audit chapters' tables, from the rows of an ``audit`` record (one row per check).
+
+The checks themselves -- recomputing each derivable published number and comparing within
+rounding tolerance -- are :func:`shovir_core.papers.audit`. Every function returns a
+:class:`~shovir_core.tables.result.TableResult` whose ``values`` are glue keys without the
+``audit.`` namespace (``shovir.n_checks``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from .result import TableResult
+
+__all__ = ["DISPLAY_COLUMNS", "audit_summary", "audit_table"]
+
+DISPLAY_COLUMNS = ["status", "location", "kind", "description", "stated", "recomputed", "tolerance", "note"]
+"""Columns of :func:`audit_table`."""
+
+
+def _ids(checks: pd.DataFrame) -> pd.DataFrame:
+    return checks.rename(columns={"check_id": "id"}) if "check_id" in checks.columns else checks
+
+
+def audit_summary(checks: pd.DataFrame, *, paper: str | None = None, counts: Mapping | None = None) -> TableResult:
+    """Checks passed and flagged per kind (rows, index ``kind``) plus a ``total`` row.
+
+    ``checks``: rows of :func:`shovir_core.papers.audit` (or an audit record's trials). With
+    ``paper`` the ``values`` hold the chapter's glue keys ``<paper>.*``: totals (``n_checks``,
+    ``n_passed``, ``n_flagged`` and, from the record's ``counts``, ``n_values``), counts per kind
+    (``kind.<kind>.{checks,passed,flagged}``) and, per flagged check, the stated and recomputed
+    values (``flagged.<id>.{stated,recomputed}``).
+    """
+    missing = {"kind", "status"} - set(checks.columns)
+    if missing:
+        raise ValueError(f"audit_summary: columns {sorted(missing)} missing")
+    table = (pd.crosstab(checks["kind"], checks["status"])
+             .reindex(columns=["passed", "flagged"], fill_value=0))
+    table.loc["total"] = table.sum()
+    table["checks"] = table["passed"] + table["flagged"]
+    table.columns.name = None
+    table = table.astype(int)
+    values = {}
+    if paper is not None:
+        values = {f"{paper}.n_checks": int(table.loc["total", "checks"]),
+                  f"{paper}.n_passed": int(table.loc["total", "passed"]),
+                  f"{paper}.n_flagged": int(table.loc["total", "flagged"])}
+        if counts is not None:
+            values[f"{paper}.n_values"] = int(counts["n_values"])
+        for kind, row in table.drop(index="total").iterrows():
+            for column in ("checks", "passed", "flagged"):
+                values[f"{paper}.kind.{kind}.{column}"] = int(row[column])
+        for _, row in _ids(checks)[checks["status"].to_numpy() == "flagged"].iterrows():
+            key = str(row["id"]).removeprefix(f"{paper}.")
+            values[f"{paper}.flagged.{key}.stated"] = row["stated"]
+            values[f"{paper}.flagged.{key}.recomputed"] = row["recomputed"]
+    return TableResult(table, values, metrics={c: "count" for c in ("passed", "flagged", "checks")},
+                       labels={c: c for c in ("passed", "flagged", "checks")},
+                       caption="Consistency checks passed and flagged, by kind.")
+
+
+def audit_table(checks: pd.DataFrame, *, status: str | None = None) -> TableResult:
+    """The audit for reading: flagged checks first, then by location; indexed by check id.
+
+    Parameters
+    ----------
+    checks : DataFrame
+        Rows of :func:`shovir_core.papers.audit` (or a record's trials, whose ``check_id`` column is used).
+    status : {"passed", "flagged"}, optional
+        Keep only these checks.
+    """
+    df = _ids(checks)
+    missing = set(DISPLAY_COLUMNS) - set(df.columns)
+    if missing:
+        raise ValueError(f"audit_table: columns {sorted(missing)} missing")
+    if status is not None:
+        if status not in ("passed", "flagged"):
+            raise ValueError(f"audit_table: status must be 'passed' or 'flagged', got {status!r}")
+        df = df[df["status"] == status]
+    order = df.assign(_flag=df["status"].ne("flagged")).sort_values(["_flag", "location", "id"], kind="stable")
+    frame = order.set_index("id")[DISPLAY_COLUMNS]
+    return TableResult(frame, metrics={"tolerance": "value"}, labels={"id": "check", "tolerance": "tolerance"},
+                       caption=("Flagged checks" if status == "flagged" else "Consistency checks")
+                       + ": the stated value, its recomputation and the tolerance applied.")

@@ -1,0 +1,160 @@
+"""ShoViR tables call the metric functions: one path for FR, Δ_X and μ-F1 under every label policy."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shovir_core.labels import apply_policy
+from shovir_core.metrics import mu_f1, per_class_f1
+from shovir_core.metrics import shovir as ms
+from shovir_core.protocols.shovir import label_columns
+from shovir_core.tables import shovir as sv
+
+CLASSES = ("Edema", "Atelectasis")
+POLICIES = sv.UNCERTAIN
+
+
+def _row(model, cond, p, image, target, pred, ref, gt=1.0):
+    row = {"model": model, "level": "disease", "condition": cond, "p": p, "image_id": image, "target": target}
+    for prefix in ("pred", "ref", "gt"):
+        row.update({col: np.nan for col in label_columns(prefix)})
+    row.update({f"pred.{target}": pred, f"ref.{target}": ref, f"gt.{target}": gt})
+    return row
+
+
+def _random_trials(seed: int = 0, n_images: int = 40) -> pd.DataFrame:
+    """RO / OCO at p = 0 and 1 with predictions and references drawn from 1, 0, -1 and blank."""
+    rng = np.random.default_rng(seed)
+    codes = np.array([1.0, 0.0, -1.0, np.nan])
+    rows = []
+    for i in range(n_images):
+        for c in CLASSES[: 1 + i % 2]:
+            ref = rng.choice([1.0, 1.0, 1.0, -1.0, 0.0])
+            for cond in ("RO", "OCO"):
+                for p in (0.0, 1.0):
+                    pred = rng.choice(codes, p=[0.5, 0.2, 0.2, 0.1])
+                    rows.append(_row("m", cond, p, f"img{i:03d}", c, pred, ref))
+    return pd.DataFrame(rows)
+
+
+def _side(trials, cond, p):
+    s = trials[(trials["condition"] == cond) & np.isclose(trials["p"], p)]
+    return pd.DataFrame({"image_id": s["image_id"], "target": s["target"],
+                         "pred": [r[f"pred.{t}"] for t, (_, r) in zip(s["target"], s.iterrows())],
+                         "ref": [r[f"ref.{t}"] for t, (_, r) in zip(s["target"], s.iterrows())],
+                         "gt": [r[f"gt.{t}"] for t, (_, r) in zip(s["target"], s.iterrows())]})
+
+
+def test_flip_rate_under_each_policy_by_hand():
+    """Image d's OCO label is uncertain: a flip (negative), dropped (excluded), kept (positive)."""
+    rows = []
+    for image, ro, oco in (("a", 1.0, 0.0), ("b", 1.0, 1.0), ("c", 0.0, 0.0), ("d", 1.0, -1.0)):
+        for cond, pred in (("RO", ro), ("OCO", oco)):
+            rows.append(_row("m", cond, 1.0, image, "Edema", pred, 1.0))
+    trials = pd.DataFrame(rows)
+    got = {u: sv.shortcut_metrics(trials, n_draws=50, rng=np.random.default_rng(0), uncertain=u)
+           .frame.set_index("arm").loc["OCO"] for u in POLICIES}
+    assert got["negative"]["fr"] == pytest.approx(2 / 3)
+    assert got["excluded"]["fr"] == pytest.approx(1 / 2)
+    assert got["positive"]["fr"] == pytest.approx(1 / 3)
+    assert (got["excluded"]["n_items"], got["excluded"]["n_excluded"], got["negative"]["n_excluded"]) == (4, 1, 0)
+    # Δ_X = F1(RO) - F1(OCO), F1 = 2tp / (2tp + fp + fn): RO tp=3 fn=1 -> 6/7; OCO negative tp=1 fn=3 -> 2/5,
+    # positive tp=2 fn=2 -> 2/3; excluded scores a, b, c only: RO tp=2 fn=1 -> 4/5, OCO tp=1 fn=2 -> 1/2
+    assert got["negative"]["delta"] == pytest.approx(6 / 7 - 2 / 5)
+    assert got["excluded"]["delta"] == pytest.approx(4 / 5 - 1 / 2)
+    assert got["positive"]["delta"] == pytest.approx(6 / 7 - 2 / 3)
+
+
+@pytest.mark.parametrize("uncertain", POLICIES)
+def test_table_equals_metric_functions_on_the_same_records(uncertain, check_table):
+    trials = _random_trials()
+    table = sv.shortcut_metrics(trials, p=1.0, n_draws=100, rng=np.random.default_rng(0), uncertain=uncertain)
+    check_table(table)
+    rows = table.frame.set_index("arm")
+    policy = f"u-{uncertain}"
+    for arm, (cond_x, p_x, p_ro) in {"OCO": ("OCO", 1.0, 1.0), "RO-control": ("RO", 1.0, 0.0)}.items():
+        x, ro = _side(trials, cond_x, p_x), _side(trials, "RO", p_ro)
+        items = x.merge(ro, on=["image_id", "target"], suffixes=("_x", "_ro"))
+        lab = {k: apply_policy(items[col].to_numpy(float), policy)
+               for k, col in (("y", "gt_x"), ("ref", "ref_x"), ("pred_ro", "pred_ro"), ("pred_x", "pred_x"))}
+        want = ms.shortcut_scores(items["target"], **lab)
+        got = rows.loc[arm]
+        for stat in ("fr", "delta", "mu_f1_r", "mu_f1_x"):
+            assert got[stat] == pytest.approx(want[stat], rel=1e-12, abs=1e-15), (arm, stat)
+        for n in ("n_items", "n_eligible", "n_flipped", "n_excluded"):
+            assert got[n] == want[n], (arm, n)
+        # FR through the wide per-class path (rows images, columns classes)
+        wide = {k: pd.DataFrame({"image_id": items["image_id"], "target": items["target"], "v": v})
+                .pivot(index="image_id", columns="target", values="v") for k, v in lab.items()}
+        by_class = ms.flip_rate_by_class(wide["y"], wide["pred_ro"], wide["pred_x"])
+        assert got["fr"] == pytest.approx(ms.pooled_flip_rate(by_class))
+        # Δ_X through per-class F1 and μ-F1, on the items both arms can score
+        both = ~(np.isnan(lab["pred_ro"]) | np.isnan(lab["pred_x"]) | np.isnan(lab["ref"]))
+        mus = {}
+        for side in ("ro", "x"):
+            f1, n = {}, {}
+            for c in CLASSES:
+                keep = both & (items["target"] == c).to_numpy()
+                t = per_class_f1(pd.DataFrame({c: items[f"pred_{side}"][keep]}),
+                                 pd.DataFrame({c: items["ref_x"][keep]}), classes=[c], uncertain=uncertain).iloc[0]
+                f1[c], n[c] = t.f1, t.tp + t.fp + t.fn + t.tn
+            mus[side] = mu_f1(f1, n)
+        assert got["delta"] == pytest.approx(ms.delta_x(mus["ro"], mus["x"]))
+        assert got["delta_lo"] <= got["delta"] <= got["delta_hi"]
+
+
+def test_excluded_policy_differs_from_negative_where_labels_are_uncertain():
+    trials = _random_trials(seed=1)
+    res = {u: sv.shortcut_metrics(trials, n_draws=50, rng=np.random.default_rng(0), uncertain=u).frame.set_index("arm")
+           for u in POLICIES}
+    assert (res["negative"]["n_excluded"] == 0).all() and (res["excluded"]["n_excluded"] > 0).all()
+    for stat in ("fr", "delta"):
+        assert not np.allclose(res["excluded"][stat], res["negative"][stat]), stat
+        assert not np.allclose(res["excluded"][stat], res["positive"][stat]), stat
+    # without uncertain codes the three policies agree
+    certain = trials.replace(-1.0, 0.0)
+    same = [sv.shortcut_metrics(certain, n_draws=50, rng=np.random.default_rng(0), uncertain=u).frame for u in POLICIES]
+    for other in same[1:]:
+        pd.testing.assert_frame_equal(same[0], other)
+
+
+def test_per_class_drops_excluded_pairs_and_mu_f1_weights_what_it_scores(check_table):
+    trials = _random_trials(seed=2)
+    neg, exc = (sv.per_class(trials, uncertain=u) for u in ("negative", "excluded"))
+    check_table(exc)
+    key = ["model", "condition", "p", "class"]
+    n, e = neg.frame.set_index(key), exc.frame.set_index(key)
+    assert (n["n_excluded"] == 0).all() and (e["n_excluded"] > 0).any()
+    assert ((e["n"] + e["n_excluded"]) == n["n"]).all()
+    cell = e.loc[("m", "OCO", 1.0, "Edema")]
+    s = _side(trials, "OCO", 1.0)
+    s = s[s["target"] == "Edema"]
+    keep = ~(s["pred"].eq(-1) | s["ref"].eq(-1))
+    want = per_class_f1(s.loc[keep, ["pred"]].set_axis(["Edema"], axis=1),
+                        s.loc[keep, ["ref"]].set_axis(["Edema"], axis=1), classes=["Edema"]).iloc[0]
+    assert cell["n"] == keep.sum() and cell["f1"] == pytest.approx(want.f1)
+    curves = sv.mu_f1_curves(exc)
+    check_table(curves)
+    g = e.loc[("m", "OCO", 1.0)]
+    row = curves.frame.set_index(["model", "condition", "p"]).loc[("m", "OCO", 1.0)]
+    assert row["mu_f1"] == pytest.approx((g["f1"] * g["n"]).sum() / g["n"].sum())
+    assert row["n_items"] == g["n"].sum()
+    assert curves.values["fig2.m.OCO.p100"] == pytest.approx(row["mu_f1"])
+
+
+def test_glue_values_and_run_ids_follow_the_tables(check_table):
+    trials = _random_trials()
+    pc = sv.per_class(trials).with_runs(["shovir/a/000000000000"])
+    fig3b = sv.per_class_across_models(pc)
+    assert fig3b.run_ids == ("shovir/a/000000000000",)
+    assert sv.mu_f1_curves(pc).run_ids == pc.run_ids
+    check_table(fig3b)
+    sc = sv.shortcut_metrics(trials, n_draws=50, rng=np.random.default_rng(0))
+    assert sc.values["fig3a.m.OCO.n_eligible"] == int(sc.frame.set_index("arm").loc["OCO", "n_eligible"])
+    assert {k.rsplit(".", 1)[1] for k in sc.values} == {"delta", "delta_lo", "delta_hi", "fr", "fr_lo", "fr_hi",
+                                                       "n_eligible"}
+    shown = sc.select(["n_items", "delta", "fr"]).display()
+    assert list(shown.columns) == ["items", "Δ_X", "FR"] and shown.index.names == ["model", "arm"]
+    with pytest.raises(ValueError, match="uncertain"):
+        sv.per_class(trials, uncertain="ignore")
