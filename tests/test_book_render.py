@@ -135,8 +135,11 @@ def test_intervals_print_inside_their_estimate():
     frame = pd.DataFrame({"metric": ["paired_diff", "flip_rate"], "paper": [0.1237, 0.047],
                           "paper_lo": [0.1119, np.nan], "paper_hi": [0.1357, np.nan]})
     text = render.format_frame(frame, intervals={"paper": ("paper_lo", "paper_hi")})
-    assert list(text.columns) == ["paper"]
-    assert text["paper"].tolist() == ["+12.37 pp [+11.19, +13.57]", "4.70%"]
+    assert list(text.columns) == ["paper [95% CI]"]
+    assert text["paper [95% CI]"].tolist() == ["+12.37 pp [+11.19, +13.57]", "4.70%"]
+    assert render.format_frame(frame).columns.tolist() == ["paper [95% CI]"]  # found by the _lo/_hi names
+    assert render.format_frame(frame, intervals={}).shape[1] == 3
+    assert render.auto_intervals(["quantity", "estimate", "lo", "hi"]) == {"estimate": ("lo", "hi")}
     with pytest.raises(ValueError, match="intervals"):
         render.format_frame(frame, intervals={"paper": ("lo", "hi")})
 
@@ -172,3 +175,11 @@ def test_index_columns_group_labels_and_na_rep_of_a_table_result(outdir):
                         na_rep="not run")
     md = render.table_markdown(t, name="idx", write_csv=False).markdown
     assert "  - Full Noise" in md and "  - not run" in md and "* - model" in md and "F1-14 (micro)" in md
+
+
+def test_empty_columns_are_named_not_shown_and_missing_words_stay_numeric(outdir):
+    frame = pd.DataFrame({"model": ["a", "b"], "f1": [0.5, np.nan], "green": [np.nan, np.nan]})
+    t = TableResult(frame, metrics={"f1": "f1_class", "green": "green"}, caption="c")
+    md = render.table_markdown(t, name="empty", missing="unavailable", write_csv=False).markdown
+    assert "GREEN" not in md.split("````")[1] and "Not shown, no value in this run: GREEN." in md
+    assert "num-2" in md  # F1 (0.500, unavailable) is still a numeric column

@@ -34,7 +34,7 @@ import pandas as pd
 from .. import paths
 
 __all__ = ["OUTPUT_DIR_ENV", "output_dir", "default_name", "WIDTH_BUDGET_PX", "BookTable", "table_markdown",
-           "format_frame", "tables_dir", "check_name", "RECORD_COLUMN", "ROW_METRIC_COLUMN"]
+           "format_frame", "auto_intervals", "tables_dir", "check_name", "RECORD_COLUMN", "ROW_METRIC_COLUMN"]
 
 OUTPUT_DIR_ENV = "SHOVIR_BOOK_DIR"
 """The folder the executed notebook is written to (set by the runner; ``book/`` otherwise). Tables
@@ -150,9 +150,11 @@ def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = Non
         integer-valued floats print as counts).
     missing : str or mapping
         Text for a missing value (per column when a mapping; ``"n/a"`` otherwise).
-    intervals : mapping
+    intervals : mapping, optional
         Column -> ``(low column, high column)``: the interval is printed in the column's cells
         (``+12.37 pp [+11.19, +13.57]``) and its two columns are not shown (the CSV keeps them).
+        By default every ``X`` with ``X_lo`` and ``X_hi`` columns (:func:`auto_intervals`); ``{}``
+        shows the bounds as columns.
     """
     from ..metrics.schema import metric_spec
 
@@ -189,7 +191,9 @@ def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = Non
                 vals = [_cell(v, fmt=fmt, missing=miss) for v in s]
         out[col] = vals
     shown = list(flat.columns)
-    for col, (lo, hi) in (intervals or {}).items():
+    if intervals is None:
+        intervals = auto_intervals(list(flat.columns))
+    for col, (lo, hi) in intervals.items():
         for c in (col, lo, hi):
             if c not in out:
                 raise ValueError(f"intervals: {c!r} is not a column of the table; columns: {shown}")
@@ -199,8 +203,26 @@ def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = Non
                     for v, a, b, x, y in zip(out[col], out[lo], out[hi], flat[lo], flat[hi])]
         shown = [c for c in shown if c not in (lo, hi)]
     text = pd.DataFrame({c: out[c] for c in shown}, columns=shown)
-    text.columns = [_header(c, labels, metrics) for c in shown]
+    headers = []
+    for c in shown:
+        h = str(_header(c, labels, metrics))
+        headers.append(f"{h} [95% CI]" if c in intervals and "[" not in h else h)
+    text.columns = headers
     return text
+
+
+def auto_intervals(columns) -> dict:
+    """``X`` with ``X_lo`` and ``X_hi`` (or ``lo``/``hi`` right after ``X``) -> the interval of ``X``."""
+    cols = list(columns)
+    out = {}
+    for c in cols:
+        if isinstance(c, str) and f"{c}_lo" in cols and f"{c}_hi" in cols:
+            out[c] = (f"{c}_lo", f"{c}_hi")
+    if "lo" in cols and "hi" in cols:
+        i = cols.index("lo")
+        if i > 0 and cols[i - 1] not in out and cols[i - 1] not in ("lo", "hi"):
+            out[cols[i - 1]] = ("lo", "hi")
+    return out
 
 
 def _strip_unit(text: str) -> str:
@@ -227,7 +249,7 @@ def _stack_column_levels(frame: pd.DataFrame, metrics: dict, labels: Mapping | N
     and ``labels`` of group values (``"FullNoise"`` -> ``"Full Noise"``) name the row groups.
     """
     labels = labels or {}
-    name = frame.columns.names[0] or "group"
+    name = frame.columns.names[0] or ""
     groups = list(dict.fromkeys(frame.columns.get_level_values(0)))
     inner = list(dict.fromkeys(frame.columns.get_level_values(1)))
     has_index = not isinstance(frame.index, pd.RangeIndex) or frame.index.name is not None
@@ -249,10 +271,11 @@ def _stack_column_levels(frame: pd.DataFrame, metrics: dict, labels: Mapping | N
     return out, {k: v for k, v in flat.items() if k in inner}
 
 
-def _est_width(text: pd.DataFrame, record_cols: set[int] = frozenset()) -> list[float]:
+def _est_width(text: pd.DataFrame, record_cols: set[int] = frozenset(),
+               skip: frozenset = frozenset()) -> list[float]:
     """Estimated CSS px per column: numbers never wrap, text wraps to about 18 characters, run ids
     (monospace at 0.8 rem) never wrap."""
-    numeric = _numeric_columns(text)
+    numeric = _numeric_columns(text, skip)
     widths = []
     for j, col in enumerate(text.columns):
         head = max((len(w) for w in str(col).split()), default=1)
@@ -267,8 +290,8 @@ def _est_width(text: pd.DataFrame, record_cols: set[int] = frozenset()) -> list[
 
 
 def _split_columns(text: pd.DataFrame, n_keys: int, budget: float,
-                   record_cols: set[int] = frozenset()) -> list[pd.DataFrame]:
-    widths = _est_width(text, record_cols)
+                   record_cols: set[int] = frozenset(), skip: frozenset = frozenset()) -> list[pd.DataFrame]:
+    widths = _est_width(text, record_cols, skip)
     if sum(widths) <= budget or text.shape[1] <= n_keys + 1:
         return [text]
     key_w = sum(widths[:n_keys])
@@ -334,10 +357,11 @@ def _list_table(text: pd.DataFrame, *, caption: str, label: str | None, record_c
 _NUMERIC_TEXT = re.compile(r"^[+\-−]?[\d,]*\.?\d+(e[+\-]?\d+)?\s?(%|pp|x)?$|^n/a$|^–$|^∞$")
 
 
-def _numeric_columns(text: pd.DataFrame) -> set[int]:
+def _numeric_columns(text: pd.DataFrame, skip: frozenset = frozenset()) -> set[int]:
+    """Columns whose cells are all numbers (cells reading as a missing value, ``skip``, aside)."""
     out = set()
     for j, col in enumerate(text.columns):
-        vals = [v for v in text[col] if v not in ("", "\u00a0")]
+        vals = [v for v in text[col] if v not in ("", "\u00a0") and v not in skip]
         if vals and all(_NUMERIC_TEXT.match(v) for v in vals) and not all(v == "n/a" for v in vals):
             out.add(j)
     return out
@@ -362,7 +386,7 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
                    missing: str | Mapping[str, str] | None = None, groups: str | None = None,
                    budget_px: float = WIDTH_BUDGET_PX, write_csv: bool = True,
                    note: str | None = None, intervals: Mapping[str, tuple[str, str]] | None = None,
-                   collapsed: bool = False, label: bool = True) -> BookTable:
+                   collapsed: bool = False, label: bool = True, drop_empty: bool = True) -> BookTable:
     """MyST markup of ``table`` (a TableResult) as one or more numbered tables, with a CSV link.
 
     Parameters
@@ -379,6 +403,8 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         A sentence printed under the table (e.g. why some cells read "not run").
     intervals : mapping, optional
         Column -> ``(low, high)`` columns printed in its cells (see :func:`format_frame`).
+    drop_empty : bool
+        Leave out columns with no value at all, naming them under the table.
     label : bool
         Give the (first) table the label ``tbl-<name>`` (False for automatic names).
     collapsed : bool
@@ -409,6 +435,13 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         frame.index.names = [_flat_name(n) for n in frame.index.names]
     if isinstance(frame.columns, pd.MultiIndex):
         frame, metrics = _stack_column_levels(frame, metrics, labels)
+    skip = frozenset(["n/a", "–"] + (list(missing.values()) if isinstance(missing, Mapping) else [missing]))
+    dropped = []
+    if drop_empty:  # a column with no value at all carries nothing: say so once instead
+        empty = [c for c in frame.columns if frame[c].map(_is_missing).all() and c != groups]
+        if empty and len(empty) < frame.shape[1]:
+            dropped = [_header(c, labels, metrics) for c in empty]
+            frame = frame.drop(columns=empty)
     n_keys = frame.index.nlevels if (not isinstance(frame.index, pd.RangeIndex) or frame.index.name) else 0
     sections: list[tuple[str | None, pd.DataFrame]]
     if groups is not None:
@@ -428,10 +461,12 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
     for s_i, (section, part) in enumerate(sections):
         text = format_frame(part, metrics=metrics, labels=labels, formats=formats, missing=missing,
                             intervals=intervals)
-        raw_cols = [c for c in (part.reset_index().columns if n_keys else part.columns)
-                    if c != ROW_METRIC_COLUMN and not any(c in pair for pair in (intervals or {}).values())]
+        all_cols = list(part.reset_index().columns if n_keys else part.columns)
+        pairs = auto_intervals(all_cols) if intervals is None else intervals
+        raw_cols = [c for c in all_cols
+                    if c != ROW_METRIC_COLUMN and not any(c in pair for pair in pairs.values())]
         record_cols = {j for j, c in enumerate(raw_cols) if c == RECORD_COLUMN}
-        chunks = _split_columns(text, n_keys, budget_px, record_cols)
+        chunks = _split_columns(text, n_keys, budget_px, record_cols, skip)
         section_blocks = []
         for k, chunk in enumerate(chunks):
             head = caption if (s_i == 0 and k == 0) else short
@@ -442,7 +477,7 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
             cols = [list(text.columns).index(c) for c in chunk.columns]
             recs = {i for i, c in enumerate(cols) if c in record_cols}
             block = _list_table(shown, caption=cap, label=f"tbl-{name}" if (name and label and first) else None,
-                                record_cols=recs, numeric_cols=_numeric_columns(chunk))
+                                record_cols=recs, numeric_cols=_numeric_columns(chunk, skip))
             section_blocks.append(block)
             plains.append(cap + "\n" + chunk.to_string(index=False))
             first = False
@@ -453,6 +488,8 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
             section_blocks = [f"`````{{dropdown}} {title} ({rows})\n:class-container: shovir-dropdown\n\n{inner}\n`````"]
         blocks.extend(section_blocks)
     footer = []
+    if dropped:
+        footer.append(_escape(f"Not shown, no value in this run: {', '.join(map(str, dropped))}."))
     if note:
         footer.append(_escape(note))
     if csv_path is not None:
