@@ -354,7 +354,8 @@ def _list_table(text: pd.DataFrame, *, caption: str, label: str | None, record_c
     return "\n".join(lines)
 
 
-_NUMERIC_TEXT = re.compile(r"^[+\-−]?[\d,]*\.?\d+(e[+\-]?\d+)?\s?(%|pp|x)?$|^n/a$|^–$|^∞$")
+_NUMBER = r"[+\-−]?[\d,]*\.?\d+(e[+\-]?\d+)?"
+_NUMERIC_TEXT = re.compile(rf"^{_NUMBER}\s?(%|pp|x)?( \[{_NUMBER}, {_NUMBER}\])?$|^n/a$|^–$|^∞$")
 
 
 def _numeric_columns(text: pd.DataFrame, skip: frozenset = frozenset()) -> set[int]:
