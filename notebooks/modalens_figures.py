@@ -82,12 +82,12 @@ book.show(vs_paper, runs=runs, name="ml-fig2-paper-vs-run",
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=figures.column_figsize(4.4))
-sns.histplot(fig2.frame, x="abs_dm", hue="report", bins=40, element="step", stat="probability",
+sns.histplot(fig2.frame, x="abs_dm", hue="report", bins=40, element="step", stat="percent",
              common_norm=False, ax=axes[0])
 axes[0].axvline(margin_threshold, color="grey", ls="--", lw=1)
 axes[0].set_title("A/B: paired margin change per trial")
 axes[0].set_xlabel("|Δm| = |m_d − m_c| (logit units)")
-axes[0].set_ylabel("share of trials")
+axes[0].set_ylabel("trials (%)")
 by_finding_table = mt.margin_by_finding(trials["P"], trials["A"]).with_runs(runs)
 by_finding = by_finding_table.frame
 plot_df = by_finding.reset_index().melt(id_vars="finding", var_name="report", value_name="mean |Δm|")
@@ -147,10 +147,10 @@ book.glue_values("ml", blind_table.values, runs=runs)
 
 # %%
 fig, ax = plt.subplots(figsize=figures.column_figsize(3.8, fraction=0.75))
-ax.plot(sweep.index, sweep["fr_present"], marker="o", label="report present")
-ax.plot(sweep.index, sweep["fr_absent"], marker="s", ls="--", label="report absent")
+ax.plot(sweep.index, 100 * sweep["fr_present"], marker="o", label="report present")  # % as in the table
+ax.plot(sweep.index, 100 * sweep["fr_absent"], marker="s", ls="--", label="report absent")
 ax.set_xlabel("anchoring weight w of ref-anchored@w")
-ax.set_ylabel("swap flip rate (lowercase readout)")
+ax.set_ylabel("swap flip rate (%, lowercase readout)")
 ax.set_title("Flip rate against the known report weight")
 ax.legend()
 fig.tight_layout()

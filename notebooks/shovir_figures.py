@@ -121,12 +121,13 @@ fig, axes = plt.subplots(1, 2, figsize=figures.column_figsize(3.6), sharey=True)
 models = list(dict.fromkeys(plot3a["model"]))
 arms = ["OCO", "DOCO", "RO-control"]
 width = 0.8 / len(arms)
-for ax, (stat, label) in zip(axes, [("delta", "Δ_X = μ-F1(RO) − μ-F1(X)"), ("fr", "flip rate FR")]):
+# Δ_X on the 0-1 μ-F1 scale, FR in % as in the table (the metric schema's units)
+for ax, (stat, label, scale) in zip(axes, [("delta", "Δ_X = μ-F1(RO) − μ-F1(X)", 1), ("fr", "flip rate FR (%)", 100)]):
     for k, arm in enumerate(arms):
         sub = plot3a[plot3a["arm"] == arm].set_index("model").reindex(models)
         y = np.arange(len(models)) + (k - (len(arms) - 1) / 2) * width
-        err = np.vstack([sub[stat] - sub[f"{stat}_lo"], sub[f"{stat}_hi"] - sub[stat]])
-        ax.barh(y, sub[stat], height=width, xerr=np.nan_to_num(err), label=arm, capsize=2,
+        err = scale * np.vstack([sub[stat] - sub[f"{stat}_lo"], sub[f"{stat}_hi"] - sub[stat]])
+        ax.barh(y, scale * sub[stat], height=width, xerr=np.nan_to_num(err), label=arm, capsize=2,
                 color=sns.color_palette()[k])
     ax.axvline(0, color="black", lw=0.8)
     ax.set_xlabel(label)
