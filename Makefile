@@ -16,7 +16,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 help:
 	@echo "make book   - run the $(PROFILE) profile, execute notebooks, build the book"
-	@echo "make test   - unit tests, doctests + nbval on the executed notebooks"
+	@echo "make test   - build the book, then unit tests, doctests, nbval on the executed notebooks and the browser test"
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,8 @@ notebooks: $(STAMP)
 book: $(STAMP)
 	$(BIN)/shovir book --profile $(PROFILE)
 
-test: notebooks
+# the browser test (tests/test_book_browser.py) reads the built HTML, so `test` builds the book
+test: book
 	$(BIN)/python -m pytest tests book shovir_core --doctest-modules --nbval-lax --nbval-current-env -p no:cacheprovider
 
 clean-book:

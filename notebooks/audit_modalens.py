@@ -32,8 +32,6 @@ profile = "demo"
 run_ids = None
 
 # %%
-import pandas as pd
-
 from shovir_core import book
 from shovir_core.book import figures
 from shovir_core.tables import audit as tables
@@ -48,7 +46,8 @@ counts = runs["audit"].manifest["counts"]
 # %% tags=["nbval-check-output"]
 summary_table = tables.audit_summary(checks, paper="modalens", counts=counts).with_runs(runs)
 summary = summary_table.frame
-book.show(summary_table.display(), runs=runs)
+book.show(summary_table, runs=runs, name="audit-ml-summary",
+          caption="ModaLens: consistency checks of the published numbers, passed and flagged, by kind.")
 
 # %%
 assert set(checks["status"]) <= {"passed", "flagged"}
@@ -65,18 +64,24 @@ book.glue_values("audit", summary_table.values, runs=runs)
 # ({glue:}`audit.modalens.kind.implied_count.checks` checks,
 # {glue:}`audit.modalens.kind.implied_count.flagged` flagged), and printed intervals for
 # containing their estimates ({glue:}`audit.modalens.kind.ci_contains.checks` checks,
-# {glue:}`audit.modalens.kind.ci_contains.flagged` flagged). The flagged checks are listed next,
-# each with the paper's value, the recomputation and why it disagrees.
+# {glue:}`audit.modalens.kind.ci_contains.flagged` flagged); {numref}`fig-audit-ml-status` counts
+# the checks by kind. The flagged checks are listed next, each with the paper's value, the
+# recomputation and why it disagrees; {numref}`tbl-audit-ml-every` then holds every check.
 
 # %%
 fig = figures.audit_status_bars(summary, title="ModaLens: consistency checks by kind")
+book.show(fig, runs=runs, name="audit-ml-status",
+          caption="ModaLens's consistency checks by kind: passed and flagged.",
+          alt="Stacked horizontal bars of passed and flagged checks for each kind of check.")
 
 # %% [markdown]
 # ## Flagged checks
 
 # %% tags=["nbval-check-output"]
 flagged = tables.audit_table(checks, status="flagged").with_runs(runs)
-book.show(flagged.display(), runs=runs)
+book.show(flagged, runs=runs, name="audit-ml-flagged",
+          caption="ModaLens: the flagged checks, each with the stated value, its recomputation, the tolerance and "
+                  "why it disagrees.")
 
 # %% [markdown]
 # ## Every check
@@ -86,8 +91,11 @@ book.show(flagged.display(), runs=runs)
 # `inputs`) and in `shovir_core/papers/data/modalens_checks.yaml`.
 
 # %%
-with pd.option_context("display.max_rows", None, "display.max_colwidth", None):
-    book.show(tables.audit_table(checks).with_runs(runs).display(), runs=runs)
+every = tables.audit_table(checks).with_runs(runs)
+book.show(every, runs=runs, name="audit-ml-every",
+          caption="Every consistency check of ModaLens's published numbers, one table per kind of check (kinds "
+                  "with flagged checks first; open a kind to read its checks).",
+          groups="kind", collapsed=True)
 
 # %% [markdown]
 # ## Records read

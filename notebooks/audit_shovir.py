@@ -28,8 +28,6 @@ profile = "demo"
 run_ids = None
 
 # %%
-import pandas as pd
-
 from shovir_core import book
 from shovir_core.book import figures
 from shovir_core.tables import audit as tables
@@ -44,7 +42,8 @@ counts = runs["audit"].manifest["counts"]
 # %% tags=["nbval-check-output"]
 summary_table = tables.audit_summary(checks, paper="shovir", counts=counts).with_runs(runs)
 summary = summary_table.frame
-book.show(summary_table.display(), runs=runs)
+book.show(summary_table, runs=runs, name="audit-sv-summary",
+          caption="ShoViR: consistency checks of the published numbers, passed and flagged, by kind.")
 
 # %%
 assert set(checks["status"]) <= {"passed", "flagged"}
@@ -61,19 +60,24 @@ book.glue_values("audit", summary_table.values, runs=runs)
 # ({glue:}`audit.shovir.kind.delta_column.checks` checks,
 # {glue:}`audit.shovir.kind.delta_column.flagged` flagged), and the claims of the text against
 # the table and figure values they describe ({glue:}`audit.shovir.kind.text_claim.checks` checks,
-# {glue:}`audit.shovir.kind.text_claim.flagged` flagged). The
-# flagged checks are listed next, each with the paper's value, the recomputation and why it
-# disagrees.
+# {glue:}`audit.shovir.kind.text_claim.flagged` flagged); {numref}`fig-audit-sv-status` counts
+# the checks by kind. The flagged checks are listed next, each with the paper's value, the
+# recomputation and why it disagrees; {numref}`tbl-audit-sv-every` then holds every check.
 
 # %%
 fig = figures.audit_status_bars(summary, title="ShoViR: consistency checks by kind")
+book.show(fig, runs=runs, name="audit-sv-status",
+          caption="ShoViR's consistency checks by kind: passed and flagged.",
+          alt="Stacked horizontal bars of passed and flagged checks for each kind of check.")
 
 # %% [markdown]
 # ## Flagged checks
 
 # %% tags=["nbval-check-output"]
 flagged = tables.audit_table(checks, status="flagged").with_runs(runs)
-book.show(flagged.display(), runs=runs)
+book.show(flagged, runs=runs, name="audit-sv-flagged",
+          caption="ShoViR: the flagged checks, each with the stated value, its recomputation, the tolerance and "
+                  "why it disagrees.")
 
 # %% [markdown]
 # ## Every check
@@ -83,8 +87,11 @@ book.show(flagged.display(), runs=runs)
 # `inputs`) and in `shovir_core/papers/data/shovir_checks.yaml`.
 
 # %%
-with pd.option_context("display.max_rows", None, "display.max_colwidth", None):
-    book.show(tables.audit_table(checks).with_runs(runs).display(), runs=runs)
+every = tables.audit_table(checks).with_runs(runs)
+book.show(every, runs=runs, name="audit-sv-every",
+          caption="Every consistency check of ShoViR's published numbers, one table per kind of check (kinds "
+                  "with flagged checks first; open a kind to read its checks).",
+          groups="kind", collapsed=True)
 
 # %% [markdown]
 # ## Records read

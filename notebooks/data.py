@@ -43,7 +43,7 @@ multi_trials = runs["multi"].trials
 # %% tags=["nbval-check-output"]
 cohorts = tables.cohort_table({"boxes": boxes_trials, "multi": multi_trials},
                               names={"boxes": "box set (256 px)", "multi": "multi-study set (64 px)"}).with_runs(runs)
-book.show(cohorts.display(), runs=runs)
+book.show(cohorts, runs=runs, name="data-cohorts")
 
 # %%
 counts = cohorts.values
@@ -63,10 +63,10 @@ book.glue_values("data", cohorts.values, runs=runs)
 prevalence = {key: tables.prevalence_table(t, key=key).with_runs(runs)
               for key, t in (("boxes", boxes_trials), ("multi", multi_trials))}
 prev = {key: table.frame for key, table in prevalence.items()}
-book.show(prevalence["multi"].display(), runs=runs)
+book.show(prevalence["multi"], runs=runs, name="data-prevalence-multi")
 
 # %%
-fig, ax = plt.subplots(figsize=(8, 4.5))
+fig, ax = plt.subplots(figsize=figures.column_figsize(4.5))
 plot_df = (prev["multi"]["positive"].rename("64-px multi-study set").to_frame()
            .join(prev["boxes"]["positive"].rename("box set")).reset_index()
            .melt(id_vars="class", var_name="cohort", value_name="positive images"))
@@ -75,6 +75,10 @@ ax.set_title("Positive images per CheXpert class")
 ax.set_xlabel("images with the class positive")
 ax.set_ylabel("")
 fig.tight_layout()
+book.show(fig, runs=runs, name="data-prevalence",
+          caption="Positive images per CheXpert class in the two demo cohorts (NIH labels mapped to CheXpert).",
+          alt="Horizontal bar chart: for each CheXpert class, the number of positive images in the 64-px "
+              "multi-study set and in the box set.")
 book.glue_values("data", prevalence["multi"].values, runs=runs)
 
 # %% [markdown]
@@ -85,7 +89,7 @@ book.glue_values("data", prevalence["multi"].values, runs=runs)
 
 # %% tags=["nbval-check-output"]
 spp = tables.studies_per_patient(multi_trials).with_runs(runs)
-book.show(spp.display(), runs=runs)
+book.show(spp, runs=runs, name="data-studies-per-patient")
 
 # %%
 patients = spp.frame.set_index("studies")["patients"]
@@ -97,26 +101,36 @@ assert int(patients[patients.index >= 2].sum()) == counts["multi.n_patients_mult
 
 # %% tags=["nbval-check-output"]
 boxes = tables.box_table(boxes_trials, key="boxes").with_runs(runs)
-book.show(boxes.display(), runs=runs)
+book.show(boxes, runs=runs, name="data-boxes")
 
 # %%
 assert int(boxes.frame["boxes"].sum()) == counts["boxes.n_boxes"]
 book.glue_values("data", boxes.values, runs=runs)
 bf = summary.boxes_frame(boxes_trials)
-fig, ax = plt.subplots(figsize=(8, 4))
+fig, ax = plt.subplots(figsize=figures.column_figsize(4))
 sns.boxplot(bf, y="finding", x="rel_area", ax=ax, log_scale=True)
 ax.set_title("Box area as a fraction of the image, per finding")
 ax.set_xlabel("box area / image area (log scale)")
 ax.set_ylabel("")
 fig.tight_layout()
+book.show(fig, runs=runs, name="data-box-area",
+          caption="Expert box area as a fraction of the image, per finding (box set; log scale).",
+          alt="Box plots of box area over image area for each finding, on a logarithmic axis.")
 
 # %% [markdown]
 # ## Gallery
 #
-# One image per box class, with every expert box of the image outlined.
+# {numref}`fig-data-gallery` shows one image per box class, with every expert box of the image
+# outlined; {numref}`fig-data-prevalence` and {numref}`fig-data-box-area` above summarise the
+# classes and the box sizes.
 
 # %%
 fig = figures.box_gallery(boxes_trials, per_class=1, ncols=4, seed=gallery_seed)
+book.show(fig, runs=runs, name="data-gallery",
+          caption="One demo image per box class with its expert boxes: solid, the titled finding; dashed, the "
+                  "image's other findings.",
+          alt="A grid of chest X-rays, one per finding class, each with coloured rectangles around the annotated "
+              "regions.")
 
 # %% [markdown]
 # ## Records read

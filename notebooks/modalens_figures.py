@@ -32,6 +32,7 @@ primary_w = 0.5
 n_draws = 1000
 bootstrap_seed = 0
 margin_threshold = 0.5
+reproduces_paper = False
 
 # %%
 import matplotlib.pyplot as plt
@@ -39,7 +40,9 @@ import numpy as np
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.book import figures
 from shovir_core.tables import modalens as mt
+from shovir_core.tables import paper_vs_run as pvr
 
 runs = book.load_runs("modalens_figures", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
@@ -49,13 +52,15 @@ trials = {key: run.trials for key, run in runs.items()}
 #
 # All-14 design, report present vs absent, image first, no instruction; {glue:text}`ml.fig2.n_trials`
 # trials of the primary demo model. Intervals: patient-clustered percentile bootstrap,
-# {glue:text}`ml.fig2.n_draws` draws (the paper: 2,000).
+# {glue:text}`ml.fig2.n_draws` draws (the paper: 2,000). {numref}`fig-ml-fig2` draws the paper's
+# Figure 2 from these trials; {numref}`tbl-ml-fig2-paper-vs-run` sets the paper's four Figure 2
+# values beside this run's.
 
 # %% tags=["nbval-check-output"]
 fig2 = mt.margin_changes(trials["P"], trials["A"], n_draws=n_draws, seed=bootstrap_seed,
                          threshold=margin_threshold).with_runs(runs)
 v = fig2.values
-book.show(mt.margin_summary(fig2).display(), runs=runs)
+book.show(mt.margin_summary(fig2), runs=runs, name="ml-fig2-summary")
 
 # %%
 assert v["fig2.present.mean_abs_dm_lo"] <= v["fig2.present.mean_abs_dm"] <= v["fig2.present.mean_abs_dm_hi"]
@@ -65,21 +70,24 @@ if primary_w is not None and 0 < primary_w < 1:
         "report evidence weighted by w damps the image's effect on the margin"
 book.glue("ml.fig2.n_draws", n_draws, runs=runs)
 book.glue_values("ml", v, runs=runs)
-vs_paper = mt.paper_comparison(fig2)
-assert len(vs_paper.frame) == 4, "the four published Figure 2 values have run values"
-book.glue_values("ml", vs_paper.values, runs=runs)
+fig2_rows = tuple(r for r in pvr.MODALENS_ROWS if r.key.startswith("fig2."))
+vs_paper = pvr.paper_vs_run(v, paper="modalens", rows=fig2_rows, same_setting=reproduces_paper,
+                            setting="MedGemma-27B on MIMIC-CXR", runs=runs)
+assert (vs_paper.frame["verdict"] != pvr.NOT_RUN).all(), "the four published Figure 2 values have run values"
+book.glue_values("ml.paper", vs_paper.values, runs=[])  # published values: from the paper, not from a record
 
 # %% tags=["nbval-check-output"]
-book.show(vs_paper.display(), runs=runs)
+book.show(vs_paper, runs=runs, name="ml-fig2-paper-vs-run",
+          intervals={"paper": ("paper_lo", "paper_hi")}, missing={"run": "not run"})
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-sns.histplot(fig2.frame, x="abs_dm", hue="report", bins=40, element="step", stat="probability",
+fig, axes = plt.subplots(1, 2, figsize=figures.column_figsize(4.4))
+sns.histplot(fig2.frame, x="abs_dm", hue="report", bins=40, element="step", stat="percent",
              common_norm=False, ax=axes[0])
 axes[0].axvline(margin_threshold, color="grey", ls="--", lw=1)
 axes[0].set_title("A/B: paired margin change per trial")
 axes[0].set_xlabel("|Δm| = |m_d − m_c| (logit units)")
-axes[0].set_ylabel("share of trials")
+axes[0].set_ylabel("trials (%)")
 by_finding_table = mt.margin_by_finding(trials["P"], trials["A"]).with_runs(runs)
 by_finding = by_finding_table.frame
 plot_df = by_finding.reset_index().melt(id_vars="finding", var_name="report", value_name="mean |Δm|")
@@ -87,8 +95,14 @@ sns.barplot(plot_df, y="finding", x="mean |Δm|", hue="report", ax=axes[1])
 axes[1].set_title("C: mean |Δm| per question")
 axes[1].set_xlabel("mean |Δm| (logit units)")
 axes[1].set_ylabel("")
-fig.suptitle(f"Figure 2 (demo, {primary_model}, template reports): margin changes under image swap")
+axes[1].legend(title="report", loc="lower center", bbox_to_anchor=(0.5, 1.08), ncols=2)
 fig.tight_layout()
+book.show(fig, runs=runs, name="ml-fig2",
+          caption=f"ModaLens Figure 2 on the demo ({primary_model}, template reports): A/B, the distribution of "
+                  "the paired margin change |Δm| under image swap with and without the report (dashed: the "
+                  "threshold); C, the mean |Δm| per question.",
+          alt="Left: step histograms of the absolute margin change for report present and absent. Right: "
+              "horizontal bars of the mean margin change per question for both arms.")
 
 # %%
 book.glue_values("ml", by_finding_table.values, runs=runs)
@@ -109,14 +123,14 @@ book.glue_values("ml", by_finding_table.values, runs=runs)
 # rate falls as w grows while the report-absent rate does not depend on w. `ref-blind-prior`
 # ignores both image and report, so no swap flips it. The run must reproduce all of that; the sweep
 # uses a smaller subset of the same cohort ({glue:text}`ml.validation.n_patients` patients,
-# {glue:text}`ml.validation.n_trials` all-14 trials per arm).
+# {glue:text}`ml.validation.n_trials` all-14 trials per arm); {numref}`fig-ml-validation` plots it.
 
 # %% tags=["nbval-check-output"]
 pairs = {float(k[1:-2]): (trials[k], trials[k[:-2] + "_A"]) for k in trials if k.startswith("w") and k.endswith("_P")}
 sweep_table = mt.anchoring_sweep(pairs).with_runs(runs)
 blind_table = mt.anchoring_sweep({0.0: (trials["blind_P"], trials["blind_A"])}, names={0.0: "blind"}).with_runs(runs)
 sweep, blind = sweep_table.frame, blind_table.frame.iloc[0]
-book.show(sweep_table.display(), runs=runs)
+book.show(sweep_table, runs=runs, name="ml-validation-sweep")
 
 # %%
 assert sweep.loc[1.0, "fr_present"] == 0.0, "w = 1: no report-present flips"
@@ -132,14 +146,19 @@ book.glue_values("ml", sweep_table.values, runs=runs)
 book.glue_values("ml", blind_table.values, runs=runs)
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 4))
-ax.plot(sweep.index, sweep["fr_present"], marker="o", label="report present")
-ax.plot(sweep.index, sweep["fr_absent"], marker="s", ls="--", label="report absent")
+fig, ax = plt.subplots(figsize=figures.column_figsize(3.8, fraction=0.75))
+ax.plot(sweep.index, 100 * sweep["fr_present"], marker="o", label="report present")  # % as in the table
+ax.plot(sweep.index, 100 * sweep["fr_absent"], marker="s", ls="--", label="report absent")
 ax.set_xlabel("anchoring weight w of ref-anchored@w")
-ax.set_ylabel("swap flip rate (lowercase readout)")
-ax.set_title("Reference-model validation: flip rate vs known report weight")
+ax.set_ylabel("swap flip rate (%, lowercase readout)")
+ax.set_title("Flip rate against the known report weight")
 ax.legend()
 fig.tight_layout()
+book.show(fig, runs=runs, name="ml-validation",
+          caption="Reference-model validation: the swap flip rate of ref-anchored@w with and without the report, "
+                  "against the model's known report weight w.",
+          alt="Two lines of swap flip rate against the anchoring weight w from 0 to 1, one with the report in "
+              "the prompt and one without.")
 
 # %% [markdown]
 # The report-present flip rate falls from {glue:text}`ml.validation.w0.fr_present:.2%` at w = 0 to

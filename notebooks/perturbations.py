@@ -32,6 +32,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.book import figures
 from shovir_core.perturb import report
 from shovir_core.tables import perturbations as tables
 
@@ -44,7 +45,9 @@ trials = run.trials
 # ## One image under every condition and strength
 #
 # The gallery item is chosen by rule (the image with the most distinct box findings that still has
-# a DOCO box): {glue:text}`pt.gallery.image_id` with target {glue:text}`pt.gallery.target`.
+# a DOCO box): {glue:text}`pt.gallery.image_id` with target {glue:text}`pt.gallery.target`
+# ({numref}`fig-pt-gallery-paper`; {numref}`fig-pt-gallery-reference-code` repeats it under the
+# authors' code).
 # Solid outlines are the boxes blended with noise (yellow: the target's boxes B_c; cyan: the other
 # findings' boxes B_c̄ that pass the IoU rule; red: random control boxes); dashed white outlines are
 # the target's boxes. With the paper's preset the noise is i.i.d. Gaussian with the trimmed mean and
@@ -56,6 +59,12 @@ n_verified = report.verify_gallery(gallery)
 assert n_verified == len(gallery), "every gallery PNG matches the hashes in the record"
 image_id, target = spec["gallery"][0]
 fig = report.plot_gallery(gallery, preset="paper", image_id=image_id, target=target)
+book.show(fig, runs=runs, name="pt-gallery-paper",
+          caption="One demo image under every condition and strength p (preset \"paper\"): Baseline and Full "
+                  "Noise, then RO, OCO and DOCO by p. Solid outlines: occluded boxes (yellow B_c, cyan the "
+                  "co-finding boxes, red random boxes); dashed white: the target's annotated boxes.",
+          alt="A grid of one chest X-ray: clean, full noise, and three rows of occlusion conditions with noise "
+              "blended into boxes at increasing strength from left to right.")
 
 # %% [markdown]
 # The authors' code differs from the paper's description (preset `reference-code`): the centre is
@@ -65,10 +74,14 @@ fig = report.plot_gallery(gallery, preset="paper", image_id=image_id, target=tar
 
 # %%
 fig = report.plot_gallery(gallery, preset="reference-code", image_id=image_id, target=target)
+book.show(fig, runs=runs, name="pt-gallery-reference-code",
+          caption="The same image under the authors' code (preset \"reference-code\"): trimmed-median centre, "
+                  "per-channel blurred noise, feathered masks.",
+          alt="The same grid of occlusion conditions as the previous figure, with softer noise edges.")
 
 # %% tags=["nbval-check-output"]
 noise = tables.noise_table(gallery).with_runs(runs)
-book.show(noise.display(), runs=runs)
+book.show(noise, runs=runs, name="pt-noise")
 
 # %%
 paper = gallery[gallery["preset"] == "paper"]
@@ -91,7 +104,7 @@ book.glue_values("pt", {"gallery.image_id": image_id, "gallery.target": target, 
 
 # %% tags=["nbval-check-output"]
 box_sets = tables.box_set_counts(trials).with_runs(runs)
-book.show(box_sets.display(), runs=runs)
+book.show(box_sets, runs=runs, name="pt-box-sets")
 
 # %%
 counts = box_sets.frame
@@ -116,7 +129,7 @@ book.glue("pt.boxes.iou_threshold", float(spec["iou_threshold"]), runs=runs)
 
 # %% tags=["nbval-check-output"]
 tiers = tables.tier_counts(trials).with_runs(runs)
-book.show(tiers.display(), runs=runs)
+book.show(tiers, runs=runs, name="pt-tiers")
 
 # %%
 subs = trials[trials["kind"] == "substitute"]
@@ -129,6 +142,7 @@ book.glue_values("pt", {"swap.ssim_size": int(spec["ssim_size"]), "swap.ssim_thr
                  runs=runs)
 
 # %% [markdown]
+# {numref}`fig-pt-ssim` shows the SSIM of every pair by tier.
 # SSIM quartiles of the pairs: {glue:text}`pt.swap.ssim.q1:.3f`, {glue:text}`pt.swap.ssim.median:.3f`,
 # {glue:text}`pt.swap.ssim.q3:.3f` (maximum {glue:text}`pt.swap.ssim.max:.3f`). The demo images are
 # 64 × 64 pixels: the demo profile computes SSIM at that native size instead of upsampling to the
@@ -136,7 +150,7 @@ book.glue_values("pt", {"swap.ssim_size": int(spec["ssim_size"]), "swap.ssim_thr
 # what this chapter checks. The `mimic` profile uses 896 × 896.
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 3.8))
+fig, ax = plt.subplots(figsize=figures.column_figsize(3.8))
 plot_df = subs.assign(tier=subs["tier"].astype(int).map({1: "1: same patient, labels differ",
                                                           2: "2: same patient, any study",
                                                           3: "3: other patient"}))
@@ -148,6 +162,11 @@ ax.set_xlabel("SSIM")
 ax.set_ylabel("cases")
 ax.set_xlim(0, 1)
 fig.tight_layout()
+book.show(fig, runs=runs, name="pt-ssim",
+          caption="SSIM between each source image and its substitute, stacked by substitute tier; the dashed "
+                  "line is the rejection threshold.",
+          alt="Stacked histogram of SSIM values between 0 and 1 for three substitute tiers, with a vertical "
+              "dashed threshold line.")
 
 # %% [markdown]
 # ## Records read

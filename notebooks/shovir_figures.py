@@ -17,9 +17,10 @@
 # boxes of the target finding c (OCO), into the boxes of the *other* findings of the image that do
 # not overlap c's boxes (DOCO), or into random control boxes placed away from every annotated box
 # (RO). A model that grounds c in c's own region should keep its call of c under RO and drop it
-# under OCO; a model that infers c from co-occurring findings drops it under DOCO. Figure 2 shows
-# the class-weighted μ-F1 against p, Figure 3(a) the drop against RO (Δ_X) and the flip rate FR at
-# p = 1 with bootstrap intervals, Figure 3(b) per-class F1 averaged across models. A validation
+# under OCO; a model that infers c from co-occurring findings drops it under DOCO. The paper's
+# Figure 2 ({numref}`fig-sv-fig2` here) shows the class-weighted μ-F1 against p, its Figure 3(a)
+# ({numref}`fig-sv-fig3a`) the drop against RO (Δ_X) and the flip rate FR at p = 1 with bootstrap
+# intervals, its Figure 3(b) ({numref}`fig-sv-fig3b`) per-class F1 averaged across models. A validation
 # section asserts that the reference models land where their construction says.
 #
 # Choices where the paper is silent (see `shovir_core.tables.shovir`): F1_c is computed on
@@ -44,6 +45,8 @@ import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.book import figures
+from shovir_core.tables import paper_vs_run as pvr
 from shovir_core.tables import shovir as sv
 
 runs = book.load_runs("shovir_figures", profile=profile, run_ids=run_ids)
@@ -62,7 +65,7 @@ shortcut = fig3a.frame
 
 # %% tags=["nbval-check-output"]
 doco = sv.doco_counts(runs)
-book.show(doco.display(), runs=runs)
+book.show(doco, runs=runs, name="sv-doco")
 
 # %%
 book.glue_values("sv.fig", doco.values, runs=runs)
@@ -75,17 +78,25 @@ book.glue_values("sv.fig", doco.values, runs=runs)
 # ## Figure 2: μ-F1 against occlusion strength
 
 # %%
-grid = sns.relplot(curves.assign(p=curves["p"] * 100), x="p", y="mu_f1", hue="condition", style="condition",
-                   col="model", col_wrap=min(4, curves["model"].nunique()), kind="line", markers=True,
-                   height=3.0, aspect=1.1, hue_order=["RO", "OCO", "DOCO"], style_order=["RO", "OCO", "DOCO"])
-grid.set_axis_labels("occlusion strength p (%)", "μ-F1 (class-weighted)")
+n_panels = curves["model"].nunique()
+n_cols = min(2, n_panels)
+grid = sns.relplot(curves, x="p", y="mu_f1", hue="condition", style="condition",
+                   col="model", col_wrap=n_cols, kind="line", markers=True,
+                   height=figures.COLUMN_WIDTH_IN / n_cols / 1.35 - 0.15, aspect=1.35,
+                   hue_order=["RO", "OCO", "DOCO"], style_order=["RO", "OCO", "DOCO"],
+                   facet_kws={"legend_out": True})
+grid.set_axis_labels("occlusion strength p", "μ-F1 (class-weighted)")
 grid.set_titles("{col_name}")
-grid.set(ylim=(-0.02, 1.02), xticks=[0, 20, 40, 60, 80, 100])
-grid.figure.suptitle("Figure 2: μ-F1 against p for RO, OCO and DOCO", y=1.03)
-plt.show()
+grid.set(ylim=(-0.02, 1.02), xticks=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
+book.show(grid.figure, runs=runs, name="sv-fig2",
+          caption="ShoViR Figure 2 on the demo: μ-F1 against the occlusion strength p (0 = clean image, 1 = the "
+                  "boxes fully replaced by matched noise) for random (RO), own-finding (OCO) and co-finding (DOCO) "
+                  "occlusion, one panel per model.",
+          alt="Line charts, one per model, of μ-F1 from 0 to 1 against p from 0 to 1 for the RO, OCO and DOCO "
+              "conditions.")
 
 # %% tags=["nbval-check-output"]
-book.show(fig2.pivot(index=["model", "condition"], columns="p", values="mu_f1").display(), runs=runs)
+book.show(fig2.pivot(index=["model", "condition"], columns="p", values="mu_f1"), runs=runs, name="sv-fig2-values")
 
 # %%
 # structural check: at p = 0 RO and OCO show the clean image on the same items, so they agree
@@ -106,30 +117,36 @@ book.glue_values("sv", fig2.values, runs=runs)
 
 # %%
 plot3a = shortcut[shortcut["arm"].isin(["OCO", "DOCO", "RO-control"])]
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=figures.column_figsize(3.6), sharey=True)
 models = list(dict.fromkeys(plot3a["model"]))
 arms = ["OCO", "DOCO", "RO-control"]
 width = 0.8 / len(arms)
-for ax, (stat, label) in zip(axes, [("delta", "Δ_X = μ-F1(RO) − μ-F1(X)"), ("fr", "flip rate FR")]):
+# Δ_X on the 0-1 μ-F1 scale, FR in % as in the table (the metric schema's units)
+for ax, (stat, label, scale) in zip(axes, [("delta", "Δ_X = μ-F1(RO) − μ-F1(X)", 1), ("fr", "flip rate FR (%)", 100)]):
     for k, arm in enumerate(arms):
         sub = plot3a[plot3a["arm"] == arm].set_index("model").reindex(models)
         y = np.arange(len(models)) + (k - (len(arms) - 1) / 2) * width
-        err = np.vstack([sub[stat] - sub[f"{stat}_lo"], sub[f"{stat}_hi"] - sub[stat]])
-        ax.barh(y, sub[stat], height=width, xerr=np.nan_to_num(err), label=arm, capsize=2,
+        err = scale * np.vstack([sub[stat] - sub[f"{stat}_lo"], sub[f"{stat}_hi"] - sub[stat]])
+        ax.barh(y, scale * sub[stat], height=width, xerr=np.nan_to_num(err), label=arm, capsize=2,
                 color=sns.color_palette()[k])
     ax.axvline(0, color="black", lw=0.8)
     ax.set_xlabel(label)
     ax.set_yticks(np.arange(len(models)), models)
-axes[0].set_title("Δ_X at p = 1 (higher: the arm costs more F1 than RO)")
+axes[0].set_title("Δ_X at p = 1")
 axes[1].set_title("FR at p = 1 (share of calls lost)")
-axes[1].legend(title="arm", loc="lower right")
-fig.suptitle("Figure 3(a): shortcut metrics with 95% bootstrap intervals", y=1.02)
-fig.tight_layout()
-plt.show()
+fig.legend(*axes[1].get_legend_handles_labels(), title="arm", loc="lower center", ncols=len(arms),
+           bbox_to_anchor=(0.5, -0.02))
+fig.tight_layout(rect=(0, 0.12, 1, 1))
+book.show(fig, runs=runs, name="sv-fig3a",
+          caption="ShoViR Figure 3(a) on the demo, at p = 1: Δ_X = μ-F1(RO) − μ-F1(X) (higher: the arm costs more "
+                  "F1 than random occlusion) and the flip rate FR (share of the calls made under RO that X no "
+                  "longer makes), with 95% patient-clustered bootstrap intervals.",
+          alt="Two horizontal bar charts per model: Δ_X and flip rate for OCO, DOCO and RO-control, with "
+              "error bars.")
 
 # %% tags=["nbval-check-output"]
 cols = ["n_items", "n_eligible", "n_flipped", "delta", "delta_lo", "delta_hi", "fr", "fr_lo", "fr_hi"]
-book.show(fig3a.select(cols).display(), runs=runs)
+book.show(fig3a.select(cols), runs=runs, name="sv-fig3a-values")
 print(shortcut["bootstrap"].iloc[0])
 
 # %%
@@ -143,18 +160,21 @@ book.glue_values("sv", fig3a.values, runs=runs)
 # %%
 fig3b = sv.per_class_across_models(per_class, p=1.0)
 by_class = fig3b.frame
-fig, ax = plt.subplots(figsize=(9, 4))
+fig, ax = plt.subplots(figsize=figures.column_figsize(4))
 sns.barplot(by_class, x="class", y="f1_mean", hue="condition", ax=ax)
-ax.set_title(f"Figure 3(b): per-class F1 at p = 1, mean over {by_class['n_models'].max()} models")
 ax.set_xlabel("")
 ax.set_ylabel("F1 (mean across models)")
 ax.set_ylim(0, 1)
 ax.tick_params(axis="x", rotation=30)
+ax.legend(title="condition", loc="upper left", bbox_to_anchor=(1.01, 1))
 fig.tight_layout()
-plt.show()
+book.show(fig, runs=runs, name="sv-fig3b",
+          caption=f"ShoViR Figure 3(b) on the demo: per-class F1 at p = 1, the mean over "
+                  f"{by_class['n_models'].max()} models; Baseline is OCO at p = 0.",
+          alt="Grouped bar chart of mean F1 per finding class for Baseline, RO, OCO and DOCO, on a 0 to 1 axis.")
 
 # %% tags=["nbval-check-output"]
-book.show(fig3b.pivot(index="class", columns="condition", values="f1_mean").display(), runs=runs)
+book.show(fig3b.pivot(index="class", columns="condition", values="f1_mean"), runs=runs, name="sv-fig3b-values")
 
 # %%
 book.glue_values("sv", fig3b.values, runs=runs)
@@ -163,11 +183,16 @@ book.glue_values("sv", fig3b.values, runs=runs)
 # ## Published values
 #
 # Where this profile runs the paper's models on the paper's dataset, each value the paper states
-# for Figures 2 and 3(a) stands beside the run's value.
+# for Figures 2 and 3(a) stands beside the run's value, in the same unit, with a verdict (matches
+# the printed value within its rounding, or differs from it).
 
 # %% tags=["nbval-check-output"]
 if paper_dataset:
-    book.show(sv.paper_figures(paper_dataset, paper_models, shortcut=fig3a, curves=fig2).display(), runs=runs)
+    side = pvr.paper_vs_run({**fig2.values, **fig3a.values}, paper="shovir",
+                            rows=pvr.shovir_figure_rows(paper_dataset, paper_models), same_setting=True,
+                            setting=f"the paper's models on {paper_dataset}", runs=runs)
+    book.show(side, runs=runs, name="sv-fig-paper", groups="section", intervals={"paper": ("paper_lo", "paper_hi")},
+              missing={"run": "not run"})
 else:
     print(f"profile {profile!r}: no model of this profile is in the paper; no published value to compare")
 

@@ -8,6 +8,9 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+collect_ignore_glob = ["fixtures/*"]
+"""Fixture files (stand-in packages, leak notebooks, fake SLURM commands) are data, not test or doctest modules."""
+
 
 @pytest.fixture
 def runs_root(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ record made from the synthetic MIMIC-CXR-JPG fixture.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -21,7 +22,6 @@ import yaml
 
 from shovir_core import paths
 from shovir_core.book import CredentialedDataError, execute_notebook
-from shovir_core.book.figures import TAG
 from shovir_core.book.scan import LeakError, scan_notebook
 from shovir_core.book.shingles import ShingleIndex
 
@@ -195,18 +195,50 @@ def test_modalens_figures_chapter_builds_on_the_mimic_fixture(book_root, monkeyp
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(MIMIC_JPG))
     out = _chapter_on_fixture(book_root, "modalens_figures",
                               {"n_draws": 100, "primary_model": "ref-anchored@0.5", "primary_w": 0.5})
-    nb = json.loads(out.read_text(encoding="utf-8"))
-    pngs = [o for c in nb["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
-    assert pngs and all(TAG in o["metadata"]["image/png"] for o in pngs)
+    # figures reach the book as PNG files written by book.show and tagged in _figures/tags.jsonl
+    figs = sorted((book_root / "book" / "_figures").glob("*.png"))
+    tags = [json.loads(line) for line in (book_root / "book" / "_figures" / "tags.jsonl").read_text().splitlines() if line]
+    by_file = {t["file"]: t["tag"] for t in tags}
+    assert figs and all(by_file[f.name]["sha256"] == hashlib.sha256(f.read_bytes()).hexdigest() for f in figs)
 
 
-def test_shovir_table1_chapter_builds_on_the_mimic_imagenome_fixture(book_root, monkeypatch):
+def test_staged_files_and_image_references_are_scanned(tmp_path):
+    """A PNG without this execution's tag, any other file, and an output pointing at an untagged image are leaks."""
+    from shovir_core.book.figures import figure_tag
+    from shovir_core.book.scan import scan_staged
+
+    index = ShingleIndex(TYPICAL_REPORTS, label="typical reports")
+    figures = tmp_path / "_figures"
+    figures.mkdir()
+    good, bad = figures / "ok.png", figures / "xray.png"
+    good.write_bytes(b"\x89PNG aggregate")
+    bad.write_bytes(b"\x89PNG pixels")
+    (figures / "tags.jsonl").write_text(json.dumps({"file": "ok.png", "tag": figure_tag(good.read_bytes(), key="k")}) + "\n")
+    (tmp_path / "_tables").mkdir()
+    (tmp_path / "_tables" / "t.csv").write_text("finding,n\nEdema,3\n")
+    (tmp_path / "notes.bin").write_bytes(b"\x00")
+    nb = {"cells": [{"cell_type": "code", "outputs": [
+        {"output_type": "display_data", "data": {"text/markdown": ":::{figure} _figures/ok.png\n:::"}},
+        {"output_type": "display_data", "data": {"text/markdown": "![x](/data/mimic/files/p10/s1.jpg)"}}]}]}
+    leaks = scan_staged(tmp_path, nb=nb, index=index, figure_key="k", notebook="nb")
+    where = sorted(leak.where for leak in leaks)
+    assert where == ["file _figures/xray.png", "file notes.bin", "image reference"], leaks
+    assert not scan_staged(tmp_path, nb={"cells": []}, index=index, figure_key="k", notebook="nb")[2:]
+    (tmp_path / "_tables" / "t.csv").write_text(TYPICAL_REPORTS[0])
+    assert any(leak.kind == "report text" for leak in scan_staged(tmp_path, nb={"cells": []}, index=index,
+                                                                   figure_key="k", notebook="nb"))
+
+
+def test_shovir_table1_chapter_builds_on_the_mimic_imagenome_fixture(book_root, monkeypatch, tiny_chexbert_files):
     """The mimic profile's ShoViR Table 1 chapter (reports read from the dataset) on the ImaGenome fixture.
 
     (``shovir_figures`` asserts the reference models' planted behaviour, which three images cannot show.)
     """
     notebook = "shovir_table1"
     monkeypatch.setenv("SHOVIR_MIMIC", str(FIXTURES / "mimic_imagenome"))
+    weights, bert_dir, _ = tiny_chexbert_files  # the mimic profile labels with CheXbert (a tiny one here)
+    monkeypatch.setenv("SHOVIR_CHEXBERT_WEIGHTS", str(weights))
+    monkeypatch.setenv("SHOVIR_CHEXBERT_BERT", str(bert_dir))
     shutil.copy(REPO / "notebooks" / f"{notebook}.py", book_root / "notebooks" / f"{notebook}.py")
     params = yaml.safe_load((REPO / "params" / notebook / "mimic.yaml").read_text(encoding="utf-8"))
     refs = {"ref-blind-prior": "ref-blind-prior", "ref-image-classifier": "ref-image-classifier"}

@@ -1,4 +1,14 @@
-"""Figures shared by chapters (matplotlib/seaborn; one function per figure kind)."""
+"""Figures shared by chapters (matplotlib/seaborn; one function per figure kind), and how the book shows them.
+
+:func:`show_figure` (what ``book.show(fig, ...)`` calls) saves a figure beside the executed notebook
+and outputs a MyST ``figure`` directive: a numbered figure with caption and alt text that the text
+cross-references as ``{numref}`fig-<name>```. Figures are drawn for the book's text column:
+:data:`COLUMN_WIDTH_IN` inches at :data:`CSS_PX_PER_IN` CSS px per inch, so text of
+:data:`MIN_FONT_PT` points or more is at least that size on the page (``show_figure`` refuses a
+figure whose smallest text would render smaller). The PNG carries its smallest font size and its
+CSS width as text chunks (``shovir:min_font_pt``, ``shovir:css_width_px``), which the browser test
+reads to check the rendered size.
+"""
 from __future__ import annotations
 
 import json
@@ -9,7 +19,124 @@ import pandas as pd
 from matplotlib.patches import Rectangle
 
 __all__ = ["box_gallery", "audit_status_bars", "FINDING_COLOURS", "FIGURE_KEY_ENV", "TAG", "image_like_artists",
-           "figure_tag", "tag_is_valid", "aggregate_png", "install_figure_tagging", "show"]
+           "figure_tag", "tag_is_valid", "aggregate_png", "install_figure_tagging", "show", "show_figure",
+           "column_figsize", "COLUMN_WIDTH_IN", "CSS_PX_PER_IN", "MIN_FONT_PT", "SAVE_DPI", "FIGURES_LINK_DIR",
+           "FIGURE_TAGS_FILE", "min_font_pt"]
+
+COLUMN_WIDTH_IN = 8.0
+"""Width of a full-column figure in inches (800 CSS px: the book's text column is wider at 1400 px)."""
+CSS_PX_PER_IN = 100
+"""CSS pixels per figure inch on the page (the ``width`` the figure directive sets)."""
+MIN_FONT_PT = 9.0
+"""Smallest text a figure may carry, in points at page width (9 pt = 12.5 CSS px here)."""
+SAVE_DPI = 200
+"""PNG resolution: two image pixels per CSS pixel, sharp on high-density screens."""
+FIGURES_LINK_DIR = "_figures"
+"""The PNGs' folder relative to the executed notebook."""
+FIGURE_TAGS_FILE = "tags.jsonl"
+"""``_figures/tags.jsonl``: one line per PNG :func:`show_figure` wrote, with its tag (:func:`figure_tag`);
+the runner's scan admits a PNG from a notebook that read credentialed data only with a valid tag."""
+
+
+def column_figsize(height: float, *, fraction: float = 1.0) -> tuple[float, float]:
+    """``(width, height)`` in inches of a figure ``fraction`` of the text column wide."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    return (COLUMN_WIDTH_IN * fraction, float(height))
+
+
+def _visible_texts(fig):
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    box = fig.bbox
+    out = []
+    for t in fig.findobj(Text):
+        if not t.get_visible() or not t.get_text().strip():
+            continue
+        ext = t.get_window_extent()
+        if ext.x1 < box.x0 or ext.x0 > box.x1 or ext.y1 < box.y0 or ext.y0 > box.y1:
+            continue
+        out.append(t)
+    return out
+
+
+def min_font_pt(fig) -> float:
+    """The smallest font size (points) of the visible, non-empty texts of ``fig``."""
+    sizes = [t.get_fontsize() for t in _visible_texts(fig)]
+    return float(min(sizes)) if sizes else float("inf")
+
+
+def show_figure(fig, *, runs, name: str | None, caption: str | None, alt: str | None) -> None:
+    """Show ``fig`` in the book as a numbered figure with ``caption`` and ``alt`` text.
+
+    The figure is saved as ``_figures/<name>.png`` beside the executed notebook and displayed as a
+    MyST ``figure`` directive labelled ``fig-<name>``; the matplotlib figure is closed, so the
+    notebook shows it once. Raises ValueError when the caption or alt text is missing, or when the
+    smallest text would render below :data:`MIN_FONT_PT` at the figure's page width (the page
+    shows a figure at most one column wide). In a notebook that read credentialed data (or given
+    credentialed ``runs``), a figure that draws image-like arrays (:func:`image_like_artists`) is
+    refused with :class:`~shovir_core.book.guard.CredentialedDataError`; every PNG written is tagged
+    in :data:`FIGURE_TAGS_FILE` for the runner's scan.
+    """
+    import json
+
+    from IPython.display import display
+
+    from .guard import CredentialedDataError, any_credentialed, session_credentialed
+    from .render import BookTable, check_name, default_name, output_dir
+
+    if not caption or not alt:
+        raise ValueError(f"figure {name!r}: pass caption=... (what it shows) and alt=... (what a reader who cannot "
+                         "see it needs to know)")
+    name = check_name(name) if name else default_name(caption, alt, kind="figure")
+    if any_credentialed(runs) or session_credentialed():
+        problems = image_like_artists(fig)
+        if problems:
+            plt.close(fig)
+            raise CredentialedDataError(f"figure {name!r}: refusing a figure that draws image-like data "
+                                        f"({'; '.join(problems)}) in a notebook that read credentialed data; "
+                                        "plot aggregates only")
+    width_in = fig.get_size_inches()[0]
+    shrink = min(1.0, COLUMN_WIDTH_IN / width_in)
+    smallest = min_font_pt(fig)
+    if smallest * shrink < MIN_FONT_PT - 1e-9:
+        raise ValueError(f"figure {name!r}: its smallest text ({smallest:g} pt on a {width_in:g} in wide figure) "
+                         f"renders at {smallest * shrink:.1f} pt in the {COLUMN_WIDTH_IN:g} in text column; "
+                         f"use at least {MIN_FONT_PT:g} pt and figsize=figures.column_figsize(...)")
+    from PIL import Image
+
+    path = output_dir() / FIGURES_LINK_DIR / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=SAVE_DPI, bbox_inches="tight", pad_inches=0.05,
+                metadata={"Software": None, "shovir:min_font_pt": f"{smallest:g}"})
+    with Image.open(path) as im:
+        width_px = im.size[0]
+    css_width = int(round(min(width_px * CSS_PX_PER_IN / SAVE_DPI, COLUMN_WIDTH_IN * CSS_PX_PER_IN)))
+    _set_png_text(path, {"shovir:min_font_pt": f"{smallest:g}", "shovir:css_width_px": str(css_width)})
+    with open(path.parent / FIGURE_TAGS_FILE, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"file": path.name, "tag": figure_tag(path.read_bytes())}) + "\n")
+    import matplotlib.pyplot as _plt
+
+    _plt.close(fig)
+    alt_text = " ".join(str(alt).split())
+    caption_text = " ".join(str(caption).split())
+    markdown = "\n".join([
+        f":::{{figure}} {FIGURES_LINK_DIR}/{name}.png", f":name: fig-{name}", f":alt: {alt_text}",
+        f":width: {css_width}px", ":figclass: shovir-figure", "", caption_text, ":::"])
+    display(BookTable(markdown=markdown, plain=f"Figure {name}: {caption_text}", csv_path=None))
+
+
+def _set_png_text(path, chunks: dict) -> None:
+    """Rewrite ``path`` with ``chunks`` as PNG text chunks (after the size is known)."""
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    for k, v in chunks.items():
+        info.add_text(k, v)
+    with Image.open(path) as im:
+        im.load()
+        im.save(path, pnginfo=info)
 
 FINDING_COLOURS = dict(zip(
     ["Atelectasis", "Cardiomegaly", "Pleural Effusion", "Lung Opacity", "Lung Lesion", "Pneumonia",
@@ -35,7 +162,8 @@ def box_gallery(trials: pd.DataFrame, *, per_class: int = 1, ncols: int = 4, see
         for i in rng.choice(len(pool), size=min(per_class, len(pool)), replace=False):
             chosen.append((f, pool.iloc[int(i)]))
     nrows = int(np.ceil(len(chosen) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3 * ncols, 3.5 * nrows), squeeze=False)
+    panel = COLUMN_WIDTH_IN / ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(COLUMN_WIDTH_IN, panel * 1.25 * nrows + 0.4), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     for ax, (f, row) in zip(axes.flat, chosen):
@@ -46,19 +174,18 @@ def box_gallery(trials: pd.DataFrame, *, per_class: int = 1, ncols: int = 4, see
                                    lw=2 if b["finding"] == f else 1, ls="-" if b["finding"] == f else "--",
                                    ec=FINDING_COLOURS.get(b["finding"], "red")))
         ax.set_title(f"{f}\n{row['image_id']} ({row['view']})", fontsize=9)
-    fig.suptitle("Demo images with expert boxes (solid: the titled finding; dashed: other findings)")
     fig.tight_layout()
     return fig
 
 
 def audit_status_bars(summary: pd.DataFrame, *, title: str):
     """Stacked bars of passed and flagged checks per kind (rows of ``papers.audit_summary``)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=column_figsize(3.4))
     summary.drop(index="total")[["passed", "flagged"]].plot.barh(stacked=True, ax=ax, color=["#4c9f70", "#d1495b"])
     ax.set_title(title)
     ax.set_xlabel("checks")
     ax.set_ylabel("")
-    ax.legend(title="status")
+    ax.legend(title="status", loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
 

@@ -89,29 +89,76 @@ def glue_values(prefix: str, values: Mapping, *, runs) -> None:
         glue(f"{prefix}.{k}", v, runs=runs)
 
 
-def show(obj, *, runs) -> None:
-    """Display a table or figure after the credentialed-data check.
+def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt: str | None = None,
+         formats: Mapping[str, str] | None = None, missing: str | Mapping[str, str] | None = None,
+         groups: str | None = None, note: str | None = None,
+         intervals: Mapping[str, tuple[str, str]] | None = None, collapsed: bool = False) -> None:
+    """Display a table or figure for readers, after the credentialed-data check.
+
+    * A :class:`~shovir_core.tables.result.TableResult` (or a DataFrame with a ``caption``) becomes a
+      numbered table with its caption, display names, units and one precision per quantity from
+      ``resources/metrics.yaml``, no NaN/None/True (``missing`` says why a cell is empty), and a CSV
+      of the unformatted frame linked under it (:func:`shovir_core.book.render.table_markdown`).
+      ``name`` (``"sv-t1"``) makes it referable as ``{numref}`tbl-sv-t1``` and names the CSV;
+      ``groups`` splits the rows into one table per section, ``intervals`` prints ``(lo, hi)``
+      columns inside their estimate's cells, ``collapsed`` puts each section in a closed dropdown.
+    * A matplotlib figure becomes a numbered figure with ``caption`` and ``alt`` text
+      (:func:`shovir_core.book.figures.show_figure`).
+    * Anything else is displayed as it is.
 
     Returns nothing, so a cell ending in ``book.show(...)`` displays the object once.
     """
     from IPython.display import display
 
+    from ..tables.result import TableResult
+
+    if _is_figure(obj):
+        from .figures import show_figure
+
+        show_figure(obj, runs=runs, name=name, caption=caption, alt=alt)
+        return
+    if isinstance(obj, pd.DataFrame):
+        obj = TableResult(obj, caption=caption or "")
+    if isinstance(obj, TableResult):
+        from .render import default_name, table_markdown
+
+        auto = name is None
+        name = name or default_name(caption or obj.caption, obj.frame.to_csv())
+        assert_aggregate(obj.frame, runs, what=f"table {name or caption!r}")
+        display(table_markdown(obj, name=name, caption=caption, formats=formats, missing=missing,
+                               groups=groups, note=note, intervals=intervals, collapsed=collapsed,
+                               label=not auto))
+        return
     assert_aggregate(obj, runs, what="table")
     display(obj)
 
 
-def runs_table(runs) -> pd.DataFrame:
-    """The records a chapter read: run id, status, dataset hash, git commit, dates."""
+def _is_figure(obj) -> bool:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:  # pragma: no cover - matplotlib is a dependency
+        return False
+    return isinstance(obj, Figure)
+
+
+def runs_table(runs):
+    """The records a chapter read, as a TableResult: run id (linked to its manifest in the book),
+    status, trials, dataset, git commit and the day it ended; the manifest has the rest (resolved
+    spec, dataset hash, package versions, seeds)."""
+    from ..tables.result import TableResult
+
     rows = []
-    for key, r in (runs.items() if isinstance(runs, Mapping) else enumerate(runs)):
+    for r in (runs.values() if isinstance(runs, Mapping) else runs):
         m = r.manifest
         git = (m.get("provenance") or {}).get("git") or {}
         rows.append({
-            "key": key, "run_id": r.run_id, "status": m["status"],
+            "run_id": r.run_id, "status": m["status"],
             "trials": (m.get("counts") or {}).get("n_trials"),
             "dataset": (m.get("dataset") or {}).get("name"),
-            "dataset sha256": ((m.get("dataset") or {}).get("sha256") or "")[:12],
             "git commit": (git.get("commit") or "")[:10] + ("+dirty" if git.get("dirty") else ""),
-            "ended": m.get("ended"),
+            "ended": (m.get("ended") or "")[:10],
         })
-    return pd.DataFrame(rows).set_index("key")
+    frame = pd.DataFrame(rows, columns=["run_id", "status", "trials", "dataset", "git commit", "ended"])
+    return TableResult(frame, labels={"run_id": "record (manifest)"},
+                       caption="The run records this chapter read; each id links to its manifest (resolved spec, "
+                               "provenance, dataset hash, counts).").with_runs(runs)

@@ -15,13 +15,17 @@ from tqdm import tqdm
 from .. import paths
 from ..records import READ_LOG_ENV
 from .glue import GLUE_LOG_ENV
+from .render import OUTPUT_DIR_ENV
 from .params import load_params, toc_notebooks
 
 __all__ = ["make_records", "execute_notebook", "execute_book", "build_book", "BookError", "glue_index",
-           "GLUE_INDEX"]
+           "GLUE_INDEX", "RECORDS_DIR"]
 
 GLUE_INDEX = "_glue_index.json"
 """``book/_glue_index.json``: glue key -> the run records (id, spec hash) its value came from."""
+RECORDS_DIR = "_records"
+"""``book/_records/<run_id>/manifest.json``: a copy of every manifest a notebook read, which the book
+links from each glued number and each chapter's "Records read" table (copied into the HTML)."""
 
 
 class BookError(RuntimeError):
@@ -118,7 +122,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
 
     from .figures import FIGURE_KEY_ENV
     from .guard import CredentialedDataError, index_for_reads
-    from .scan import Leak, LeakError, scan_notebook
+    from .scan import Leak, LeakError, scan_manifests, scan_notebook, scan_staged
 
     source = paths.notebooks_root() / f"{notebook}.py"
     if not source.is_file():
@@ -142,11 +146,13 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         log.touch()
         glue_log = Path(tmp) / "glue.jsonl"
         glue_log.touch()
-        env_keys = (READ_LOG_ENV, GLUE_LOG_ENV, FIGURE_KEY_ENV)
+        env_keys = (READ_LOG_ENV, GLUE_LOG_ENV, FIGURE_KEY_ENV, OUTPUT_DIR_ENV)
         env_before = {k: os.environ.get(k) for k in env_keys}
         os.environ[READ_LOG_ENV] = str(log)
         os.environ[GLUE_LOG_ENV] = str(glue_log)
         os.environ[FIGURE_KEY_ENV] = figure_key
+        staging = Path(tmp) / "outputs"  # tables' CSVs and figures' PNGs land in the book only after the scan
+        os.environ[OUTPUT_DIR_ENV] = str(staging)
         try:
             before = _book_files(output_dir)
             work = Path(tmp) / "cwd"  # what a notebook writes to its working folder never reaches book/
@@ -182,6 +188,8 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         if credentialed:
             index = index_for_reads(credentialed, what=f"notebook {notebook!r}")
             leaks = scan_notebook(executed, index=index, figure_key=figure_key, notebook=notebook)
+            leaks += scan_staged(staging, nb=executed, index=index, figure_key=figure_key, notebook=notebook)
+            leaks += scan_manifests(entries, index=index, notebook=notebook)
             for new in sorted(_book_files(output_dir) - before):  # written into book/ behind the runner's back
                 new.unlink()
                 leaks.append(Leak(notebook, None, None, None, f"file {new.relative_to(output_dir)}",
@@ -189,6 +197,12 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
                                                              "not write files into the book"))
             if leaks:
                 raise LeakError(notebook, leaks)
+        _copy_manifests(output_dir, [e for e in entries if "run_id" in e])
+        _publish_outputs(staging, output_dir)
+    for cell in executed["cells"]:  # the parameters papermill injected: one click away, not on the page
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if "injected-parameters" in tags and "hide-cell" not in tags:
+            tags.append("hide-cell")
     executed["metadata"]["shovir"] = {"profile": profile, "run_ids": run_ids, "records_read": reads,
                                       "credentialed": bool(credentialed),
                                       "params_file": str(spec["path"].relative_to(paths.repo_root())),
@@ -281,3 +295,27 @@ def build_book(*, strict: bool = True) -> Path:
     if proc.returncode != 0:
         raise BookError(f"jupyter-book build failed (exit {proc.returncode}); see the warnings above")
     return paths.book_root() / "_build" / "html" / "index.html"
+
+
+def _publish_outputs(staging: Path, output_dir: Path) -> None:
+    """Move the files ``book.show`` wrote while the notebook ran (``_tables/``, ``_figures/``) into the book.
+
+    They are written to a staging folder first, so a notebook that fails (or, with credentialed data,
+    whose outputs are refused) leaves nothing behind in ``book/``.
+    """
+    from .figures import FIGURES_LINK_DIR
+    from .render import TABLES_LINK_DIR
+
+    for sub in (TABLES_LINK_DIR, FIGURES_LINK_DIR):
+        src = Path(staging) / sub
+        if src.is_dir():
+            shutil.copytree(src, Path(output_dir) / sub, dirs_exist_ok=True)
+
+
+def _copy_manifests(output_dir: Path, read_entries: list[dict]) -> None:
+    """Copy each read record's ``manifest.json`` to ``<output_dir>/_records/<run_id>/manifest.json``."""
+    for entry in read_entries:
+        src = Path(entry["path"]) / "manifest.json"
+        dst = Path(output_dir) / RECORDS_DIR / entry["run_id"] / "manifest.json"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)

@@ -26,14 +26,16 @@ from __future__ import annotations
 import base64
 import binascii
 import html
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from .figures import TAG, tag_is_valid
 from .guard import REFUSED, CredentialedDataError
 from .shingles import ShingleIndex
 
-__all__ = ["Leak", "LeakError", "scan_notebook", "format_leaks", "INTEGER_RUN"]
+__all__ = ["Leak", "LeakError", "scan_notebook", "scan_staged", "scan_manifests", "format_leaks", "INTEGER_RUN"]
 
 INTEGER_RUN = 64
 """This many integers in a row, with only spaces, commas and brackets between them, look like pixels."""
@@ -208,6 +210,78 @@ def scan_notebook(nb: dict, *, index: ShingleIndex, figure_key: str, notebook: s
                      "cell metadata")
     scanner.at = (None, None, None)
     scanner.json(nb.get("metadata") or {}, "notebook metadata")
+    return scanner.leaks
+
+
+_IMAGE_REFS = [
+    re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)"),                     # markdown image
+    re.compile(r"(?::::|```)\s*\{(?:figure|image)\}\s*(\S+)"),          # MyST figure / image directive
+    re.compile(r"^\.\.\s+(?:figure|image)::\s*(\S+)", re.M),              # reST directive
+]
+
+
+def _output_texts(nb: dict):
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs") or []:
+            for payload in (out.get("data") or {}).values():
+                if isinstance(payload, (str, list)):
+                    yield _text(payload)
+            if out.get("output_type") == "stream":
+                yield _text(out.get("text", ""))
+
+
+def scan_staged(staging: Path, *, nb: dict, index: ShingleIndex, figure_key: str, notebook: str) -> list[Leak]:
+    """Leaks among the files ``book.show`` staged for the book (``_tables/*.csv``, ``_figures/*.png``) and
+    the images the notebook's outputs point at.
+
+    Table files are scanned as text like any output; a PNG passes only with a valid tag of this
+    execution in ``_figures/tags.jsonl`` (written by :func:`shovir_core.book.figures.show_figure`);
+    any other file is refused. An image reference in an output (markdown image, MyST or reST
+    figure/image directive) must name a staged, tagged PNG: a reference to any other file would make
+    the book build copy that file into the HTML.
+    """
+    from .figures import FIGURE_TAGS_FILE, FIGURES_LINK_DIR
+
+    scanner = _Scanner(notebook, index, figure_key)
+    staging = Path(staging)
+    tags: dict[str, dict] = {}
+    tag_file = staging / FIGURES_LINK_DIR / FIGURE_TAGS_FILE
+    if tag_file.is_file():
+        for line in tag_file.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                tags[entry["file"]] = entry["tag"]
+    tagged = set()
+    for path in sorted(p for p in staging.rglob("*") if p.is_file()) if staging.is_dir() else []:
+        rel = path.relative_to(staging).as_posix()
+        if path == tag_file:
+            continue
+        if path.suffix.lower() in (".csv", ".json", ".txt", ".md"):
+            scanner.text(path.read_text(encoding="utf-8", errors="replace"), f"file {rel}")
+        elif path.suffix.lower() == ".png" and rel.startswith(f"{FIGURES_LINK_DIR}/"):
+            if tag_is_valid(path.read_bytes(), tags.get(path.name), key=figure_key):
+                tagged.add(rel)
+            else:
+                scanner.add(f"file {rel}", "image", "a PNG not written by the aggregate-figure helper (no valid tag)")
+        else:
+            scanner.add(f"file {rel}", "file", "only table files and tagged figures may enter the book")
+    for text in _output_texts(nb):
+        for pattern in _IMAGE_REFS:
+            for m in pattern.finditer(text):
+                ref = m.group(1).strip().strip("'\"")
+                if ref not in tagged:
+                    scanner.add("image reference", "image",
+                                f"an output points at {ref!r}, which is not a tagged figure of this execution")
+    return scanner.leaks
+
+
+def scan_manifests(entries: list[dict], *, index: ShingleIndex, notebook: str) -> list[Leak]:
+    """Leaks in the manifests of the records a notebook read (the book copies them into the HTML)."""
+    scanner = _Scanner(notebook, index, "")
+    for entry in entries:
+        path = Path(entry.get("path", "")) / "manifest.json"
+        if "run_id" in entry and path.is_file():
+            scanner.text(path.read_text(encoding="utf-8"), f"manifest of {entry['run_id']}")
     return scanner.leaks
 
 

@@ -75,8 +75,9 @@ def plot_gallery(gallery: pd.DataFrame, *, preset: str, image_id: str | None = N
     ps = sorted(g.loc[g["condition"].isin(_CONDITION_ROWS), "p"].unique())
     colours = {"random": "red", "B_c": "yellow", "B_cbar": "cyan"}
     ncols = max(len(ps), 2)
-    fig, axes = plt.subplots(1 + len(_CONDITION_ROWS), ncols, figsize=(2.2 * ncols, 2.4 * (1 + len(_CONDITION_ROWS))),
-                             squeeze=False)
+    width = 8.0  # the book's text column (shovir_core.book.figures.COLUMN_WIDTH_IN)
+    nrows = 1 + len(_CONDITION_ROWS)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, width / ncols * 1.12 * nrows + 0.3), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     cells = [(0, 0, "Baseline", None), (0, 1, "FullNoise", None)]
@@ -97,8 +98,13 @@ def plot_gallery(gallery: pd.DataFrame, *, preset: str, image_id: str | None = N
         for b in row["boxes_used"]:
             ax.add_patch(Rectangle((b["x1"], b["y1"]), b["x2"] - b["x1"], b["y2"] - b["y1"], fill=False,
                                    ec=colours.get(b.get("set"), "magenta"), lw=1.2))
-        ax.set_title(cond if p is None else f"{cond}, p = {p:.1f}", fontsize=8)
-    fig.suptitle(f"{image_id}, target {target!r}, preset {preset!r}\n"
-                 "solid: occluded boxes (yellow B_c, cyan B_c̄, red random); dashed: target boxes", fontsize=9)
+        # conditions label the rows, strengths the columns (9 pt: legible at the column width)
+        if p is None:
+            ax.set_title("Full Noise" if cond == "FullNoise" else cond, fontsize=9)
+        elif r == 1:
+            ax.set_title(f"p = {p:.1f}", fontsize=9)
+        if p is not None and c == 0:
+            ax.text(-0.08, 0.5, cond, transform=ax.transAxes, rotation=90, ha="right", va="center", fontsize=9)
+    fig.suptitle(f"{image_id}, target {target!r}, preset {preset!r}", fontsize=10)
     fig.tight_layout()
     return fig

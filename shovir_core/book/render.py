@@ -1,0 +1,501 @@
+"""Render chapter tables for readers: MyST ``list-table`` markup with a number, a caption and a CSV.
+
+:func:`table_markdown` turns a :class:`~shovir_core.tables.result.TableResult` into the MyST
+Markdown that a notebook cell outputs (``text/markdown``; the book parses it with
+``nb_render_markdown_format: myst``), so every table of the book is a numbered Sphinx table
+(``Table 3``) that the text cross-references with ``{numref}`tbl-<name>```. Cells are formatted
+once, by quantity:
+
+* frame columns named in ``TableResult.metrics`` by ``resources/metrics.yaml`` (display name,
+  scale, unit, format);
+* integer counts with thousands separators; other numbers with one precision per column
+  (``formats`` or 3 decimals);
+* booleans as ``yes`` / ``no``; missing values (NaN, None) as the table's ``missing`` text
+  (``"n/a"`` unless the table says why, e.g. ``"not run"``).
+
+Wide frames are reshaped, never scrolled: a frame with two column levels is stacked (the top
+level becomes a row group), and a frame still wider than :data:`WIDTH_BUDGET_PX` is split into
+several tables that repeat the row labels. ``groups`` splits long tables by a column into one
+table per section. The unformatted frame is written beside the book as CSV and linked under the
+table (``{download}`` role), so the numbers a reader sees are downloadable at full precision.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import paths
+
+__all__ = ["OUTPUT_DIR_ENV", "output_dir", "default_name", "WIDTH_BUDGET_PX", "BookTable", "table_markdown",
+           "format_frame", "auto_intervals", "tables_dir", "check_name", "RECORD_COLUMN", "ROW_METRIC_COLUMN"]
+
+OUTPUT_DIR_ENV = "SHOVIR_BOOK_DIR"
+"""The folder the executed notebook is written to (set by the runner; ``book/`` otherwise). Tables
+write their CSV to ``<it>/_tables/`` and figures their PNG to ``<it>/_figures/``, so the links in
+the notebook's output (relative to the notebook) resolve when the book is built."""
+
+TABLES_LINK_DIR = "_tables"
+"""The CSVs' folder relative to the executed notebook (``book/_tables/<name>.csv``)."""
+
+WIDTH_BUDGET_PX = 930
+"""Estimated width (CSS px) above which a table is split; the book's text column is 936 px at 1400 px."""
+
+ROW_METRIC_COLUMN = "metric"
+"""A column of this name holding schema metric names formats each row's float columns by its metric
+(long tables whose rows are different quantities); it is not shown itself."""
+
+RECORD_COLUMN = "run_id"
+"""A column of this name holds run ids; its cells link to the record's manifest (``{record}`` role)."""
+
+_CHAR_PX = 8.6       # mean advance of the table font (14 px sans-serif, bold headers)
+_CELL_PAD_PX = 26    # left + right padding of a cell
+_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|{}$~])")
+_LIST_MARKER = re.compile(r"^([+\-]|\d+[.)])(\s|$)")
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if it is a valid table/figure name (lower-case words joined by ``-``)."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"table/figure name {name!r} must be lower-case letters and digits joined by '-' "
+                         "(e.g. 'sv-t1'); it becomes the label 'tbl-<name>' and the CSV '<name>.csv'")
+    return name
+
+
+def default_name(*parts: str, kind: str = "table") -> str:
+    """A stable name for an unnamed table or figure: ``<kind>-<10 hex of its caption and content>``.
+
+    It depends on nothing but what is shown, so re-executing the notebook (nbval) reproduces it, and
+    two chapters showing the same table share one CSV. Unnamed tables get no label (nothing can
+    cross-reference them), so equal names never collide.
+    """
+    import hashlib
+
+    digest = hashlib.sha1("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:10]
+    return f"{kind}-{digest}"
+
+
+def output_dir() -> Path:
+    """The executed notebook's folder: ``$SHOVIR_BOOK_DIR`` or ``book/``."""
+    env = os.environ.get(OUTPUT_DIR_ENV)
+    return Path(env) if env else paths.book_root()
+
+
+def tables_dir() -> Path:
+    """The folder the CSVs are written to: ``<output_dir>/_tables``."""
+    return output_dir() / TABLES_LINK_DIR
+
+
+# --------------------------------------------------------------------------- cell formatting
+def _is_missing(v) -> bool:
+    if v is None or v is pd.NA or v is pd.NaT:
+        return True
+    return isinstance(v, (float, np.floating)) and math.isnan(v)
+
+
+def _cell(v, *, fmt: str | None, missing: str) -> str:
+    if _is_missing(v):
+        return missing
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}"
+    if isinstance(v, (float, np.floating)):
+        if math.isinf(v):
+            return "∞" if v > 0 else "−∞"
+        return format(float(v), fmt or ".3f").replace("-", "−")
+    return str(v)
+
+
+def _metric_cell(spec, v, missing: str) -> str:
+    if _is_missing(v):
+        return missing
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
+        return _cell(v, fmt=None, missing=missing)
+    return spec.format_value(v).replace("-", "−")  # a typographic minus, as the papers print it
+
+
+def _header(col, labels: Mapping, metrics: Mapping) -> str:
+    if col in labels:
+        return str(labels[col])
+    if col in metrics:
+        from ..metrics.schema import metric_spec
+
+        return metric_spec(metrics[col]).display
+    text = str(col)
+    return text.replace("_", " ") if "_" in text and " " not in text else text
+
+
+def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = None,
+                 labels: Mapping[str, str] | None = None, formats: Mapping[str, str] | None = None,
+                 missing: str | Mapping[str, str] = "n/a",
+                 intervals: Mapping[str, tuple[str, str]] | None = None) -> pd.DataFrame:
+    """Every cell of ``frame`` as reader text, headers renamed (index levels become columns).
+
+    Parameters
+    ----------
+    metrics : mapping
+        Column -> metric of ``resources/metrics.yaml`` (formatted as the schema says).
+    labels : mapping
+        Column -> header (wins over the metric's display name).
+    formats : mapping
+        Column -> format spec for numeric non-metric columns (default ``.3f``; integers and
+        integer-valued floats print as counts).
+    missing : str or mapping
+        Text for a missing value (per column when a mapping; ``"n/a"`` otherwise).
+    intervals : mapping, optional
+        Column -> ``(low column, high column)``: the interval is printed in the column's cells
+        (``+12.37 pp [+11.19, +13.57]``) and its two columns are not shown (the CSV keeps them).
+        By default every ``X`` with ``X_lo`` and ``X_hi`` columns (:func:`auto_intervals`); ``{}``
+        shows the bounds as columns.
+    """
+    from ..metrics.schema import metric_spec
+
+    metrics, labels, formats = dict(metrics or {}), dict(labels or {}), dict(formats or {})
+    flat = frame.copy()
+    if not isinstance(flat.index, pd.RangeIndex) or flat.index.name is not None:
+        names = [n if n is not None else "" for n in flat.index.names]
+        flat.index.names = names
+        flat = flat.reset_index()
+    row_metrics = None
+    if ROW_METRIC_COLUMN in flat.columns and ROW_METRIC_COLUMN not in metrics:
+        from ..metrics.schema import metric_schema
+
+        names = flat[ROW_METRIC_COLUMN]
+        if names.map(lambda m: isinstance(m, str) and m in metric_schema()).all():
+            row_metrics = [metric_spec(m) for m in names]
+            flat = flat.drop(columns=[ROW_METRIC_COLUMN])
+    out = {}
+    for col in flat.columns:
+        miss = missing.get(col, "n/a") if isinstance(missing, Mapping) else missing
+        s = flat[col]
+        if col in metrics:
+            spec = metric_spec(metrics[col])
+            vals = [_metric_cell(spec, v, miss) for v in s]
+        elif row_metrics is not None and pd.api.types.is_float_dtype(s) and col not in formats:
+            vals = [_metric_cell(spec, v, miss) for spec, v in zip(row_metrics, s)]
+        else:
+            fmt = formats.get(col)
+            numeric = pd.api.types.is_float_dtype(s) and not s.isna().all()
+            counts = numeric and np.allclose(s.dropna() % 1, 0) and 1 < s.dropna().abs().max() < 1e15
+            if fmt is None and counts:
+                vals = [miss if _is_missing(v) else f"{int(v):,}" for v in s]
+            else:
+                vals = [_cell(v, fmt=fmt, missing=miss) for v in s]
+        out[col] = vals
+    shown = list(flat.columns)
+    if intervals is None:
+        intervals = auto_intervals(list(flat.columns))
+    for col, (lo, hi) in intervals.items():
+        for c in (col, lo, hi):
+            if c not in out:
+                raise ValueError(f"intervals: {c!r} is not a column of the table; columns: {shown}")
+        miss = missing.get(lo, "n/a") if isinstance(missing, Mapping) else missing
+        out[col] = [v if (a == miss or b == miss or _is_missing(x) or _is_missing(y))
+                    else f"{v} [{_strip_unit(a)}, {_strip_unit(b)}]"
+                    for v, a, b, x, y in zip(out[col], out[lo], out[hi], flat[lo], flat[hi])]
+        shown = [c for c in shown if c not in (lo, hi)]
+    text = pd.DataFrame({c: out[c] for c in shown}, columns=shown)
+    headers = []
+    for c in shown:
+        h = str(_header(c, labels, metrics))
+        headers.append(f"{h} [95% CI]" if c in intervals and "[" not in h else h)
+    text.columns = headers
+    return text
+
+
+def auto_intervals(columns) -> dict:
+    """``X`` with ``X_lo`` and ``X_hi`` (or ``lo``/``hi`` right after ``X``) -> the interval of ``X``."""
+    cols = list(columns)
+    out = {}
+    for c in cols:
+        if isinstance(c, str) and f"{c}_lo" in cols and f"{c}_hi" in cols:
+            out[c] = (f"{c}_lo", f"{c}_hi")
+    if "lo" in cols and "hi" in cols:
+        i = cols.index("lo")
+        if i > 0 and cols[i - 1] not in out and cols[i - 1] not in ("lo", "hi"):
+            out[cols[i - 1]] = ("lo", "hi")
+    return out
+
+
+def _strip_unit(text: str) -> str:
+    for unit in (" pp", "%", "x"):
+        if text.endswith(unit):
+            return text[: -len(unit)]
+    return text
+
+
+# --------------------------------------------------------------------------- reshaping
+def _flat_name(name) -> str:
+    """An index level named by a column tuple (``("model", "")``) as one name (``"model"``)."""
+    if isinstance(name, tuple):
+        return " ".join(str(x) for x in name if str(x))
+    return name
+
+
+def _stack_column_levels(frame: pd.DataFrame, metrics: dict, labels: Mapping | None = None
+                         ) -> tuple[pd.DataFrame, dict]:
+    """Move the top column level into the rows: ``(arm, metric)`` columns become an ``arm`` row group.
+
+    Each original row is followed by its groups in column order, so a model's Baseline, Full Noise and
+    Δ_FN rows stand together; ``metrics`` keyed by ``(group, column)`` apply to the inner column,
+    and ``labels`` of group values (``"FullNoise"`` -> ``"Full Noise"``) name the row groups.
+    """
+    labels = labels or {}
+    name = frame.columns.names[0] or ""
+    groups = list(dict.fromkeys(frame.columns.get_level_values(0)))
+    inner = list(dict.fromkeys(frame.columns.get_level_values(1)))
+    has_index = not isinstance(frame.index, pd.RangeIndex) or frame.index.name is not None
+    index_names = [n if n is not None else "row" for n in frame.index.names] if has_index else []
+    keys, rows = [], []
+    for idx in frame.index:
+        for g in groups:
+            if g not in frame.columns.get_level_values(0):
+                continue
+            row = frame.loc[idx, g]
+            shown = labels.get(g, g)
+            keys.append(((*idx,) if isinstance(idx, tuple) else (idx,)) + (shown,) if has_index else (shown,))
+            rows.append(row.reindex(inner))
+    out = pd.DataFrame(rows, columns=inner)
+    out.index = pd.MultiIndex.from_tuples(keys, names=index_names + [name]) if has_index else \
+        pd.Index([k[0] for k in keys], name=name)
+    flat = {**{k[1]: v for k, v in metrics.items() if isinstance(k, tuple)},
+            **{k: v for k, v in metrics.items() if not isinstance(k, tuple)}}
+    return out, {k: v for k, v in flat.items() if k in inner}
+
+
+def _est_width(text: pd.DataFrame, record_cols: set[int] = frozenset(),
+               skip: frozenset = frozenset()) -> list[float]:
+    """Estimated CSS px per column: numbers never wrap, text wraps to about 18 characters, run ids
+    (monospace at 0.8 rem) never wrap."""
+    numeric = _numeric_columns(text, skip)
+    widths = []
+    for j, col in enumerate(text.columns):
+        head = max((len(w) for w in str(col).split()), default=1)
+        body = max((len(v) for v in text[col]), default=1)
+        if j in record_cols:
+            body = body * 0.9
+        elif j not in numeric:
+            longest_word = max((len(w) for v in text[col] for w in str(v).split()), default=1)
+            body = max(min(body, 18), longest_word)
+        widths.append(max(head, body) * _CHAR_PX + _CELL_PAD_PX)
+    return widths
+
+
+def _split_columns(text: pd.DataFrame, n_keys: int, budget: float,
+                   record_cols: set[int] = frozenset(), skip: frozenset = frozenset()) -> list[pd.DataFrame]:
+    widths = _est_width(text, record_cols, skip)
+    if sum(widths) <= budget or text.shape[1] <= n_keys + 1:
+        return [text]
+    key_w = sum(widths[:n_keys])
+    chunks, cur, cur_w = [], [], key_w
+    for i in range(n_keys, text.shape[1]):
+        if cur and cur_w + widths[i] > budget:
+            chunks.append(cur)
+            cur, cur_w = [], key_w
+        cur.append(i)
+        cur_w += widths[i]
+    chunks.append(cur)
+    keys = list(range(n_keys))
+    return [text.iloc[:, keys + c] for c in chunks]
+
+
+# --------------------------------------------------------------------------- MyST
+def _escape(text: str) -> str:
+    text = str(text).replace("\n", " ")
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    if _LIST_MARKER.match(text):
+        text = "\\" + text
+    return text if text.strip() else "\u00a0"
+
+
+def _cell_markup(value: str, header_is_record: bool) -> str:
+    if header_is_record and value not in ("", "n/a"):
+        return "{record}`" + value + "`"
+    return _escape(value)
+
+
+def _blank_repeats(text: pd.DataFrame, n_keys: int) -> pd.DataFrame:
+    """Row labels that repeat the row above are left blank, so grouped rows read as blocks.
+
+    Only the outer row-label columns are blanked (never the innermost one), and a label is blanked
+    only while every label to its left repeats too.
+    """
+    out = text.copy()
+    for i in range(1, len(text)):
+        for j in range(max(n_keys - 1, 0)):
+            if text.iat[i, j] != text.iat[i - 1, j]:
+                break
+            out.iat[i, j] = ""
+    return out
+
+
+def _list_table(text: pd.DataFrame, *, caption: str, label: str | None, record_cols: set[int],
+                numeric_cols: set[int]) -> str:
+    title = _escape(caption).replace("\u00a0", "") if caption else ""
+    lines = [("````{list-table} " + title).rstrip(), ":header-rows: 1"]
+    if label:
+        lines.append(f":name: {label}")
+    classes = ["shovir-table"] + [f"num-{i + 1}" for i in sorted(numeric_cols)]
+    lines += [f":class: {' '.join(classes)}", ""]
+    rows = [list(text.columns)] + text.to_numpy().tolist()
+    for r, row in enumerate(rows):
+        for j, v in enumerate(row):
+            cell = _escape(v) if r == 0 else _cell_markup(v, j in record_cols)
+            lines.append(("* - " if j == 0 else "  - ") + cell)
+    lines.append("````")
+    return "\n".join(lines)
+
+
+_NUMBER = r"[+\-−]?[\d,]*\.?\d+(e[+\-]?\d+)?"
+_NUMERIC_TEXT = re.compile(rf"^{_NUMBER}\s?(%|pp|x)?( \[{_NUMBER}, {_NUMBER}\])?$|^n/a$|^–$|^∞$")
+
+
+def _numeric_columns(text: pd.DataFrame, skip: frozenset = frozenset()) -> set[int]:
+    """Columns whose cells are all numbers (cells reading as a missing value, ``skip``, aside)."""
+    out = set()
+    for j, col in enumerate(text.columns):
+        vals = [v for v in text[col] if v not in ("", "\u00a0") and v not in skip]
+        if vals and all(_NUMERIC_TEXT.match(v) for v in vals) and not all(v == "n/a" for v in vals):
+            out.add(j)
+    return out
+
+
+@dataclass
+class BookTable:
+    """A rendered table: what a notebook cell displays (MyST Markdown; plain text for consoles)."""
+
+    markdown: str
+    plain: str
+    csv_path: Path | None
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown
+
+    def __repr__(self) -> str:  # text/plain (nbval, consoles)
+        return self.plain
+
+
+def table_markdown(table, *, name: str | None, caption: str | None = None, formats: Mapping[str, str] | None = None,
+                   missing: str | Mapping[str, str] | None = None, groups: str | None = None,
+                   budget_px: float = WIDTH_BUDGET_PX, write_csv: bool = True,
+                   note: str | None = None, intervals: Mapping[str, tuple[str, str]] | None = None,
+                   collapsed: bool = False, label: bool = True, drop_empty: bool = True) -> BookTable:
+    """MyST markup of ``table`` (a TableResult) as one or more numbered tables, with a CSV link.
+
+    Parameters
+    ----------
+    name : str or None
+        Lower-case name (``"sv-t1"``): the label ``tbl-<name>`` (``{numref}`tbl-sv-t1```) and the
+        CSV ``_tables/<name>.csv``. Without a name the table is numbered but cannot be referenced
+        and has no CSV.
+    caption : str, optional
+        Replaces ``table.caption``; one is required.
+    groups : str, optional
+        A column (or index level) whose values split the rows into one table per section.
+    note : str, optional
+        A sentence printed under the table (e.g. why some cells read "not run").
+    intervals : mapping, optional
+        Column -> ``(low, high)`` columns printed in its cells (see :func:`format_frame`).
+    drop_empty : bool
+        Leave out columns with no value at all, naming them under the table.
+    label : bool
+        Give the (first) table the label ``tbl-<name>`` (False for automatic names).
+    collapsed : bool
+        Put each section's table in a closed dropdown titled by the section and its row count, so a
+        long table (an audit's every check) leaves the page short; the reader opens what they need.
+    """
+    if name is not None:
+        check_name(name)
+    if missing is None:  # the table's own word for a missing value, unless it is a bare dash
+        na_rep = getattr(table, "na_rep", None)
+        missing = na_rep if na_rep and na_rep.strip(" –-") else "n/a"
+    caption = caption if caption is not None else (getattr(table, "caption", "") or "")
+    frame = table.frame
+    metrics = {c: m for c, m in (table.metrics or {}).items()}
+    labels = dict(table.labels or {})
+    csv_path = None
+    if write_csv and name is not None:
+        csv_path = tables_dir() / f"{name}.csv"
+        csv_path.parent.mkdir(parents=True, exist_ok=True)
+        out = frame.copy()
+        if isinstance(out.columns, pd.MultiIndex):
+            out.columns = [" / ".join(str(x) for x in c if str(x)) for c in out.columns]
+        keep_index = not isinstance(out.index, pd.RangeIndex) or out.index.name is not None
+        out.to_csv(csv_path, index=keep_index, float_format="%.10g")
+    index_cols = [c for c in (getattr(table, "index", ()) or ()) if c in frame.columns]
+    if index_cols:  # TableResult.index: the columns shown as row labels
+        frame = frame.set_index(index_cols)
+        frame.index.names = [_flat_name(n) for n in frame.index.names]
+    if isinstance(frame.columns, pd.MultiIndex):
+        frame, metrics = _stack_column_levels(frame, metrics, labels)
+    skip = frozenset(["n/a", "–"] + (list(missing.values()) if isinstance(missing, Mapping) else [missing]))
+    dropped = []
+    if drop_empty:  # a column with no value at all carries nothing: say so once instead
+        empty = [c for c in frame.columns if frame[c].map(_is_missing).all() and c != groups]
+        if empty and len(empty) < frame.shape[1]:
+            dropped = [_header(c, labels, metrics) for c in empty]
+            frame = frame.drop(columns=empty)
+    n_keys = frame.index.nlevels if (not isinstance(frame.index, pd.RangeIndex) or frame.index.name) else 0
+    sections: list[tuple[str | None, pd.DataFrame]]
+    if groups is not None:
+        g = frame.reset_index() if groups in (frame.index.names or []) else frame
+        if groups not in g.columns:
+            raise ValueError(f"groups={groups!r} is not a column of the table; columns: {list(g.columns)}")
+        sections = [(str(k), part.drop(columns=[groups])) for k, part in g.groupby(groups, sort=False)]
+        if groups in (frame.index.names or []):
+            keep = [n for n in frame.index.names if n != groups]
+            sections = [(k, p.set_index(keep) if keep else p) for k, p in sections]
+            n_keys = len(keep)
+    else:
+        sections = [(None, frame)]
+    blocks, plains = [], []
+    first = True
+    short = caption.split(". ")[0].rstrip(".") if caption else ""
+    for s_i, (section, part) in enumerate(sections):
+        text = format_frame(part, metrics=metrics, labels=labels, formats=formats, missing=missing,
+                            intervals=intervals)
+        all_cols = list(part.reset_index().columns if n_keys else part.columns)
+        pairs = auto_intervals(all_cols) if intervals is None else intervals
+        raw_cols = [c for c in all_cols
+                    if c != ROW_METRIC_COLUMN and not any(c in pair for pair in pairs.values())]
+        record_cols = {j for j, c in enumerate(raw_cols) if c == RECORD_COLUMN}
+        chunks = _split_columns(text, n_keys, budget_px, record_cols, skip)
+        section_blocks = []
+        for k, chunk in enumerate(chunks):
+            head = caption if (s_i == 0 and k == 0) else short
+            cap = head if section is None else f"{head.rstrip('.')} — {section}".lstrip(" —")
+            if len(chunks) > 1 and cap:
+                cap = f"{cap.rstrip('.')} (part {k + 1} of {len(chunks)})"
+            shown = _blank_repeats(chunk, n_keys)
+            cols = [list(text.columns).index(c) for c in chunk.columns]
+            recs = {i for i, c in enumerate(cols) if c in record_cols}
+            block = _list_table(shown, caption=cap, label=f"tbl-{name}" if (name and label and first) else None,
+                                record_cols=recs, numeric_cols=_numeric_columns(chunk, skip))
+            section_blocks.append(block)
+            plains.append(cap + "\n" + chunk.to_string(index=False))
+            first = False
+        if collapsed:
+            title = _escape(str(section if section is not None else (short or "Table")).replace("_", " "))
+            rows = f"{len(part)} row{'s' if len(part) != 1 else ''}"
+            inner = "\n\n".join(section_blocks)
+            section_blocks = [f"`````{{dropdown}} {title} ({rows})\n:class-container: shovir-dropdown\n\n{inner}\n`````"]
+        blocks.extend(section_blocks)
+    footer = []
+    if dropped:
+        footer.append(_escape(f"Not shown, no value in this run: {', '.join(map(str, dropped))}."))
+    if note:
+        footer.append(_escape(note))
+    if csv_path is not None:
+        footer.append("{download}`Download this table (CSV) <" + f"{TABLES_LINK_DIR}/{name}.csv" + ">`")
+    markdown = "\n\n".join(blocks)
+    if footer:
+        markdown += "\n\n" + " · ".join(footer) + "\n"
+    return BookTable(markdown=markdown, plain="\n\n".join(plains), csv_path=csv_path)

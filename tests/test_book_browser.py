@@ -1,0 +1,164 @@
+"""The built book in a real browser: Debian's Chromium at 1400 px, driven by Playwright for Python.
+
+Every page of ``book/_build/html`` is opened offline (any request that is not a local file fails
+the page) and must show
+
+* no console error and no uncaught exception;
+* no table wider than the text column (tables are split or reshaped, never scrolled), and only
+  tables made by ``book.show`` (numbered, captioned, each with its CSV link);
+* figures made by ``book.show`` whose smallest text renders at 9 pt (12 CSS px) or more, with
+  alt text and a caption;
+* every glued number as a link to its run record (or marked as not from a record);
+* formulas typeset by the MathJax the book serves itself.
+
+Nothing downloads a browser: the test uses ``/usr/bin/chromium`` (``apt-get install chromium``) and
+skips, saying why, where Chromium, Playwright or the built book is missing. ``make test`` builds the
+book first; ``.ci/run`` installs Chromium and Playwright.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from shovir_core import paths
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("SHOVIR_CHROMIUM", "/usr/bin/chromium")
+VIEWPORT = {"width": 1400, "height": 1000}
+MIN_FONT_PX = 12.0  # 9 pt at 96 dpi
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+HTML = paths.book_root() / "_build" / "html"
+
+
+def _pages() -> list[Path]:
+    if not (HTML / "index.html").is_file():
+        return []
+    return sorted(p for p in (HTML / "book").glob("*.html"))
+
+
+@pytest.fixture(scope="module")
+def browser_context():
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install -y chromium); browser test skipped")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("Playwright for Python is not installed (pip install playwright; no `playwright install`: "
+                    "the test drives Debian's Chromium)")
+    if not _pages():
+        pytest.skip(f"the book is not built ({HTML}/index.html missing): run `make book`")
+    profile = tempfile.mkdtemp(prefix="shovir-chromium-")
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=FLAGS, viewport=VIEWPORT)
+        try:
+            yield context
+        finally:
+            context.close()
+            shutil.rmtree(profile, ignore_errors=True)
+
+
+_MEASURE = """() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const col = article.getBoundingClientRect();
+  const style = getComputedStyle(article);
+  const left = col.left + parseFloat(style.paddingLeft), right = col.right - parseFloat(style.paddingRight);
+  const tables = [...article.querySelectorAll('table')].map((t, i) => {
+    const r = t.getBoundingClientRect();
+    const out = t.closest('.cell_output');
+    return {i, classes: t.className, width: r.width, scroll: t.scrollWidth, left: r.left, right: r.right,
+            caption: (t.querySelector('caption') || {}).textContent || '',
+            download: out ? !!out.querySelector('a.download, a[download], a[href$=".csv"]') : false};
+  });
+  const imgs = [...article.querySelectorAll('img')].map(im => ({
+    src: im.src, alt: im.getAttribute('alt') || '', width: im.getBoundingClientRect().width,
+    natural: im.naturalWidth, figure: !!im.closest('figure'),
+    caption: ((im.closest('figure') || {}).querySelector ? (im.closest('figure').querySelector('figcaption') || {}).textContent || '' : '')}));
+  const pasted = [...article.querySelectorAll('.pasted-text, .pasted-inline')].map(p => {
+    const a = p.closest('a.shovir-glue'), ab = p.closest('abbr.shovir-glue');
+    return {text: p.textContent, linked: !!a, title: (a || ab || {}).title || '', norecord: !!ab};
+  });
+  const math = article.querySelectorAll('.math').length;
+  const typeset = article.querySelectorAll('mjx-container').length;
+  return {left, right, width: right - left, tables, imgs, pasted, math, typeset};
+}"""
+
+
+def _png_text(src: str) -> dict:
+    from PIL import Image
+
+    path = Path(unquote(urlparse(src).path))
+    with Image.open(path) as im:
+        return dict(getattr(im, "text", {}) or {})
+
+
+def _check_page(context, page_path: Path) -> list[str]:
+    problems: list[str] = []
+    page = context.new_page()
+    offline: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith("file:"):
+            r.continue_()
+        else:
+            offline.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"uncaught: {e}"))
+    page.goto(page_path.as_uri(), wait_until="load")
+    page.wait_for_timeout(150)
+    if page.evaluate("() => document.querySelectorAll('.math').length") > 0:
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
+        page.evaluate("() => MathJax.startup.promise")
+    m = page.evaluate(_MEASURE)
+    page.close()
+    problems += [f"network request while offline: {u}" for u in offline]
+    for t in m["tables"]:
+        if "shovir-table" not in t["classes"]:
+            problems.append(f"table {t['i']} was not made by book.show (classes {t['classes']!r})")
+        if t["right"] > m["right"] + 1 or t["scroll"] > t["width"] + 1:
+            problems.append(f"table {t['i']} ({t['caption'][:60]!r}) is {max(t['width'], t['scroll']):.0f} px wide; "
+                            f"the text column is {m['width']:.0f} px")
+        if "shovir-table" in t["classes"] and not t["download"]:
+            problems.append(f"table {t['i']} ({t['caption'][:60]!r}) has no CSV download")
+    for im in m["imgs"]:
+        name = im["src"].rsplit("/", 1)[-1]
+        if not im["figure"] or not im["caption"].strip():
+            problems.append(f"image {name} is not a numbered figure with a caption")
+        if not im["alt"].strip() or im["alt"].endswith(".png"):
+            problems.append(f"image {name} has no alt text ({im['alt']!r})")
+        meta = _png_text(im["src"])
+        if "shovir:min_font_pt" not in meta:
+            problems.append(f"image {name} was not made by book.show (no font-size record)")
+            continue
+        css = float(meta["shovir:css_width_px"])
+        # drawn at 100 CSS px per inch: s pt is s * 100 / 72 px at the figure's CSS width
+        px = float(meta["shovir:min_font_pt"]) * 100 / 72 * (im["width"] / css)
+        if px < MIN_FONT_PX - 0.05:
+            problems.append(f"figure {name}: smallest text renders at {px:.1f} px (< {MIN_FONT_PX} px = 9 pt)")
+    for p in m["pasted"]:
+        if not (p["linked"] or p["norecord"]):
+            problems.append(f"glued value {p['text']!r} does not link to its record")
+        elif p["linked"] and "run " not in p["title"]:
+            problems.append(f"glued value {p['text']!r}: link title {p['title']!r} names no run")
+    if m["math"] and m["typeset"] < m["math"]:
+        problems.append(f"{m['math'] - m['typeset']} of {m['math']} formulas were not typeset by MathJax")
+    return problems
+
+
+@pytest.mark.parametrize("page_name", [p.name for p in _pages()] or ["(book not built)"])
+def test_page_reads_well_at_1400px(browser_context, page_name):
+    problems = _check_page(browser_context, HTML / "book" / page_name)
+    assert not problems, f"{page_name}:\n  " + "\n  ".join(problems)
+
