@@ -24,6 +24,7 @@ REGISTRY: dict[str, str] = {
     "audit": "shovir_core.protocols.audit",
     "shovir": "shovir_core.protocols.shovir",
     "perturbations": "shovir_core.protocols.perturbations",
+    "modalens-layers": "shovir_core.protocols.modalens_layers",
 }
 
 
