@@ -245,13 +245,15 @@ def _rows(spans: list[dict], knockout: Knockout | None, pads: list[int]) -> list
 
 @torch.inference_mode()
 def layer_logits(vlm, requests: Sequence[ScoreRequest], *, token_ids: Sequence[int] | None = None,
-                 knockout: Knockout | None = None) -> np.ndarray:
+                 knockout: Knockout | None = None, spans: Sequence[dict] | None = None) -> np.ndarray:
     """Logit-lens readouts: array ``(n_requests, n_layers + 1, n_tokens)`` (float32).
 
     Entry ``[:, 0]`` reads the embeddings, ``[:, l]`` the residual after decoder layer ``l - 1``;
     the last entry equals the model's own logits of ``token_ids`` at the answer position (same
     norm, rows and soft-capping). ``token_ids`` defaults to ``(yes_id, no_id)`` of the adapter's
-    token families. With ``knockout`` the forward pass runs with that span blocked.
+    token families. With ``knockout`` the forward pass runs with that span blocked; ``spans`` (one
+    :func:`token_spans` dict per request) saves locating the spans again when several knockouts run
+    on the same requests.
     """
     parts = decoder_parts(vlm.model)
     ids = list(token_ids) if token_ids is not None else [vlm.families.yes_id, vlm.families.no_id]
@@ -267,7 +269,12 @@ def layer_logits(vlm, requests: Sequence[ScoreRequest], *, token_ids: Sequence[i
             batch = vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
             length = int(batch["input_ids"].shape[1])
             pads = (length - batch["attention_mask"].sum(dim=1)).tolist()
-            spans = [token_spans(vlm, requests[i]) for i in chunk] if knockout is not None else [{}] * len(chunk)
+            if knockout is None:
+                chunk_spans = [{}] * len(chunk)
+            elif spans is not None:
+                chunk_spans = [spans[i] for i in chunk]
+            else:
+                chunk_spans = [token_spans(vlm, requests[i]) for i in chunk]
             captured: list[torch.Tensor] = []
 
             def pre(module, args, kwargs):
@@ -281,7 +288,7 @@ def layer_logits(vlm, requests: Sequence[ScoreRequest], *, token_ids: Sequence[i
             handles = [parts["layers"][0].register_forward_pre_hook(pre, with_kwargs=True)]
             handles += [layer.register_forward_hook(post) for layer in parts["layers"]]
             try:
-                with knockout_hooks(vlm.model, knockout, _rows(spans, knockout, pads), length=length):
+                with knockout_hooks(vlm.model, knockout, _rows(chunk_spans, knockout, pads), length=length):
                     vlm.model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1)
             finally:
                 for h in handles:

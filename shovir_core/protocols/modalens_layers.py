@@ -97,7 +97,7 @@ def _layers(spec: dict, n_layers: int) -> list[int]:
 
 
 def _score(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> pd.DataFrame:
-    from ..models.lens import Knockout, decoder_parts, layer_logits
+    from ..models.lens import Knockout, decoder_parts, layer_logits, token_spans
 
     reqs = _requests(spec, trials, reports, images)
     lens = layer_logits(model, reqs)
@@ -114,12 +114,13 @@ def _score(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: 
         return out
     n_layers = len(decoder_parts(model.model)["layers"])
     layers = _layers(spec, n_layers)
+    spans = [token_spans(model, r) for r in reqs]
     per_layer = []
     for start in layers:
         ko = (Knockout.cumulative(spec["knockout_span"], start, n_layers, scope=spec["knockout_scope"])
               if spec["knockout_variant"] == "cumulative"
               else Knockout.single(spec["knockout_span"], start, scope=spec["knockout_scope"]))
-        per_layer.append(layer_logits(model, reqs, knockout=ko)[:, -1])
+        per_layer.append(layer_logits(model, reqs, knockout=ko, spans=spans)[:, -1])
     stacked = np.stack(per_layer, axis=1)  # (2 n, n_start, 2)
     for k, side in enumerate(("c", "d")):
         out[f"ko_{side}"] = [json.dumps(np.round(x, 5).tolist()) for x in stacked[k::2]]
