@@ -81,3 +81,21 @@ def test_lens_and_knockout_records_on_tiny_gemma3(runs_root):
     np.testing.assert_allclose(blocked[:, 0], arr_c[:, -1], atol=1e-4)  # blocking nothing = baseline
     with pytest.raises(ValueError, match="outside"):
         run("modalens-layers", "t.bad", {**BASE, "analysis": "knockout", "knockout_layers": [5]}, progress=False)
+
+
+@pytest.mark.parametrize("profile", ["demo", "mimic"])
+def test_appendix_n_params_resolve(profile, monkeypatch):
+    """Every record the Appendix N params name resolves (mimic: MedGemma-27B on the fixture)."""
+    from shovir_core.book.params import load_params
+
+    monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
+    params = load_params("modalens_appN", profile)
+    assert {"lens_P", "lens_A", "ko_report", "ko_image", "ko_question"} <= set(params["runs"])
+    for r in params["runs"].values():
+        assert r["protocol"] == "modalens-layers"
+        spec = mll.resolve_spec(dict(r["spec"]))
+        assert spec["model"] == ("medgemma-27b" if profile == "mimic" else "ref-vlm")
+        if profile == "demo":
+            from shovir_core.models.ref_vlm import EVAL_COHORT
+
+            assert {k: spec[k] for k in EVAL_COHORT} == EVAL_COHORT, "the demo cohort is ref-vlm's held-out one"
