@@ -34,6 +34,7 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "remote-code": ("shovir_core.models.remote", "build_remote"),
     "tiny": ("shovir_core.models.tiny", "build_tiny"),
     "reference": ("shovir_core.models.reference", "build_reference"),
+    "ref-vlm": ("shovir_core.models.ref_vlm", "build_ref_vlm"),
 }
 """Adapter kind -> (module, builder): imported by name on first use, so the registry imports no adapter
 (and no adapter imports the registry)."""
@@ -41,6 +42,7 @@ ADAPTERS: dict[str, tuple[str, str]] = {
 _CATALOGUES: tuple[tuple[str, str], ...] = (
     ("shovir_core.models.tiny", "TINY_SPECS"),
     ("shovir_core.models.reference", "REFERENCE_SPECS"),
+    ("shovir_core.models.ref_vlm", "REF_VLM_SPECS"),
 )
 """Entries declared by the light adapter modules themselves (they carry their own stated behaviour)."""
 

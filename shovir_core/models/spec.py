@@ -92,6 +92,8 @@ FINGERPRINT_FILES: dict[str, tuple[str, ...]] = {
     "reference": ("models/reference.py", "models/report_text.py", "models/cnn.py", "models/readouts.py",
                   "resources/ref_reference_models.json", "resources/ref_image_classifier.safetensors"),
     "tiny": ("models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py"),
+    "ref-vlm": ("models/ref_vlm.py", "models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py",
+                "resources/ref_vlm.json", "resources/ref_vlm.safetensors"),
 }
 """Per adapter kind, the files (relative to the package) whose content decides what its models output."""
 

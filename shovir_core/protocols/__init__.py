@@ -32,6 +32,7 @@ REGISTRY: dict[str, str] = {
     "perturbations": "shovir_core.protocols.perturbations",
     "modalens-distance": "shovir_core.protocols.modalens_distance",
     "accounting": "shovir_core.protocols.accounting",
+    "modalens-layers": "shovir_core.protocols.modalens_layers",
 }
 
 SHARDED: frozenset[str] = frozenset({"modalens", "shovir"})

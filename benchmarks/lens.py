@@ -1,0 +1,67 @@
+"""Benchmark: logit-lens readout vs the plain forward pass on tiny-gemma3, in one process.
+
+The same left-padded batches of ModaLens prompts go once through a plain forward pass with
+``logits_to_keep=1`` (the readout) and once through :func:`shovir_core.models.lens.layer_logits`
+(hooks on every decoder layer, final norm + the two readout rows per layer). Target (ModaLens
+App. N.1 in this repository's issue): the lens adds at most 20 % to the plain time. Each timing is
+the best of ``--repeat`` runs, so load from other processes inflates it less.
+
+    python benchmarks/lens.py [--requests 64] [--repeat 3] [--layers 6]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from shovir_core.models import ScoreRequest
+from shovir_core.models.lens import layer_logits
+from shovir_core.models.tiny import build_tiny
+
+
+def _best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--layers", type=int, default=6)
+    args = parser.parse_args()
+    vlm = build_tiny("tiny-gemma3", dims={"layers": args.layers}, batch_size=16)
+    rng = np.random.default_rng(0)
+    reqs = [ScoreRequest(rng.integers(0, 256, (64, 64), dtype=np.uint8), "Does this chest X-ray show edema?",
+                         report="FINDINGS: No pulmonary edema. No pneumothorax.\nIMPRESSION: No acute process.")
+            for _ in range(args.requests)]
+    batches = [vlm._encode([vlm.render(r) for r in reqs[i:i + 16]], [r.image for r in reqs[i:i + 16]])
+               for i in range(0, len(reqs), 16)]
+
+    @torch.inference_mode()
+    def plain():
+        for b in batches:
+            vlm.model(**b, use_cache=False, logits_to_keep=1)
+
+    def plain_with_encode():
+        for i in range(0, len(reqs), 16):
+            b = vlm._encode([vlm.render(r) for r in reqs[i:i + 16]], [r.image for r in reqs[i:i + 16]])
+            with torch.inference_mode():
+                vlm.model(**b, use_cache=False, logits_to_keep=1)
+
+    t_plain = _best(plain_with_encode, args.repeat)
+    t_lens = _best(lambda: layer_logits(vlm, reqs), args.repeat)
+    t_fwd = _best(plain, args.repeat)
+    print(f"plain readout (encode + forward): {t_plain:.3f} s   forward only: {t_fwd:.3f} s")
+    print(f"logit lens (encode + forward + {args.layers + 1} projections): {t_lens:.3f} s")
+    print(f"lens / plain = {t_lens / t_plain:.3f}  (target <= 1.20)")
+
+
+if __name__ == "__main__":
+    main()

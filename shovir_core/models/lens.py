@@ -1,0 +1,299 @@
+"""Layerwise readouts and attention knockout on the transformers backend (ModaLens App. N.1-N.2).
+
+:func:`layer_logits` runs one forward pass per batch of :class:`~shovir_core.models.protocol.ScoreRequest`
+and reads the residual stream at the answer position (the last prompt token, where the first answer
+token is predicted) after the embeddings and after every decoder layer. Each residual goes through
+the decoder's final norm and the unembedding **restricted to the readout rows** (by default the
+lowercase ``yes``/``no`` ids; any requested token ids), never a full-vocabulary matmul per layer
+(the logit lens, ModaLens App. N.1). The last entry is the model's own readout: the same norm,
+the same rows, the same soft-capping.
+
+:class:`Knockout` blocks query -> key attention for a key span at given layers (App. N.2, Figure 7):
+a forward pre-hook on each chosen layer's attention module edits the 4-D attention mask it receives
+(boolean masks for SDPA, additive float masks for eager attention; a skipped causal mask is built),
+so no model code is copied. Spans come from :func:`token_spans`: the report line, the question line,
+the image tokens, and size-/magnitude-matched controls. Query scopes: ``answer`` (the answer
+position only) or ``non_image`` (every position that is neither an image token nor in the blocked
+span).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .protocol import ScoreRequest
+
+__all__ = ["decoder_parts", "layer_logits", "token_spans", "Knockout", "SPANS", "SCOPES", "knockout_hooks"]
+
+SPANS = ("report", "question", "image", "image_matched", "report_matched", "none")
+"""Key spans a knockout can block: the ``Report: ...`` line, the ``Question: ...`` line (with the
+instruction), all image tokens, image tokens matched in number to the report span (evenly spaced),
+the first report tokens matched in number to the question span (the shorter non-report text), nothing."""
+
+SCOPES = ("answer", "non_image")
+"""Query positions whose attention to the span is blocked."""
+
+
+def decoder_parts(model) -> dict:
+    """The decoder layers, final norm, unembedding matrix and final soft-capping of a VLM.
+
+    Works for ``*ForConditionalGeneration`` models whose ``get_decoder()`` exposes ``layers`` and
+    ``norm`` (Gemma-3, LLaVA/Mistral, Qwen2-VL).
+    """
+    decoder = model.get_decoder()
+    layers = getattr(decoder, "layers", None)
+    norm = getattr(decoder, "norm", None)
+    head = model.get_output_embeddings()
+    if layers is None or norm is None or head is None:
+        raise TypeError(f"{type(model).__name__}: cannot find decoder layers / final norm / lm_head")
+    text_cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return {"layers": list(layers), "norm": norm, "weight": head.weight,
+            "bias": getattr(head, "bias", None), "softcap": getattr(text_cfg, "final_logit_softcapping", None)}
+
+
+def _project(h: torch.Tensor, parts: dict, ids: torch.Tensor) -> torch.Tensor:
+    """Final norm + unembedding rows ``ids`` (+ soft-capping) of residuals ``h`` (..., d)."""
+    x = parts["norm"](h)
+    w = parts["weight"][ids]
+    out = x @ w.T
+    if parts["bias"] is not None:
+        out = out + parts["bias"][ids]
+    cap = parts["softcap"]
+    if cap:
+        out = torch.tanh(out / cap) * cap
+    return out
+
+
+@dataclass(frozen=True)
+class Knockout:
+    """Block query -> key attention for one span.
+
+    Parameters
+    ----------
+    span
+        One of :data:`SPANS`.
+    layers
+        Decoder layer indices (0-based) where attention is blocked; :meth:`cumulative` and
+        :meth:`single` build the paper's two variants.
+    scope
+        One of :data:`SCOPES`.
+    """
+
+    span: str
+    layers: tuple[int, ...]
+    scope: str = "answer"
+
+    def __post_init__(self) -> None:
+        if self.span not in SPANS:
+            raise ValueError(f"Knockout: span {self.span!r} not in {SPANS}")
+        if self.scope not in SCOPES:
+            raise ValueError(f"Knockout: scope {self.scope!r} not in {SCOPES}")
+        object.__setattr__(self, "layers", tuple(int(i) for i in self.layers))
+
+    @classmethod
+    def cumulative(cls, span: str, start: int, n_layers: int, *, scope: str = "answer") -> "Knockout":
+        """Blocked at layers ``start ... n_layers - 1``."""
+        if not 0 <= start < n_layers:
+            raise ValueError(f"Knockout.cumulative: start {start} outside 0..{n_layers - 1}")
+        return cls(span, tuple(range(start, n_layers)), scope)
+
+    @classmethod
+    def single(cls, span: str, layer: int, *, scope: str = "answer") -> "Knockout":
+        """Blocked at ``layer`` only."""
+        return cls(span, (int(layer),), scope)
+
+
+def _image_ids(vlm) -> set[int]:
+    """The image (soft) token ids: the model config's ``image_token_id``, else the processor's."""
+    for i in (getattr(vlm.model.config, "image_token_id", None), getattr(vlm.processor, "image_token_id", None)):
+        if i is not None:
+            return {int(i)}
+    return set()
+
+
+def token_spans(vlm, request: ScoreRequest) -> dict[str, np.ndarray]:
+    """Token positions (in the unpadded model input) of every span of :data:`SPANS` for one request.
+
+    The report and question lines are located by tokenising the prompt cut at their character
+    boundaries and comparing with the full prompt's tokens (a boundary token that merges differently
+    at the cut is counted into the span); a span that cannot be located raises ``ValueError``.
+    """
+    from .prompts import text_block
+
+    text = vlm.render(request)
+    full = vlm._encode([text], [request.image])["input_ids"][0].tolist()
+    block = text_block(request)
+    at = text.find(block)
+    if at < 0:
+        raise ValueError(f"token_spans: the text block of {request.question!r} is not in the rendered prompt")
+    q_at = at + block.rindex("Question: ")
+    bounds = {"question": (q_at, at + len(block))}
+    if request.report is not None:
+        r_at = at + block.index("Report: ")
+        bounds["report"] = (r_at, r_at + len("Report: ") + len(request.report))
+    spans: dict[str, np.ndarray] = {}
+    for name, (a, b) in bounds.items():
+        cuts = []
+        for c in (a, b):
+            part = vlm._encode([text[:c]], [request.image if _image_before(vlm, text, c) else None])
+            cuts.append(part["input_ids"][0].tolist())
+        # a boundary token may merge differently at the cut (e.g. a newline run): the span starts at the
+        # common prefix with the cut-before prompt and ends after the cut-after prompt's last shared token
+        na = _common_prefix(full, cuts[0])
+        shared = _common_prefix(full, cuts[1])
+        nb = shared if shared == len(cuts[1]) else shared + 1
+        if na >= nb or nb > len(full):
+            raise ValueError(f"token_spans: cannot locate the {name} span of {request.question!r}")
+        spans[name] = np.arange(na, nb)
+    img = np.array([j for j, t in enumerate(full) if t in _image_ids(vlm)], dtype=int)
+    spans["image"] = img
+    spans.setdefault("report", np.array([], dtype=int))
+    k_rep = len(spans["report"])
+    if img.size and k_rep:
+        pick = np.unique(np.linspace(0, img.size - 1, num=min(k_rep, img.size)).round().astype(int))
+        spans["image_matched"] = img[pick]
+    else:
+        spans["image_matched"] = np.array([], dtype=int)
+    spans["report_matched"] = spans["report"][:len(spans["question"])]
+    spans["none"] = np.array([], dtype=int)
+    spans["answer"] = np.array([len(full) - 1])
+    spans["length"] = np.array([len(full)])
+    return spans
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    diff = np.nonzero(np.asarray(a[:n]) != np.asarray(b[:n]))[0]
+    return int(diff[0]) if diff.size else n
+
+
+def _image_before(vlm, text: str, cut: int) -> bool:
+    """Whether the image placeholder of a rendered prompt lies before character ``cut``."""
+    tok = vlm.tokenizer
+    marks = [m for m in (getattr(vlm.processor, "boi_token", None), getattr(tok, "image_token", None),
+                         getattr(vlm.processor, "image_token", None)) if m]
+    first = min((text.find(m) for m in marks if text.find(m) >= 0), default=-1)
+    return 0 <= first < cut
+
+
+def _mask_edit(mask, *, batch: int, length: int, rows: list[tuple[np.ndarray, np.ndarray]], dtype, device):
+    """A copy of a layer's 4-D attention mask with (query, key) pairs of each row blocked."""
+    if isinstance(mask, dict):  # per-layer-type masks are resolved before the layer; not expected here
+        raise TypeError("knockout: got a mapping of masks at the attention module")
+    if mask is None:
+        causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+        mask = causal.view(1, 1, length, length)
+    mask = mask.expand(batch, -1, -1, -1).clone()
+    blocked = False if mask.dtype == torch.bool else torch.finfo(mask.dtype).min
+    q_len, k_len = mask.shape[-2], mask.shape[-1]
+    for b, (queries, keys) in enumerate(rows):
+        if len(queries) and len(keys):
+            q = torch.as_tensor(queries - (length - q_len), device=device)
+            k = torch.as_tensor(keys - (length - k_len), device=device)
+            mask[b, :, q.view(-1, 1), k.view(1, -1)] = blocked
+    return mask
+
+
+@contextmanager
+def knockout_hooks(model, knockout: Knockout | None, rows: list[tuple[np.ndarray, np.ndarray]], *, length: int):
+    """Install the mask-editing pre-hooks for one padded batch (positions in padded coordinates)."""
+    if knockout is None or not knockout.layers or all(len(k) == 0 for _, k in rows):
+        yield
+        return
+    impl = getattr(model.config, "_attn_implementation", None) or "eager"
+    if impl not in ("eager", "sdpa"):
+        raise ValueError(f"knockout needs eager or sdpa attention, the model uses {impl!r}")
+    layers = decoder_parts(model)["layers"]
+    bad = [i for i in knockout.layers if not 0 <= i < len(layers)]
+    if bad:
+        raise ValueError(f"knockout: layers {bad} outside 0..{len(layers) - 1}")
+    device = next(model.parameters()).device
+
+    def hook(module, args, kwargs):
+        hs = kwargs.get("hidden_states", args[0] if args else None)
+        kwargs["attention_mask"] = _mask_edit(kwargs.get("attention_mask"), batch=hs.shape[0], length=length,
+                                              rows=rows, dtype=hs.dtype, device=device)
+        return args, kwargs
+
+    handles = [layers[i].self_attn.register_forward_pre_hook(hook, with_kwargs=True) for i in knockout.layers]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _rows(spans: list[dict], knockout: Knockout | None, pads: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    out = []
+    for s, pad in zip(spans, pads):
+        if knockout is None:
+            out.append((np.array([], int), np.array([], int)))
+            continue
+        keys = s[knockout.span]
+        if knockout.scope == "answer":
+            queries = s["answer"]
+        else:
+            excluded = set(s["image"].tolist()) | set(keys.tolist())
+            queries = np.array([j for j in range(int(s["length"][0])) if j not in excluded], dtype=int)
+        out.append((queries + pad, keys + pad))
+    return out
+
+
+@torch.inference_mode()
+def layer_logits(vlm, requests: Sequence[ScoreRequest], *, token_ids: Sequence[int] | None = None,
+                 knockout: Knockout | None = None, spans: Sequence[dict] | None = None) -> np.ndarray:
+    """Logit-lens readouts: array ``(n_requests, n_layers + 1, n_tokens)`` (float32).
+
+    Entry ``[:, 0]`` reads the embeddings, ``[:, l]`` the residual after decoder layer ``l - 1``;
+    the last entry equals the model's own logits of ``token_ids`` at the answer position (same
+    norm, rows and soft-capping). ``token_ids`` defaults to ``(yes_id, no_id)`` of the adapter's
+    token families. With ``knockout`` the forward pass runs with that span blocked; ``spans`` (one
+    :func:`token_spans` dict per request) saves locating the spans again when several knockouts run
+    on the same requests.
+    """
+    parts = decoder_parts(vlm.model)
+    ids = list(token_ids) if token_ids is not None else [vlm.families.yes_id, vlm.families.no_id]
+    ids_t = torch.tensor(ids, device=vlm.device)
+    requests = list(requests)
+    out = np.zeros((len(requests), len(parts["layers"]) + 1, len(ids)), dtype=np.float32)
+    groups: dict[bool, list[int]] = {}
+    for i, r in enumerate(requests):
+        groups.setdefault(r.image is None, []).append(i)
+    for idx in groups.values():
+        for start in range(0, len(idx), vlm.batch_size):
+            chunk = idx[start:start + vlm.batch_size]
+            batch = vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
+            length = int(batch["input_ids"].shape[1])
+            pads = (length - batch["attention_mask"].sum(dim=1)).tolist()
+            if knockout is None:
+                chunk_spans = [{}] * len(chunk)
+            elif spans is not None:
+                chunk_spans = [spans[i] for i in chunk]
+            else:
+                chunk_spans = [token_spans(vlm, requests[i]) for i in chunk]
+            captured: list[torch.Tensor] = []
+
+            def pre(module, args, kwargs):
+                hs = kwargs.get("hidden_states", args[0] if args else None)
+                captured.append(hs[:, -1].clone())
+
+            def post(module, args, output):
+                hs = output[0] if isinstance(output, tuple) else output
+                captured.append(hs[:, -1].clone())
+
+            handles = [parts["layers"][0].register_forward_pre_hook(pre, with_kwargs=True)]
+            handles += [layer.register_forward_hook(post) for layer in parts["layers"]]
+            try:
+                with knockout_hooks(vlm.model, knockout, _rows(chunk_spans, knockout, pads), length=length):
+                    vlm.model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1)
+            finally:
+                for h in handles:
+                    h.remove()
+            resid = torch.stack(captured, dim=1)  # (b, L + 1, d)
+            proj = _project(resid, parts, ids_t).float().cpu().numpy()
+            out[np.asarray(chunk)] = proj
+    return out

@@ -1,0 +1,136 @@
+"""Tables of the ModaLens Appendix N chapter (logit lens, attention knockout) from ``modalens-layers`` records.
+
+* :func:`planted_facts` -- a reference model's stated behaviour measured on the evaluation cohort:
+  flip rates with and without the report, report agreement, image-only balanced accuracy;
+* :func:`lens_table` -- per layer, projected-answer disagreement between the two images (Figure 6,
+  Table 36), mean |Δ projected margin| (Figure 3A), agreement with the final answer against the
+  majority floor (Figure 3B), with the calibration depth, the settling layer and the "still apart"
+  counts against the flips (Table 27) as glue values;
+* :func:`knockout_table` -- flip rate by knockout start layer per arm, with patient-clustered
+  intervals, and the share of substitute-side answers that agree with the report's label (Figure 7).
+
+Every function returns a :class:`~shovir_core.tables.result.TableResult`.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..metrics import layers as ly
+from ..protocols.modalens_layers import lens_array
+from .modalens import rate_interval
+from .result import TableResult
+
+__all__ = ["planted_facts", "lens_table", "knockout_table", "balanced_accuracy"]
+
+
+def balanced_accuracy(pred_yes: np.ndarray, target: np.ndarray) -> float:
+    """Mean of sensitivity and specificity over trials with a binary target (NaN targets dropped)."""
+    t = np.asarray(target, dtype=float)
+    p = np.asarray(pred_yes, dtype=bool)
+    ok = ~np.isnan(t)
+    t, p = t[ok] == 1, p[ok]
+    if t.all() or not t.any():
+        return float("nan")
+    return float((p[t].mean() + (~p[~t]).mean()) / 2)
+
+
+def planted_facts(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, seed: int) -> TableResult:
+    """Flip rates P and A (patient-clustered intervals), report agreement with the report present, and the
+    image-only balanced accuracy (pooled over questions, and the mean over findings with both classes)."""
+    rows, values = [], {}
+    for arm, t in (("present", present), ("absent", absent)):
+        flip = rate_interval(t, (t["readout_c"] != t["readout_d"]).to_numpy(), n_draws=n_draws, seed=seed)
+        yes = (t["readout_c"] == "yes").to_numpy()
+        target = t["target_c"].to_numpy(dtype=float)
+        ok = ~np.isnan(target)
+        agree = float((yes[ok] == (target[ok] == 1)).mean())
+        per = [balanced_accuracy(yes[g.index], g["target_c"]) for _, g in t.reset_index(drop=True).groupby("finding")]
+        macro = float(np.nanmean(per)) if np.isfinite(per).any() else float("nan")
+        rows.append({"arm": arm, "n_trials": len(t), "flip_rate": flip["estimate"], "lo": flip["lo"],
+                     "hi": flip["hi"], "label_agreement": agree,
+                     "balanced_accuracy": balanced_accuracy(yes, target), "macro_balanced_accuracy": macro})
+        values.update({f"{arm}.flip_rate": flip["estimate"], f"{arm}.flip_lo": flip["lo"],
+                       f"{arm}.flip_hi": flip["hi"], f"{arm}.label_agreement": agree,
+                       f"{arm}.balanced_accuracy": rows[-1]["balanced_accuracy"],
+                       f"{arm}.macro_balanced_accuracy": macro, f"{arm}.n_trials": len(t)})
+    values["ratio"] = values["absent.flip_rate"] / max(values["present.flip_rate"], 1e-12)
+    frame = pd.DataFrame(rows)
+    return TableResult(frame, values=values,
+                       metrics={"flip_rate": "flip_rate", "balanced_accuracy": "balanced_accuracy",
+                                "label_agreement": "accuracy"},
+                       labels={"arm": "report", "n_trials": "trials", "lo": "flip 95% lo", "hi": "flip 95% hi",
+                               "macro_balanced_accuracy": "balanced accuracy (mean over findings)",
+                               "label_agreement": "agreement with the report's label"},
+                       caption="Planted facts of the reference model on the held-out evaluation patients.")
+
+
+def lens_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: int, tv: float = 0.05) -> TableResult:
+    """Per layer and arm (e.g. ``{"present": ..., "absent": ...}`` lens records): disagreement, mean |Δm|,
+    agreement with the final answer and its majority floor, balanced agreement."""
+    rows, values = [], {}
+    for arm, t in arms.items():
+        m_c, m_d = ly.margins(lens_array(t["lens_c"])), ly.margins(lens_array(t["lens_d"]))
+        dis = ly.disagreement(m_c, m_d)
+        delta = ly.mean_abs_delta(m_c, m_d)
+        agree, floor = ly.agreement_with_final(m_c)
+        bal = ly.balanced_agreement(m_c)
+        for layer in range(m_c.shape[1]):
+            rows.append({"arm": arm, "layer": layer, "disagreement": dis[layer], "mean_abs_delta_margin": delta[layer],
+                         "agreement_final": agree[layer], "majority_floor": floor, "balanced_agreement": bal[layer]})
+        flips = (t["readout_c"] != t["readout_d"]).to_numpy()
+        apart = ly.still_apart(m_c, m_d, threshold=tv)
+        depth = ly.calibration_depth(m_c, clusters=t["patient_id"].to_numpy(), n_boot=n_boot,
+                                     rng=np.random.default_rng(seed))
+        settle = ly.settling_layer(m_c)
+        values.update({
+            f"{arm}.n_layers": int(m_c.shape[1] - 1), f"{arm}.flip_rate": float(flips.mean()),
+            f"{arm}.endpoint_disagreement": float(dis[-1]), f"{arm}.max_disagreement": float(dis.max()),
+            f"{arm}.peak_layer": int(np.argmax(dis)),
+            f"{arm}.n_flips": int(flips.sum()), f"{arm}.n_still_apart": int(apart.sum()),
+            f"{arm}.n_still_apart_not_flipped": int((apart & ~flips).sum()),
+            f"{arm}.calibration_depth": depth["layer"], f"{arm}.calibration_depth_lo": depth["low"],
+            f"{arm}.calibration_depth_hi": depth["high"], f"{arm}.settling_median": float(np.median(settle)),
+            f"{arm}.settling_mean": float(settle.mean()), f"{arm}.majority_floor": floor,
+        })
+    frame = pd.DataFrame(rows)
+    return TableResult(frame, values=values,
+                       metrics={"disagreement": "flip_rate", "mean_abs_delta_margin": "mean_abs_margin_change",
+                                "agreement_final": "accuracy", "majority_floor": "majority_baseline",
+                                "balanced_agreement": "balanced_accuracy"},
+                       labels={"arm": "report", "layer": "layer (0 = embeddings)",
+                               "disagreement": "projected disagreement", "agreement_final": "agreement with final",
+                               "balanced_agreement": "balanced agreement with final"},
+                       caption="Logit lens per layer: disagreement between the two images, |Δ projected margin|, "
+                               "agreement with the final answer.")
+
+
+def knockout_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) -> TableResult:
+    """Flip rate (with intervals) and report-label agreement on the substitute by knockout start layer.
+
+    ``arms`` maps an arm label (e.g. ``"report/answer"``) to a knockout record's trials.
+    """
+    rows, values = [], {}
+    for arm, t in arms.items():
+        ko_c, ko_d = lens_array(t["ko_c"]), lens_array(t["ko_d"])
+        layers = [int(x) for x in json.loads(t["ko_layers"].iloc[0])]
+        target = t["target_c"].to_numpy(dtype=float)
+        ok = ~np.isnan(target)
+        for j, layer in enumerate(layers):
+            yc, yd = ko_c[:, j, 0] > ko_c[:, j, 1], ko_d[:, j, 0] > ko_d[:, j, 1]
+            r = rate_interval(t, yc != yd, n_draws=n_draws, seed=seed)
+            follows = float((yd[ok] == (target[ok] == 1)).mean())
+            rows.append({"arm": arm, "start_layer": layer, "flip_rate": r["estimate"], "lo": r["lo"], "hi": r["hi"],
+                         "report_label_agreement": follows, "n_trials": r["n"]})
+            values.update({f"{arm}.L{layer}.flip_rate": r["estimate"], f"{arm}.L{layer}.lo": r["lo"],
+                           f"{arm}.L{layer}.hi": r["hi"], f"{arm}.L{layer}.report_label_agreement": follows})
+    frame = pd.DataFrame(rows)
+    return TableResult(frame, values=values,
+                       metrics={"flip_rate": "flip_rate", "report_label_agreement": "accuracy"},
+                       labels={"arm": "blocked span / query scope", "start_layer": "start layer",
+                               "lo": "95% lo", "hi": "95% hi", "n_trials": "trials",
+                               "report_label_agreement": "substitute answer = report label"},
+                       caption="Attention knockout: flip rate by start layer (cumulative to the last layer).")

@@ -1,0 +1,54 @@
+"""Appendix N tables on synthetic modalens-layers trials."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from shovir_core.tables import modalens_appn as an
+from shovir_core.tables.result import TableResult
+
+
+def _trials(n: int, *, seed: int, flip_share: float, n_layers: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    m_c = rng.normal(size=(n, n_layers + 1))
+    m_d = m_c.copy()
+    flip = rng.random(n) < flip_share
+    m_d[flip, -1] = -m_c[flip, -1]
+    lens = lambda m: [json.dumps([[float(x), 0.0] for x in row]) for row in m]  # noqa: E731
+    return pd.DataFrame({
+        "trial_id": [f"t{i}" for i in range(n)], "patient_id": [f"p{i // 3}" for i in range(n)],
+        "finding": np.where(np.arange(n) % 2, "Edema", "composite"),
+        "target_c": (m_c[:, -1] > 0).astype(float),
+        "readout_c": np.where(m_c[:, -1] > 0, "yes", "no"), "readout_d": np.where(m_d[:, -1] > 0, "yes", "no"),
+        "lens_c": lens(m_c), "lens_d": lens(m_d),
+        "ko_c": lens(m_c[:, -2:]), "ko_d": lens(m_d[:, -2:]), "ko_layers": json.dumps([0, 2]),
+    })
+
+
+def test_planted_facts_and_lens_endpoint():
+    p, a = _trials(90, seed=0, flip_share=0.05), _trials(90, seed=1, flip_share=0.4)
+    facts = an.planted_facts(p, a, n_draws=100, seed=0)
+    assert isinstance(facts, TableResult)
+    v = facts.values
+    assert v["present.flip_rate"] == (p["readout_c"] != p["readout_d"]).mean()
+    assert v["present.label_agreement"] == 1.0 and v["present.balanced_accuracy"] == 1.0
+    assert v["ratio"] > 1 and v["present.flip_lo"] <= v["present.flip_rate"] <= v["present.flip_hi"]
+    lens = an.lens_table({"present": p, "absent": a}, n_boot=50, seed=0)
+    for arm, t in (("present", p), ("absent", a)):
+        assert lens.values[f"{arm}.endpoint_disagreement"] == lens.values[f"{arm}.flip_rate"]
+    assert len(lens.frame) == 2 * 4 and not lens.display().empty
+
+
+def test_knockout_table_reads_every_start_layer():
+    t = _trials(60, seed=2, flip_share=0.3)
+    ko = an.knockout_table({"report_all": t}, n_draws=100, seed=0)
+    assert ko.frame["start_layer"].tolist() == [0, 2]
+    assert ko.values["report_all.L2.flip_rate"] == (t["readout_c"] != t["readout_d"]).mean()
+    assert 0 <= ko.values["report_all.L0.report_label_agreement"] <= 1
+
+
+def test_balanced_accuracy_is_nan_for_one_class():
+    assert np.isnan(an.balanced_accuracy(np.array([1, 0]), np.array([1.0, 1.0])))
+    assert an.balanced_accuracy(np.array([1, 0, 0, 0]), np.array([1.0, 0.0, 1.0, np.nan])) == 0.75

@@ -1,0 +1,130 @@
+"""Logit lens and attention knockout on tiny-gemma3, against manual forward passes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from shovir_core.models import ScoreRequest, get_model  # noqa: E402
+from shovir_core.models.lens import Knockout, decoder_parts, layer_logits, token_spans  # noqa: E402
+
+Q = "Does this chest X-ray show edema?"
+REPORT = "FINDINGS: There is pulmonary edema. No pneumothorax.\nIMPRESSION: Pulmonary edema."
+
+
+@pytest.fixture(scope="module")
+def vlm():
+    m = get_model("tiny-gemma3", seed=3)
+    m.batch_size = 4
+    return m
+
+
+@pytest.fixture(scope="module")
+def requests_():
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 256, (64, 64), dtype=np.uint8), rng.integers(0, 256, (64, 64), dtype=np.uint8)
+    return [ScoreRequest(a, Q, report=REPORT), ScoreRequest(b, Q, report=REPORT),
+            ScoreRequest(a, "Does this chest X-ray show any acute cardiopulmonary finding?"),
+            ScoreRequest(b, Q, report="No edema.", order="text_first"), ScoreRequest(None, Q, report=REPORT)]
+
+
+def test_endpoint_equals_the_models_own_readout(vlm, requests_):
+    lens = layer_logits(vlm, requests_)
+    assert lens.shape == (len(requests_), len(decoder_parts(vlm.model)["layers"]) + 1, 2)
+    own = vlm.score_yes_no(requests_)
+    np.testing.assert_allclose(lens[:, -1, 0], [o["logit_yes"] for o in own], atol=1e-4)
+    np.testing.assert_allclose(lens[:, -1, 1], [o["logit_no"] for o in own], atol=1e-4)
+    readout = np.where(lens[:, -1, 0] > lens[:, -1, 1], "yes", "no")
+    assert readout.tolist() == [o["readout"] for o in own]
+
+
+def test_every_layer_matches_hidden_states_of_a_manual_forward(vlm, requests_):
+    parts = decoder_parts(vlm.model)
+    ids = [vlm.families.yes_id, vlm.families.no_id]
+    lens = layer_logits(vlm, requests_[:1])
+    batch = vlm._encode([vlm.render(requests_[0])], [requests_[0].image])
+    with torch.no_grad():
+        out = vlm.model(**batch, output_hidden_states=True, use_cache=False)
+    hs = out.hidden_states
+    n = len(parts["layers"])
+    assert len(hs) == n + 1
+    for layer in range(n):  # transformers' last hidden state is already normed; the logits check the end
+        h = hs[layer][0, -1]
+        with torch.no_grad():
+            manual = (parts["norm"](h) @ parts["weight"][ids].T).numpy()
+        np.testing.assert_allclose(lens[0, layer], manual, atol=1e-5)
+    np.testing.assert_allclose(lens[0, -1], out.logits[0, -1, ids].numpy(), atol=1e-5)
+
+
+def test_restricted_rows_match_the_full_vocabulary(vlm, requests_):
+    family = list(vlm.families.yes_family + vlm.families.no_family)
+    lens = layer_logits(vlm, requests_[:2], token_ids=family)
+    batch = vlm._encode([vlm.render(r) for r in requests_[:2]], [r.image for r in requests_[:2]])
+    with torch.no_grad():
+        logits = vlm.model(**batch, use_cache=False).logits[:, -1]
+    np.testing.assert_allclose(lens[:, -1], logits[:, family].numpy(), atol=1e-5)
+
+
+def test_spans_cover_the_report_and_question_text(vlm, requests_):
+    for r in (requests_[0], requests_[3]):
+        s = token_spans(vlm, r)
+        ids = vlm._encode([vlm.render(r)], [r.image])["input_ids"][0].tolist()
+        rep = vlm.tokenizer.decode([ids[i] for i in s["report"]])
+        que = vlm.tokenizer.decode([ids[i] for i in s["question"]])
+        assert r.report in rep and rep.strip().startswith("Report:"), rep
+        assert r.question in que, que
+        assert len(s["image"]) == 16 and not set(s["image"]) & set(s["report"])
+        assert len(s["report_matched"]) == min(len(s["question"]), len(s["report"]))
+        assert len(s["image_matched"]) == min(len(s["report"]), 16)
+        assert s["answer"][0] == len(ids) - 1
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_blocking_nothing_is_the_baseline_exactly(vlm, requests_, impl):
+    vlm.model.set_attn_implementation(impl)
+    try:
+        base = layer_logits(vlm, requests_)
+        n = len(decoder_parts(vlm.model)["layers"])
+        none = layer_logits(vlm, requests_, knockout=Knockout.cumulative("none", 0, n))
+        np.testing.assert_array_equal(base, none)
+        blocked = layer_logits(vlm, requests_[:2], knockout=Knockout.cumulative("report", 0, n))
+        assert np.abs(blocked[:, -1] - base[:2, -1]).max() > 1e-4  # blocking the report changes the answer logits
+        np.testing.assert_array_equal(blocked[:, :1], base[:2, :1])  # the embeddings are untouched
+    finally:
+        vlm.model.set_attn_implementation("sdpa")
+
+
+def test_knockout_at_every_layer_equals_masking_the_report_out_of_the_input(vlm, requests_):
+    """Scope non-image at all layers: no later position reads the report, exactly as if its attention-mask
+    entries were 0 (image tokens precede the report, so they never read it)."""
+    n = len(decoder_parts(vlm.model)["layers"])
+    reqs = requests_[:2]
+    blocked = layer_logits(vlm, reqs, knockout=Knockout.cumulative("report", 0, n, scope="non_image"))
+    parts = decoder_parts(vlm.model)
+    ids = [vlm.families.yes_id, vlm.families.no_id]
+    for k, r in enumerate(reqs):
+        batch = vlm._encode([vlm.render(r)], [r.image])
+        mask = batch["attention_mask"].clone()
+        mask[0, torch.as_tensor(token_spans(vlm, r)["report"])] = 0
+        with torch.no_grad():
+            logits = vlm.model(**{**batch, "attention_mask": mask}, use_cache=False).logits[0, -1, ids]
+        np.testing.assert_allclose(blocked[k, -1], logits.numpy(), atol=1e-5)
+        assert parts["norm"] is not None
+
+
+def test_single_layer_knockout_leaves_earlier_layers_alone(vlm, requests_):
+    base = layer_logits(vlm, requests_[:2])
+    one = layer_logits(vlm, requests_[:2], knockout=Knockout.single("report", 1))
+    np.testing.assert_array_equal(one[:, :2], base[:, :2])
+    assert np.abs(one[:, 2:] - base[:, 2:]).max() > 0
+
+
+def test_bad_knockouts_raise(vlm, requests_):
+    with pytest.raises(ValueError, match="span"):
+        Knockout("everything", (0,))
+    with pytest.raises(ValueError, match="scope"):
+        Knockout("report", (0,), scope="all")
+    with pytest.raises(ValueError, match="outside"):
+        layer_logits(vlm, requests_[:1], knockout=Knockout.single("report", 9))
