@@ -46,6 +46,7 @@ import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.book import figures
 from shovir_core.tables import modalens as mt
 from shovir_core.tables import modalens_appb as mb
 from shovir_core.tables.part_e import paper_beside
@@ -210,17 +211,21 @@ if "tiny_distance" in trials:
     assert tiny.values["dist.n_pairs"] == len(trials["tiny_distance"]) and tiny.values["dist.embedding_dim"] > 2
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+fig, axes = plt.subplots(1, 2, figsize=figures.column_figsize(4.2))
 sns.histplot(distances, x="distance", bins=30, ax=axes[0])
-axes[0].set_title(f"A: centred cosine distance ({primary_model})")
-axes[0].set_xlabel("cosine distance of the two images' embeddings")
+axes[0].set_title("A: centred cosine distance")
+axes[0].set_xlabel("cosine distance of the pair")
 axes[0].set_ylabel("pairs")
 sns.pointplot(byq.frame, x="quartile", y="flip_rate", hue="report", ax=axes[1], errorbar=None)
-axes[1].set_title("B: one-question flip rate by distance quartile")
+axes[1].set_title("B: flip rate by distance quartile")
 axes[1].set_xlabel("distance quartile (1 = closest)")
 axes[1].set_ylabel("flip rate")
-fig.suptitle("Appendix B (demo, template reports)")
 fig.tight_layout()
+book.show(fig, runs=runs, name="ml-appb-distance",
+          caption=f"Appendix B ({profile}, {primary_model}): A, the centred cosine distance between the two images' "
+                  "embeddings over all pairs; B, the one-question flip rate per distance quartile, report present "
+                  "and absent.",
+          alt="Left: histogram of pair distances. Right: flip rate per distance quartile, one line per report arm.")
 
 # %% [markdown]
 # ## The paper's consistency checks beside this run

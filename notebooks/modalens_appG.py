@@ -47,6 +47,7 @@ import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.book import figures
 from shovir_core.tables import modalens_appg as g
 from shovir_core.tables.part_e import paper_beside
 
@@ -199,18 +200,22 @@ if primary_w is not None:
 book.glue_values("ml.g", v17, runs=runs)
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=figures.column_figsize(5.2), sharey=True)
 sns.barplot(t17.frame, y="finding", x="aligned_change", hue="report", ax=axes[0])
 axes[0].axvline(0, color="grey", lw=1)
-axes[0].set_title("A: mean target-aligned change per question")
+axes[0].set_title("A: mean aligned change")
 axes[0].set_xlabel("y_d (m_d − m_c), logit units")
 axes[0].set_ylabel("")
 sns.barplot(t17.frame, y="finding", x="share_aligned", hue="report", ax=axes[1], legend=False)
 axes[1].axvline(0.5, color="grey", ls="--", lw=1)
-axes[1].set_title("B: share of trials moving towards the substitute's label")
+axes[1].set_title("B: share moving towards y_d")
 axes[1].set_xlabel("share > 0")
-fig.suptitle(f"Figure 4 (demo, {primary_model}, template reports): label-changed trials")
 fig.tight_layout()
+book.show(fig, runs=runs, name="ml-appg-fig4",
+          caption=f"Figure 4 ({profile}, {primary_model}): on label-changed trials, A, the mean target-aligned margin "
+                  "change y_d (m_d − m_c) per question and B, the share of trials whose margin moves towards the "
+                  "substitute's label, report present and absent.",
+          alt="Two horizontal bar charts per finding, one bar per report arm: mean aligned change and share above 0.")
 
 # %% [markdown]
 # Averaged over label-changed trials the margin moves towards the substitute's label by

@@ -43,6 +43,7 @@ reproduces_paper = False
 import matplotlib.pyplot as plt
 
 from shovir_core import book
+from shovir_core.book import figures
 from shovir_core.tables import modalens_appn as an
 
 runs = book.load_runs("modalens_appN", profile=profile, run_ids=run_ids)
@@ -98,21 +99,25 @@ book.glue_values("mln.lens", lv, runs=runs)
 
 # %%
 frame = lens.frame
-fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+fig, axes = plt.subplots(1, 3, figsize=figures.column_figsize(3.6))
 for arm, style in (("present", "-o"), ("absent", "--s")):
     f = frame[frame["arm"] == arm]
     axes[0].plot(f["layer"], f["disagreement"], style, label=f"report {arm}")
     axes[1].plot(f["layer"], f["mean_abs_delta_margin"], style, label=f"report {arm}")
     axes[2].plot(f["layer"], f["agreement_final"], style, label=f"report {arm}")
     axes[2].axhline(f["majority_floor"].iloc[0], ls=":", lw=1, color=axes[2].lines[-1].get_color())
-axes[0].set_title("Figure 6: projected disagreement c vs d")
-axes[1].set_title("Figure 3A: mean |Δ projected margin|")
-axes[2].set_title("Figure 3B: agreement with final answer (dotted: majority floor)")
+axes[0].set_title("A: disagreement c vs d")
+axes[1].set_title("B: mean |Δ margin|")
+axes[2].set_title("C: agreement with final")
 for ax in axes:
-    ax.set_xlabel("layer (0 = embeddings)")
-    ax.legend()
-fig.suptitle(f"Logit lens ({model}, {profile})")
+    ax.set_xlabel("layer")
+axes[0].legend(fontsize=9)
 fig.tight_layout()
+book.show(fig, runs=runs, name="ml-appn-lens",
+          caption=f"Logit lens ({model}, {profile}) per layer (0 = embeddings): A, share of trials whose projected "
+                  "answers on the two images disagree (Figure 6); B, mean |Δ projected margin| (Figure 3A); C, "
+                  "agreement of the projected answer with the final answer, dotted: the majority floor (Figure 3B).",
+          alt="Three line charts over layers, one line per report arm (present solid, absent dashed).")
 
 # %% [markdown]
 # With the report the projected answers of the two images disagree on at most
@@ -163,7 +168,7 @@ book.glue_values("mln.ko", kv, runs=runs)
 book.glue_values("mln.ko_base", bv, runs=runs)
 
 # %%
-fig, ax = plt.subplots(figsize=(8, 4.5))
+fig, ax = plt.subplots(figsize=figures.column_figsize(4.5))
 for arm, f in ko.frame.groupby("arm", sort=False):
     ax.errorbar(f["start_layer"], f["flip_rate"], yerr=[f["flip_rate"] - f["lo"], f["hi"] - f["flip_rate"]],
                 marker="o", capsize=3, label=arm)
@@ -171,9 +176,13 @@ ax.axhline(bv["present.flip_rate"], color="black", lw=1, label="no knockout, rep
 ax.axhline(bv["absent.flip_rate"], color="black", lw=1, ls="--", label="report absent")
 ax.set_xlabel("knockout start layer (cumulative to the last layer)")
 ax.set_ylabel("flip rate")
-ax.set_title(f"Figure 7: attention knockout ({model}, {profile}, one-question design)")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))
 fig.tight_layout()
+book.show(fig, runs=runs, name="ml-appn-knockout",
+          caption=f"Figure 7 ({model}, {profile}, one-question design): flip rate when attention to a span is "
+                  "blocked from the start layer to the last, per arm, with patient-clustered intervals; solid and "
+                  "dashed lines: no knockout with and without the report.",
+          alt="Flip rate against knockout start layer, one line with error bars per blocked span.")
 
 # %% [markdown]
 # On the one-question trials the flip rate is {glue:text}`mln.ko_base.present.flip_rate:.2%` with the

@@ -42,6 +42,7 @@ import seaborn as sns
 from shovir_core import book
 from shovir_core.book import figures
 from shovir_core.tables import modalens as mt
+from shovir_core.tables import modalens_appg as appg
 from shovir_core.tables import paper_vs_run as pvr
 
 runs = book.load_runs("modalens_figures", profile=profile, run_ids=run_ids)
@@ -116,11 +117,15 @@ book.glue_values("ml", by_finding_table.values, runs=runs)
 #
 # ## Validation: the measured report effect follows the known anchoring
 #
-# `ref-anchored@w` answers from `w × (report evidence) + (1 − w) × (image evidence)` with the report
-# present and from the image evidence alone without it. Its behaviour is known by construction:
-# with w = 1 the answer with the report ignores the image, so no swap flips it; with w = 0 the
-# report is ignored, so present and absent are identical; in between, the report-present flip
-# rate falls as w grows while the report-absent rate does not depend on w. `ref-blind-prior`
+# `ref-anchored@w` answers, with the report present, from the report on a share w of the
+# (report, question) pairs -- chosen by a hash of the report and the question, the same on both
+# images -- and from its image CNN on the rest; without the report, from the image alone. Its
+# behaviour is known by construction: with w = 1 no swap flips an answer; with w = 0 present and
+# absent are identical; in between, a report-present trial flips exactly when it takes the image
+# branch and the report-absent trial flips, so the report-present flip rate is (1 − w) times the
+# report-absent one in expectation and falls monotonically along the sweep (the gate is nested in
+# w), while the report-absent rate does not depend on w. The page checks the branch identity trial
+# by trial at every w. `ref-blind-prior`
 # ignores both image and report, so no swap flips it. The run must reproduce all of that; the sweep
 # uses a smaller subset of the same cohort ({glue:text}`ml.validation.n_patients` patients,
 # {glue:text}`ml.validation.n_trials` all-14 trials per arm); {numref}`fig-ml-validation` plots it.
@@ -138,6 +143,9 @@ assert sweep.loc[0.0, "present_equals_absent"], "w = 0: report present == report
 assert sweep.loc[0.0, "fr_present"] == sweep.loc[0.0, "fr_absent"]
 assert sweep["fr_present"].is_monotonic_decreasing, "report-present flip rate non-increasing in w"
 assert sweep["fr_absent"].nunique() == 1, "report-absent flip rate does not depend on w"
+for w, (present_w, absent_w) in pairs.items():  # the planted gate, trial by trial
+    gate = appg.anchoring_gate_check(present_w, absent_w, w=w)
+    assert gate["holds"], f"w = {w}: {gate}"
 assert blind["fr_present"] == 0.0 and blind["fr_absent"] == 0.0, "blind prior: swap flip rate 0"
 assert sweep["n_trials"].nunique() == 1 and blind["n_trials"] == sweep["n_trials"].iloc[0], "one sweep cohort"
 book.glue("ml.validation.n_trials", int(sweep["n_trials"].iloc[0]), runs=runs)

@@ -103,7 +103,10 @@ fig = dot_interval(t18.frame, label="arm", estimate="flip_rate", lo="flip_rate_l
                    title="Text-content controls (one-question, ref-anchored@0.5, demo)",
                    xlabel="flip rate (%), 95% patient-clustered interval",
                    reference=v["tc.full.flip_rate"], reference_label="full report")
-book.show(fig, runs=runs)
+book.show(fig, runs=runs, name="ml-fig5-text-controls",
+          caption=f"Figure 5 ({profile}): one-question flip rate per report condition with 95% patient-clustered "
+                  "intervals; the vertical line is the full report.",
+          alt="Dot-and-interval plot, one row per report condition, flip rate on the horizontal axis.")
 
 # %% [markdown]
 # ## Validation: `ref-report-reader` follows the rewritten text

@@ -23,7 +23,9 @@ def dot_interval(frame: pd.DataFrame, *, label: str, estimate: str, lo: str, hi:
     df = frame.reset_index(drop=True)
     groups = list(dict.fromkeys(df[group])) if group else [None]
     labels = list(dict.fromkeys(df[label]))
-    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(labels) * max(1, len(groups)) ** 0.5 + 1.5))
+    from .figures import COLUMN_WIDTH_IN
+
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 0.45 * len(labels) * max(1, len(groups)) ** 0.5 + 1.5))
     offsets = np.linspace(-0.2, 0.2, len(groups)) if len(groups) > 1 else [0.0]
     colours = plt.get_cmap("tab10").colors
     for k, (g, off) in enumerate(zip(groups, offsets)):
@@ -41,6 +43,6 @@ def dot_interval(frame: pd.DataFrame, *, label: str, estimate: str, lo: str, hi:
     ax.set_xlabel(xlabel)
     ax.set_title(title)
     if group or reference is not None:
-        ax.legend(loc="best", fontsize=8)
+        ax.legend(loc="best", fontsize=9)
     fig.tight_layout()
     return fig

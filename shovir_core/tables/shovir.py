@@ -27,7 +27,7 @@ Choices where the paper is silent (ShoViR §3.4 names the metrics, not these det
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,7 @@ from .result import TableResult, frame_of, run_ids_of
 __all__ = [
     "trials_of", "image_level", "table1", "table1_beside_paper", "per_class", "mu_f1_curves",
     "shortcut_items", "shortcut_metrics", "per_class_across_models", "paper_table1", "external_metric_status",
-    "TABLE1_METRICS", "UNCERTAIN", "run_counts", "doco_counts", "key_part", "paper_figures", "text_convention",
+    "TABLE1_METRICS", "UNCERTAIN", "pipeline_check", "run_counts", "doco_counts", "key_part", "paper_figures", "text_convention",
 ]
 
 TABLE1_METRICS = ("f1_14_micro", "f1_5_micro", "f1_radgraph", "green", "bleu1", "bleu4", "rouge_l")
@@ -188,6 +188,35 @@ def _table1_frame(il: pd.DataFrame) -> pd.DataFrame:
 def _table1_result(frame: pd.DataFrame, values: dict, caption: str, run_ids=()) -> TableResult:
     return TableResult(frame, values=values, metrics={col: col[1] for col in frame.columns},
                        labels=dict(_ARM_LABELS), caption=caption, na_rep="unavailable", run_ids=run_ids)
+
+
+def pipeline_check(trials: pd.DataFrame, models: Sequence[str]) -> TableResult:
+    """What a pipeline-only model (a random-weight transformer) produced: reports per condition,
+    distinct reports, mean length in characters and the share of reports with any positive label.
+
+    Such a model shows that the pipeline runs end to end through a real chat template; its F1 is 0
+    by construction, so it is reported here instead of as a Table 1 row. ``values``:
+    ``pipeline.<model>.n_reports`` / ``.n_distinct`` / ``.share_positive``.
+    """
+    rows, values = [], {}
+    sub = trials[trials["model"].isin(list(models))]
+    if sub.empty:
+        raise ValueError(f"pipeline_check: no trials of {list(models)}")
+    pred = [f"pred.{c}" for c in CHEXPERT_CLASSES]
+    for (model, cond), g in sub.groupby(["model", "condition"], sort=False):
+        text = g["generated"].fillna("")
+        rows.append({"model": model, "condition": cond, "n_reports": int(len(g)), "n_distinct": int(text.nunique()),
+                     "mean_chars": float(text.str.len().mean()),
+                     "share_positive": float((g[pred] == 1.0).any(axis=1).mean())})
+    for model, g in pd.DataFrame(rows).groupby("model"):
+        values[f"pipeline.{key_part(model)}.n_reports"] = int(g["n_reports"].sum())
+        values[f"pipeline.{key_part(model)}.n_distinct"] = int(g["n_distinct"].sum())
+    frame = pd.DataFrame(rows)
+    return TableResult(frame, values, metrics={"n_reports": "count", "n_distinct": "count", "mean_chars": "count",
+                                               "share_positive": "share"},
+                       labels={"n_reports": "reports", "n_distinct": "distinct reports", "mean_chars": "mean length (chars)",
+                               "share_positive": "reports with a positive finding"}, index=("model", "condition"),
+                       caption="Pipeline check: what the random-weight transformer generated.")
 
 
 def table1(trials: pd.DataFrame, *, uncertain: str = "negative") -> TableResult:
@@ -404,14 +433,20 @@ def shortcut_metrics(trials: pd.DataFrame, *, p: float = 1.0, n_draws: int = 200
                                f"{level:.0%} percentile bootstrap intervals.")
 
 
-def per_class_across_models(per_class_table, *, p: float = 1.0) -> TableResult:
+def per_class_across_models(per_class_table, *, p: float = 1.0, exclude_models: Sequence[str] = ()) -> TableResult:
     """Figure 3(b): per-class F1 averaged across models for Baseline, RO, OCO and DOCO at ``p``.
+
+    ``exclude_models``: models left out of the average (the demo's random-weight pipeline check,
+    whose reports carry no findings, would drag every class mean towards 0).
 
     ``Baseline`` is OCO at p = 0 (the clean image on the OCO subset, as in the authors'
     code). Columns: ``class, condition, f1_mean, f1_sd, n_models``. ``values``:
     ``fig3b.<class>.<condition>`` (mean F1, where defined).
     """
     t = frame_of(per_class_table)
+    t = t[~t["model"].isin(list(exclude_models))]
+    if t.empty:
+        raise ValueError(f"per_class_across_models: no model left after excluding {list(exclude_models)}")
     base = t[(t["condition"] == _OCO) & np.isclose(t["p"], 0.0)].assign(condition=_BASELINE)
     at_p = t[t["condition"].isin(list(_DISEASE)) & np.isclose(t["p"], p)]
     both = pd.concat([base, at_p], ignore_index=True)
