@@ -182,9 +182,7 @@ book.glue_values("ml.g", v16, runs=runs)
 
 # %% tags=["nbval-check-output"]
 t17 = g.aligned_by_finding(P, A, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-wide = t17.frame.pivot(index="finding", columns="report", values=["aligned_change", "share_aligned"]).round(3)
-wide[("label-changed trials", "")] = t17.frame.groupby("finding")["n"].first()
-book.show(wide, runs=runs)
+book.show(t17, runs=runs, name="ml-appg-t17")
 
 # %%
 v17 = t17.values

@@ -260,6 +260,9 @@ def _stack_column_levels(frame: pd.DataFrame, metrics: dict, labels: Mapping | N
             if g not in frame.columns.get_level_values(0):
                 continue
             row = frame.loc[idx, g]
+            if not isinstance(row, pd.Series):  # a group with one inner column selects a scalar
+                inner_of_g = [c[1] for c in frame.columns if c[0] == g]
+                row = pd.Series([row], index=inner_of_g[:1])
             shown = labels.get(g, g)
             keys.append(((*idx,) if isinstance(idx, tuple) else (idx,)) + (shown,) if has_index else (shown,))
             rows.append(row.reindex(inner))
