@@ -343,6 +343,8 @@ def _blank_repeats(text: pd.DataFrame, n_keys: int) -> pd.DataFrame:
 def _list_table(text: pd.DataFrame, *, caption: str, label: str | None, record_cols: set[int],
                 numeric_cols: set[int]) -> str:
     title = _escape(caption).replace("\u00a0", "") if caption else ""
+    if not len(text):  # a list-table needs a body: say there is nothing instead
+        return f"{title + ': ' if title else ''}*no rows* (nothing of this kind in this run)."
     lines = [("````{list-table} " + title).rstrip(), ":header-rows: 1"]
     if label:
         lines.append(f":name: {label}")
