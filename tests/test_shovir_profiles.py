@@ -100,10 +100,10 @@ def test_profile_makes_its_records_end_to_end(profile, environment):
     for key in ("libra-v1", "llava-rad", "radialog"):
         assert made[key].manifest["model"]["upstream"]["kind"] == "checkout"
     trials = sv.trials_of(made)
-    table = sv.table1(trials)
+    table = sv.table1(trials).frame
     assert list(table.index) == list(made)
     values = table.xs("f1_14_micro", axis=1, level=1)[["Baseline", "FullNoise"]].to_numpy()
     assert np.isfinite(values).all() and ((values >= 0) & (values <= 1)).all()
     assert set(sv.external_metric_status(table)) == {"f1_radgraph", "green"}
-    curves = sv.mu_f1_curves(sv.per_class(trials))
+    curves = sv.mu_f1_curves(sv.per_class(trials)).frame
     assert set(curves["model"]) == set(made) and set(curves["p"]) == {0.0, 1.0}

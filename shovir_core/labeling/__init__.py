@@ -47,7 +47,7 @@ LABELLERS: dict[str, Callable[..., object]] = {
 """Labeller name -> factory (keyword options). A labeller has ``name`` and ``label(texts)``."""
 
 _AVAILABILITY: dict[str, Callable[[], tuple[bool, str]]] = {"chexbert": chexbert_availability}
-_CACHE: dict[str, object] = {}
+_CACHE: dict[tuple, object] = {}
 
 
 def register_labeller(name: str, factory: Callable[..., object], *,
@@ -56,7 +56,8 @@ def register_labeller(name: str, factory: Callable[..., object], *,
     if name in LABELLERS and not replace:
         raise ValueError(f"labeller {name!r} is already registered (pass replace=True)")
     LABELLERS[name] = factory
-    _CACHE.pop(name, None)
+    for key in [k for k in _CACHE if k[0] == name]:
+        _CACHE.pop(key)
     if availability is not None:
         _AVAILABILITY[name] = availability
 
@@ -70,14 +71,21 @@ def labeller_availability(name: str) -> tuple[bool, str]:
 
 
 def get_labeller(name: str = "rules", **options):
-    """An instance of labeller ``name``; default-option instances are built once and reused."""
+    """An instance of labeller ``name``; default-option instances are built once and reused.
+
+    The reuse is keyed by the ``SHOVIR_*`` environment the defaults read (e.g. the CheXbert weights
+    path), so pointing them elsewhere, or unsetting them, builds (or fails to build) a new one.
+    """
+    import os
+
     if name not in LABELLERS:
         raise KeyError(f"unknown labeller {name!r}; registered: {sorted(LABELLERS)}")
     if options:
         return LABELLERS[name](**options)
-    if name not in _CACHE:
-        _CACHE[name] = LABELLERS[name]()
-    return _CACHE[name]
+    key = (name, tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("SHOVIR_CHEXBERT"))))
+    if key not in _CACHE:
+        _CACHE[key] = LABELLERS[name]()
+    return _CACHE[key]
 
 
 def label_reports(texts: Iterable[str] | pd.Series, *, labeller: str = "rules", **options) -> pd.DataFrame:
