@@ -80,9 +80,9 @@ book.glue("sv.t1.pipeline_only", ", ".join(pipeline_only) or "none", runs=runs)
 
 # %% [markdown]
 # The random-weight transformer ({glue:text}`sv.t1.pipeline_only`) shows that generation runs end to
-# end through a real chat template; its reports carry no findings by construction, so it is shown in
-# the pipeline check above and left out of Table 1 (and of the cross-model averages of the next
-# chapter), where an F1 of 0 would say nothing.
+# end through a real chat template; its reports are random text, whose labels (last column) have
+# nothing to do with the image, so it is shown in the pipeline check above and left out of Table 1
+# (and of the cross-model averages of the next chapter), where its F1 of 0 would say nothing.
 
 # %%
 unavailable = sv.external_metric_status(table)

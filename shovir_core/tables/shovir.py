@@ -194,8 +194,9 @@ def pipeline_check(trials: pd.DataFrame, models: Sequence[str]) -> TableResult:
     """What a pipeline-only model (a random-weight transformer) produced: reports per condition,
     distinct reports, mean length in characters and the share of reports with any positive label.
 
-    Such a model shows that the pipeline runs end to end through a real chat template; its F1 is 0
-    by construction, so it is reported here instead of as a Table 1 row. ``values``:
+    Such a model shows that the pipeline runs end to end through a real chat template; its reports
+    are random text (their labels have nothing to do with the image), so it is reported here instead
+    of as a Table 1 row. ``values``:
     ``pipeline.<model>.n_reports`` / ``.n_distinct`` / ``.share_positive``.
     """
     rows, values = [], {}
