@@ -49,7 +49,7 @@ from shovir_core import book
 from shovir_core.book import figures
 from shovir_core.tables import modalens as mt
 from shovir_core.tables import modalens_appb as mb
-from shovir_core.tables.part_e import paper_beside
+from shovir_core.book.paper_section import paper_section
 
 runs = book.load_runs("modalens_appB", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
@@ -238,18 +238,12 @@ book.show(checks.frame.set_index("check"), runs=primary_runs)
 # %%
 assert checks.values["part_e.run_holds"], "every identity the paper relies on holds on this run"
 book.glue_values("ml.b", checks.values, runs=primary_runs)
-vs_paper = paper_beside(values, mb.PAPER_KEYS).with_runs(primary_runs)
-book.show(vs_paper.frame.set_index("quantity").round(4), runs=primary_runs)
 
-# %%
-missing = sorted(set(mb.PAPER_KEYS) - set(vs_paper.frame["quantity"]))
-assert not missing, f"mapped App. B values without a run value: {missing}"
-if reproduces_paper:
-    vpp = vs_paper.frame.set_index("quantity")
-    for key in ("reg.z_distance.odds_ratio", "reg.report_present.odds_ratio", "byq.absent.q4_minus_q1_pp"):
-        assert vpp.loc[key, "within paper CI"] == 1.0, key
-for _, row in vs_paper.frame.iterrows():
-    book.glue(f"ml.b.paper.{row['quantity']}", row["paper"], runs=primary_runs)
+# %% tags=["nbval-check-output"]
+vs_paper, _ = paper_section("ml.b", values, mb.PAPER_KEYS, reproduces_paper=reproduces_paper, runs=primary_runs,
+                            name="ml-b-paper-vs-run",
+                            must_hold=("reg.z_distance.odds_ratio", "reg.report_present.odds_ratio",
+                                       "byq.absent.q4_minus_q1_pp"))
 
 # %% [markdown]
 # All {glue:text}`ml.b.part_e.n` identities hold on this run. In the demo profile the model, data

@@ -45,10 +45,10 @@ import numpy as np
 import pandas as pd
 
 from shovir_core import book
+from shovir_core.book.paper_section import paper_section
 from shovir_core.models.prompts import FRAMINGS
 from shovir_core.models.reference import FRAMING_DISCOUNT
 from shovir_core.tables import modalens_appD as appd
-from shovir_core.tables import modalens_arms as arms_t
 
 runs = book.load_runs("modalens_appD", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
@@ -241,24 +241,15 @@ book.glue_values("ml.d", vst, runs=runs)
 # differences fall inside the paper's intervals.
 
 # %% tags=["nbval-check-output"]
-values = {**v11, **vf, **vs, **vst}
-vs_paper_table = arms_t.paper_rows(values, appd.PAPER_KEYS).with_runs(runs)
-vs_paper = vs_paper_table.frame
-book.show(vs_paper_table.display(), runs=runs)
-audit_table = arms_t.audit_rows(appd.AUDIT_PREFIXES).with_runs(runs)
-audit = audit_table.frame
-book.show(audit_table.display(), runs=runs)
+vs_paper, audit_table = paper_section("ml.d", {**v11, **vf, **vs, **vst}, appd.PAPER_KEYS, reproduces_paper=reproduces_paper,
+                                      runs=runs, name="ml-d-paper-vs-run", audit_prefixes=appd.AUDIT_PREFIXES,
+                                      must_hold=("framing.lowercase.historical.vs_plain.diff_pp",
+                                                 "framing.lowercase.warning.vs_plain.diff_pp",
+                                                 "framing.lowercase.warning_minus_historical.diff_pp"))
 
 # %%
-assert len(vs_paper) == len(appd.PAPER_KEYS)
+audit = audit_table.frame
 assert (audit.loc["d.strata", "status"] == "passed") and (audit.loc["d.changed_pairs_split", "status"] == "passed")
-if reproduces_paper:
-    for key in ("framing.lowercase.historical.vs_plain.diff_pp", "framing.lowercase.warning.vs_plain.diff_pp",
-                "framing.lowercase.warning_minus_historical.diff_pp"):
-        assert vs_paper.loc[key, "within paper CI"] == 1.0, key
-book.glue_values("ml.d.paper", vs_paper["paper"].to_dict(), runs=runs)
-book.glue("ml.d.audit.n_checks", int(len(audit)), runs=runs)
-book.glue("ml.d.audit.n_flagged", int((audit["status"] == "flagged").sum()), runs=runs)
 
 # %% [markdown]
 # {glue:text}`ml.d.audit.n_checks` audit checks concern this appendix; {glue:text}`ml.d.audit.n_flagged`

@@ -42,9 +42,9 @@ reproduces_paper = False
 import numpy as np
 
 from shovir_core import book
+from shovir_core.book.paper_section import paper_section
 from shovir_core.data.mimic_manual import load_manual_labels
 from shovir_core.labeling.second_reader import simulate_second_reader, study_codes
-from shovir_core.tables import modalens as mt
 from shovir_core.tables import modalens_appE as te
 from shovir_core.tables.appendix_checks import appendix_checks
 
@@ -127,14 +127,8 @@ book.glue_values("mle.planted", {"agreement": planted["agreement"], "kappa": pla
 # %% tags=["nbval-check-output"]
 checks = appendix_checks("Appendix E")
 book.show(checks, runs=runs)
-vs_paper_table = mt.paper_comparison(v12, keys=te.PAPER_KEYS).with_runs(runs)
-vs_paper = vs_paper_table.frame
-book.show(vs_paper_table.display(), runs=runs)
+vs_paper, _ = paper_section("mle", v12, te.PAPER_KEYS, reproduces_paper=reproduces_paper, runs=runs,
+                            name="ml-e-paper-vs-run", must_hold=("t12.agreement",))
 
 # %%
 assert (checks["status"] == "passed").all()
-assert len(vs_paper) == len(te.PAPER_KEYS)
-if reproduces_paper:
-    assert vs_paper.loc["t12.agreement", "within paper CI"] == 1.0
-for key, row in vs_paper.iterrows():
-    book.glue(f"mle.paper.{key}", row["paper"], runs=runs)

@@ -43,8 +43,8 @@ reference_validation = True  # the primary model is a reference model and its pl
 import numpy as np
 
 from shovir_core import book
+from shovir_core.book.paper_section import paper_section
 from shovir_core.tables import modalens_appH as apph
-from shovir_core.tables import modalens_arms as arms_t
 
 runs = book.load_runs("modalens_appH", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
@@ -142,23 +142,15 @@ if len(tiny) == 4:
 # audit rows without a run counterpart.
 
 # %% tags=["nbval-check-output"]
-values = {**v1, **v14, **vpf}
-vs_paper_table = arms_t.paper_rows(values, apph.PAPER_KEYS).with_runs(runs)
-vs_paper = vs_paper_table.frame
-book.show(vs_paper_table.display(), runs=runs)
-audit_table = arms_t.audit_rows(apph.AUDIT_PREFIXES).with_runs(runs)
-audit = audit_table.frame
-book.show(audit_table.display(), runs=runs)
+vs_paper, audit_table = paper_section("ml.h", {**v1, **v14, **vpf}, apph.PAPER_KEYS, reproduces_paper=reproduces_paper,
+                                      runs=runs, name="ml-h-paper-vs-run", audit_prefixes=apph.AUDIT_PREFIXES,
+                                      must_hold=("h.oneq.P.tf_minus_if.diff_pp",
+                                                 "h.all14.P.tf_minus_if.diff_pp",
+                                                 "h.all14.tf.A_minus_P.diff_pp"))
 
 # %%
-assert len(vs_paper) == len(apph.PAPER_KEYS)
+audit = audit_table.frame
 assert audit.loc["t2.oneq.tf_P_count", "status"] == "passed", "Part E item 17"
-if reproduces_paper:
-    for key in ("h.oneq.P.tf_minus_if.diff_pp", "h.all14.P.tf_minus_if.diff_pp", "h.all14.tf.A_minus_P.diff_pp"):
-        assert vs_paper.loc[key, "within paper CI"] == 1.0, key
-book.glue_values("ml.h.paper", vs_paper["paper"].to_dict(), runs=runs)
-book.glue("ml.h.audit.n_checks", int(len(audit)), runs=runs)
-book.glue("ml.h.audit.n_flagged", int((audit["status"] == "flagged").sum()), runs=runs)
 
 # %% [markdown]
 # {glue:text}`ml.h.audit.n_checks` audit checks concern the order analysis;

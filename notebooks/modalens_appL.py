@@ -41,9 +41,9 @@ reference_validation = True  # the primary model is a reference model and its pl
 import numpy as np
 
 from shovir_core import book
+from shovir_core.book.paper_section import paper_section
 from shovir_core.protocols import modalens as ml
 from shovir_core.tables import modalens_appL as appl
-from shovir_core.tables import modalens_arms as arms_t
 
 runs = book.load_runs("modalens_appL", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
@@ -134,23 +134,15 @@ else:  # the primary model is not a reference model: its planted checks do not a
 # ## Paper vs this run, and the audit's checks
 
 # %% tags=["nbval-check-output"]
-values = {**v, **va}
-vs_paper_table = arms_t.paper_rows(values, appl.PAPER_KEYS).with_runs(runs)
-vs_paper = vs_paper_table.frame
-book.show(vs_paper_table.display(), runs=runs)
-audit_table = arms_t.audit_rows(appl.AUDIT_PREFIXES).with_runs(runs)
-audit = audit_table.frame
-book.show(audit_table.display(), runs=runs)
+vs_paper, audit_table = paper_section("ml.l", {**v, **va}, appl.PAPER_KEYS, reproduces_paper=reproduces_paper,
+                                      runs=runs, name="ml-l-paper-vs-run", audit_prefixes=appl.AUDIT_PREFIXES,
+                                      must_hold=("l.alt.P_minus_A.diff_pp",
+                                                 "l.default.P_minus_A.diff_pp",
+                                                 "l.template_x_report.interaction_pp"))
 
 # %%
-assert len(vs_paper) == len(appl.PAPER_KEYS)
+audit = audit_table.frame
 assert audit.loc["l.interaction", "status"] == "passed", "Part E item 23"
-if reproduces_paper:
-    for key in ("l.alt.P_minus_A.diff_pp", "l.default.P_minus_A.diff_pp", "l.template_x_report.interaction_pp"):
-        assert vs_paper.loc[key, "within paper CI"] == 1.0, key
-book.glue_values("ml.l.paper", vs_paper["paper"].to_dict(), runs=runs)
-book.glue("ml.l.audit.n_checks", int(len(audit)), runs=runs)
-book.glue("ml.l.audit.n_flagged", int((audit["status"] == "flagged").sum()), runs=runs)
 
 # %% [markdown]
 # {glue:text}`ml.l.audit.n_checks` audit checks concern Appendix L; {glue:text}`ml.l.audit.n_flagged`

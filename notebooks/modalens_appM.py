@@ -41,9 +41,9 @@ reference_validation = True  # the primary model is a reference model and its pl
 import numpy as np
 
 from shovir_core import book
+from shovir_core.book.paper_section import paper_section
 from shovir_core.models.prompts import INSTRUCTIONS
 from shovir_core.tables import modalens_appM as appm
-from shovir_core.tables import modalens_arms as arms_t
 
 runs = book.load_runs("modalens_appM", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
@@ -163,24 +163,15 @@ else:  # the primary model is not a reference model: its planted checks do not a
 # ## Paper vs this run, and the audit's checks
 
 # %% tags=["nbval-check-output"]
-values = {**v, **vsh, **vu}
-vs_paper_table = arms_t.paper_rows(values, appm.PAPER_KEYS).with_runs(runs)
-vs_paper = vs_paper_table.frame
-book.show(vs_paper_table.display(), runs=runs)
-audit_table = arms_t.audit_rows(appm.AUDIT_PREFIXES).with_runs(runs)
-audit = audit_table.frame
-book.show(audit_table.display(), runs=runs)
+vs_paper, audit_table = paper_section("ml.m", {**v, **vsh, **vu}, appm.PAPER_KEYS, reproduces_paper=reproduces_paper,
+                                      runs=runs, name="ml-m-paper-vs-run", audit_prefixes=appm.AUDIT_PREFIXES,
+                                      must_hold=("m.order.lowercase.order_x_report.interaction_pp",
+                                                 "m.unc.flip.A_minus_P_pp",
+                                                 "m.unc.P_unc.substitution_effect_pp"))
 
 # %%
-assert len(vs_paper) == len(appm.PAPER_KEYS)
+audit = audit_table.frame
 assert audit.loc["m.order_gap", "status"] == "passed", "Part E item 22"
-if reproduces_paper:
-    for key in ("m.order.lowercase.order_x_report.interaction_pp", "m.unc.flip.A_minus_P_pp",
-                "m.unc.P_unc.substitution_effect_pp"):
-        assert vs_paper.loc[key, "within paper CI"] == 1.0, key
-book.glue_values("ml.m.paper", vs_paper["paper"].to_dict(), runs=runs)
-book.glue("ml.m.audit.n_checks", int(len(audit)), runs=runs)
-book.glue("ml.m.audit.n_flagged", int((audit["status"] == "flagged").sum()), runs=runs)
 
 # %% [markdown]
 # {glue:text}`ml.m.audit.n_checks` audit checks concern Appendix M; {glue:text}`ml.m.audit.n_flagged`

@@ -39,7 +39,7 @@ reference_validation = True  # the records include the reference models' arms (d
 import numpy as np
 
 from shovir_core import book
-from shovir_core.tables import modalens_arms as arms_t
+from shovir_core.book.paper_section import paper_section
 from shovir_core.tables import modalens_s41 as s41
 
 runs = book.load_runs("modalens_s41", profile=profile, run_ids=run_ids)
@@ -114,24 +114,15 @@ else:  # the primary model is not a reference model: its planted checks do not a
 # ## Paper vs this run, and the audit's checks
 
 # %% tags=["nbval-check-output"]
-values = {**vd, **vs}
-vs_paper_table = arms_t.paper_rows(values, s41.PAPER_KEYS).with_runs(runs)
-vs_paper = vs_paper_table.frame
-book.show(vs_paper_table.display(), runs=runs)
-audit_table = arms_t.audit_rows(s41.AUDIT_PREFIXES).with_runs(runs)
-audit = audit_table.frame
-book.show(audit_table.display(), runs=runs)
+vs_paper, audit_table = paper_section("ml.s41", {**vd, **vs}, s41.PAPER_KEYS, reproduces_paper=reproduces_paper,
+                                      runs=runs, name="ml-s41-paper-vs-run", audit_prefixes=s41.AUDIT_PREFIXES,
+                                      must_hold=("s41.f13.lowercase.A_minus_P.diff_pp",
+                                                 "s41.f13.generated.A_minus_P.diff_pp"))
 
 # %%
-assert len(vs_paper) == len(s41.PAPER_KEYS)
+audit = audit_table.frame
 assert audit.loc["g.seed.max_change", "status"] == "passed" and audit.loc["t15.diff", "status"] == "passed", \
     "Part E items 16 and 19"
-if reproduces_paper:
-    for key in ("s41.f13.lowercase.A_minus_P.diff_pp", "s41.f13.generated.A_minus_P.diff_pp"):
-        assert vs_paper.loc[key, "within paper CI"] == 1.0, key
-book.glue_values("ml.s41.paper", vs_paper["paper"].to_dict(), runs=runs)
-book.glue("ml.s41.audit.n_checks", int(len(audit)), runs=runs)
-book.glue("ml.s41.audit.n_flagged", int((audit["status"] == "flagged").sum()), runs=runs)
 
 # %% [markdown]
 # {glue:text}`ml.s41.audit.n_checks` audit checks concern these companions;

@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 
 from shovir_core import book
+from shovir_core.book.paper_section import paper_section
 from shovir_core.book.interval_plot import dot_interval
-from shovir_core.tables import modalens_arms as arms_t
 from shovir_core.tables import modalens_text_controls as tct
 
 runs = book.load_runs("modalens_text_controls", profile=profile, run_ids=run_ids)
@@ -164,22 +164,15 @@ else:  # no reference-model arms in this profile: the validation is not run here
 # ## Paper vs this run, and the audit's checks
 
 # %% tags=["nbval-check-output"]
-vs_paper_table = arms_t.paper_rows(v, tct.PAPER_KEYS).with_runs(runs)
-vs_paper = vs_paper_table.frame
-book.show(vs_paper_table.display(), runs=runs)
-audit_table = arms_t.audit_rows(tct.AUDIT_PREFIXES).with_runs(runs)
-audit = audit_table.frame
-book.show(audit_table.display(), runs=runs)
+vs_paper, audit_table = paper_section("ml.tc", v, tct.PAPER_KEYS, reproduces_paper=reproduces_paper,
+                                      runs=runs, name="ml-tc-paper-vs-run", audit_prefixes=tct.AUDIT_PREFIXES,
+                                      must_hold=("tc.removed_vs_absent.diff_pp",
+                                                 "tc.findings_only.vs_full.diff_pp",
+                                                 "tc.impression_only.vs_full.diff_pp"))
 
 # %%
-assert len(vs_paper) == len(tct.PAPER_KEYS)
+audit = audit_table.frame
 assert audit.loc["t18.both_sections", "status"] == "passed"
-if reproduces_paper:
-    for key in ("tc.removed_vs_absent.diff_pp", "tc.findings_only.vs_full.diff_pp", "tc.impression_only.vs_full.diff_pp"):
-        assert vs_paper.loc[key, "within paper CI"] == 1.0, key
-book.glue_values("ml.tc.paper", vs_paper["paper"].to_dict(), runs=runs)
-book.glue("ml.tc.audit.n_checks", int(len(audit)), runs=runs)
-book.glue("ml.tc.audit.n_flagged", int((audit["status"] == "flagged").sum()), runs=runs)
 
 # %% [markdown]
 # {glue:text}`ml.tc.audit.n_checks` audit checks concern Table 18; {glue:text}`ml.tc.audit.n_flagged`

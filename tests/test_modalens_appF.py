@@ -96,11 +96,18 @@ def test_model_row_is_paired_on_the_primary_trials():
     assert v["t4.m4.more_lo_pp"] <= v["t4.m4.more_pp"] <= v["t4.m4.more_hi_pp"]
 
 
+def _beside(values):
+    from shovir_core.tables import paper_vs_run as pvr
+
+    return pvr.beside(values, tf.PAPER_KEYS, same_setting=True, optional=("",))
+
+
 def test_paper_comparison_only_for_the_papers_models():
-    assert tf.compare_with_paper({"t14.tiny.family.diff_pp": 1.0}).empty
-    got = tf.compare_with_paper({"t14.qwen3.5-27b.family.P.flip_rate": 0.01, "t4.medgemma-4b.more_pp": 2.5})
-    assert set(got.index) == {"t14.qwen3.5-27b.family.P.flip_rate", "t4.medgemma-4b.more_pp"}
-    assert got.loc["t14.qwen3.5-27b.family.P.flip_rate", "paper"] == pytest.approx(0.0088)
+    assert _beside({"t14.tiny.family.diff_pp": 1.0}).frame.empty
+    got = _beside({"t14.qwen3.5-27b.family.P.flip_rate": 0.01, "t4.medgemma-4b.more_pp": 2.5})
+    assert got.values["n_compared"] == 2 and got.values["n_missing"] == len(tf.PAPER_KEYS) - 2
+    assert got.values["t14.qwen3.5-27b.family.P.flip_rate"] == pytest.approx(0.0088)
+    assert got.values["verdict.t14.qwen3.5-27b.family.P.flip_rate"] == "differs from the printed value"
 
 
 def test_params_name_consistent_arms_and_mimic_resolves_on_the_fixture(monkeypatch):
@@ -136,9 +143,9 @@ def test_second_model_table_on_both_designs():
     one = tf.design_subset(a, "one_q")
     assert v["f.medgemma-4b.one_q.n_trials"] == len(one) == one["case_id"].nunique()
     assert v["f.medgemma-4b.one_q.yes_A"] == int((one["readout_c"] == "yes").sum())
-    got = tf.compare_with_paper(v)
-    assert got.loc["f.medgemma-4b.one_q.P.flip_rate", "paper"] == pytest.approx(0.0316)
-    assert got.loc["f.medgemma-4b.one_q.yes_A", "paper"] == 2422
+    got = _beside(v).values
+    assert got["f.medgemma-4b.one_q.P.flip_rate"] == pytest.approx(0.0316)
+    assert got["f.medgemma-4b.one_q.yes_A"] == 2422
 
 
 def test_uninstructed_table_counts_yes_and_bare_first_tokens():

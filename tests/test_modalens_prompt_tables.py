@@ -85,10 +85,12 @@ def test_flip_frame_drops_unscoreable_generated_trials():
 
 
 def test_paper_rows_and_audit_rows_fail_loudly():
-    with pytest.raises(KeyError, match="unknown published"):
-        arms_t.paper_rows({"x": 1.0}, {"x": "no.such.id"})
+    from shovir_core.tables import paper_vs_run as pvr
+
+    with pytest.raises(KeyError, match="no published value"):
+        pvr.beside({"x": 1.0}, {"x": "no.such.id"}, same_setting=False)
     with pytest.raises(KeyError, match="no values"):
-        arms_t.paper_rows({}, {"x": "l.P"})
+        pvr.beside({}, {"x": "l.P"}, same_setting=False)
     rows = arms_t.audit_rows(("l.",)).frame
     assert "l.interaction" in rows.index and set(rows["status"]) <= {"passed", "flagged"}
     with pytest.raises(ValueError, match="no ModaLens check"):

@@ -144,26 +144,7 @@ def test_tables_from_fixture_records(runs_root, check_table):
     assert t4.values["t4.n_trials"] == 84
     fig = mt.margin_changes(trials["P"], trials["A"], n_draws=100, seed=0)
     assert fig.values["fig2.n_trials"] == 84
-    for table in (t1, t2, t3, t4, t5, fig, mt.margin_summary(fig), mt.paper_comparison(t2)):
+    for table in (t1, t2, t3, t4, t5, fig, mt.margin_summary(fig)):
         shown = check_table(table)  # every metric column formatted, every header readable
         assert not any(str(c).startswith(("fr_", "n_")) for c in shown.columns)
     assert t2.display().loc[("all-14, image first", "report effect: A vs P"), "diff"].endswith(" pp")
-
-
-def test_paper_comparison_scales_percentages_and_checks_intervals():
-    from shovir_core.papers import published
-
-    pub = published("modalens").set_index("id")
-    table = mt.paper_comparison({"t2.all14.present.flip_rate": 0.05, "t2.all14.diff_pp": 12.0,
-                                 "t2.all14.absent.flip_rate": 0.5, "t4.acc_original": 0.6, "not.a.key": 1.0})
-    vs = table.frame
-    assert table.values["paper.n_compared"] == 4
-    assert table.values["paper.t2.all14.diff_pp"] == vs.loc["t2.all14.diff_pp", "paper"]
-    assert set(vs.index) == {"t2.all14.present.flip_rate", "t2.all14.diff_pp", "t2.all14.absent.flip_rate",
-                             "t4.acc_original"}
-    assert vs.loc["t2.all14.present.flip_rate", "paper"] == pytest.approx(pub.loc["t2.all14.P", "value"] / 100)
-    assert vs.loc["t2.all14.diff_pp", "paper"] == pytest.approx(pub.loc["t2.all14.diff", "value"])
-    assert vs.loc["t2.all14.diff_pp", "within paper CI"] == 1.0
-    assert np.isnan(vs.loc["t4.acc_original", "within paper CI"])
-    outside = mt.paper_comparison({"t2.all14.diff_pp": 30.0}).frame
-    assert outside.loc["t2.all14.diff_pp", "within paper CI"] == 0.0

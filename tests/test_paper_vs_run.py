@@ -67,3 +67,27 @@ def test_shovir_rows_follow_the_published_table1_and_figures():
     assert t.frame["verdict"].iloc[0] in (pvr.MATCHES, pvr.DIFFERS)
     figs = pvr.shovir_figure_rows("MIMIC", {"maira-2": "MAIRA-2"})
     assert any(r.metric == "flip_rate_c" for r in figs) and any(r.metric == "mu_f1" for r in figs)
+
+
+def test_chapter_keys_become_rows_in_the_runs_storage_units():
+    """``beside`` takes a chapter's run key -> published id map: points for ``_pp`` keys, fractions
+    for rates, the metric's own unit for counts; a profile in the paper's setting is judged."""
+    keys = {"framing.lowercase.warning.vs_plain.diff_pp": "d.warn.diff", "framing.lowercase.warning.flip_rate":
+            "d.warn.fr", "chron.n_differs": "d.changed_pairs", "pf.edema.fr": "t2.all14.P"}
+    rows = {r.key: r for r in pvr.rows_from_keys({k: v for k, v in keys.items() if k != "pf.edema.fr"})}
+    assert rows["framing.lowercase.warning.vs_plain.diff_pp"].run_unit == "pp"
+    assert rows["framing.lowercase.warning.vs_plain.diff_pp"].metric == "paired_diff"
+    assert rows["framing.lowercase.warning.flip_rate"].metric == "flip_rate"
+    assert rows["chron.n_differs"].run_unit == "value" and rows["chron.n_differs"].metric == "count"
+    pub = {k: published_value("modalens", id=v) for k, v in keys.items()}
+    run = {"framing.lowercase.warning.vs_plain.diff_pp": pub["framing.lowercase.warning.vs_plain.diff_pp"],
+           "framing.lowercase.warning.flip_rate": pub["framing.lowercase.warning.flip_rate"] / 100 + 0.5,
+           "chron.n_differs": pub["chron.n_differs"]}
+    t = pvr.beside(run, keys, same_setting=True, optional=("pf.",))
+    assert t.values["n_missing"] == 1 and t.values["n_compared"] == 3
+    assert pvr.not_held(t, list(run)) == ["framing.lowercase.warning.flip_rate"]
+    assert t.values["framing.lowercase.warning.vs_plain.diff_pp"] == pytest.approx(pub["framing.lowercase.warning.vs_plain.diff_pp"])
+    shown = pvr.beside(run, keys, same_setting=True, optional=("pf.",), show_missing=True)
+    assert shown.values["verdict.pf.edema.fr"] == pvr.NOT_RUN and shown.values["n_compared"] == 4
+    with pytest.raises(KeyError, match="no values"):
+        pvr.beside(run, keys, same_setting=True)

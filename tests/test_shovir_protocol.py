@@ -235,29 +235,3 @@ def test_protocol_on_mimic_fixture_is_credentialed(runs_root):
 
     with pytest.raises(CredentialedDataError):
         assert_aggregate(t[["reference_text"]], run)
-
-
-def test_paper_table1_lookup(check_table):
-    table = shovir_tables.paper_table1("MIMIC", {"maira": "MAIRA-2", "ours": "not-in-paper"})
-    check_table(table)
-    side = shovir_tables.table1_beside_paper(table, "MIMIC", {"maira": "MAIRA-2"})
-    assert check_table(side).columns[0] == ("Baseline", "F1-14 (micro)", "this run")
-    assert side.frame[("Baseline", "f1_14_micro", "paper")].iloc[0] == pytest.approx(0.550)
-    paper = table.frame
-    assert list(paper.index) == ["maira"]
-    assert paper.loc["maira", ("Baseline", "f1_14_micro")] == pytest.approx(0.550)
-    assert paper.loc["maira", ("Δ_FN", "f1_5_micro")] == pytest.approx(0.569)
-    with pytest.raises(ValueError, match="no published"):
-        shovir_tables.paper_table1("NIH", {})
-
-
-def test_paper_figures_beside_run_values(check_table):
-    shortcut = pd.DataFrame({"model": ["maira"], "arm": ["OCO"], "fr": [0.5], "delta": [0.1]})
-    curves = pd.DataFrame({"model": ["maira"], "condition": ["OCO"], "p": [1.0], "mu_f1": [0.4]})
-    table = shovir_tables.paper_figures("MIMIC", {"maira": "MAIRA-2"}, shortcut=shortcut, curves=curves)
-    check_table(table)
-    side = table.frame
-    got = side.set_index(["figure", "metric"])
-    assert got.loc[("3a", "FR"), "paper"] == pytest.approx(0.542) and got.loc[("3a", "FR"), "run"] == 0.5
-    assert got.loc[("3a", "delta_F1"), "run"] == 0.1
-    assert got.loc[("2", "mu_F1"), "paper"] == pytest.approx(0.49) and got.loc[("2", "mu_F1"), "run"] == 0.4

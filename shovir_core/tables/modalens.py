@@ -35,8 +35,7 @@ from .result import TableResult
 __all__ = [
     "READOUTS", "TableResult", "answers", "design_subset", "pair_arms", "compare_arms", "rate_interval",
     "cohort_table", "primary_comparison", "instruction_table", "accuracy_table", "readout_validation",
-    "margin_changes", "margin_summary", "margin_by_finding", "anchoring_sweep", "six_findings", "PAPER_KEYS",
-    "paper_comparison",
+    "margin_changes", "margin_summary", "margin_by_finding", "anchoring_sweep", "six_findings",
 ]
 
 READOUTS: dict[str, str] = dict(zip(vocab.READOUTS, ("readout", "family_readout", "answer")))
@@ -534,65 +533,3 @@ def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]], *,
                        caption="Reference-model validation: swap flip rates against the known report weight w.")
 
 
-# --------------------------------------------------------------------------- paper vs run
-PAPER_KEYS: dict[str, str] = {
-    "t2.all14.present.flip_rate": "t2.all14.P", "t2.all14.absent.flip_rate": "t2.all14.A",
-    "t2.all14.diff_pp": "t2.all14.diff", "t2.all14.ratio": "t2.all14.ratio",
-    "t2.text_first.present.diff_pp": "t2.all14.tf_P_shift", "t2.text_first.absent.diff_pp": "t2.all14.tf_A_shift",
-    "t2.text_first.diff_pp": "t2.all14.tf_diff",
-    "t2.one_q.present.flip_rate": "t2.oneq.P", "t2.one_q.absent.flip_rate": "t2.oneq.A",
-    "t2.one_q.order_present.text_first.flip_rate": "t2.oneq.tf_P", "t2.one_q.order_present.diff_pp": "t2.oneq.order_effect",
-    "t3.instructed.generated.present.flip_rate": "t3.gen.P", "t3.instructed.generated.absent.flip_rate": "t3.gen.A",
-    "t3.instructed.generated.diff_pp": "t3.gen.diff", "t3.instructed.family.diff_pp": "t3.family.diff",
-    "t3.instructed.lowercase.absent.flip_rate": "t3.lower.A", "t3.instructed.lowercase.diff_pp": "t3.lower.diff",
-    "t4.fr_changed": "t4.fr_changed", "t4.fr_unchanged": "t4.fr_unchanged",
-    "t4.fr_changed_minus_unchanged": "t4.diff", "t4.acc_original": "t4.acc_orig",
-    "t4.acc_substitute": "t4.acc_sub", "t4.ba_original": "t4.ba_orig", "t4.ba_substitute": "t4.ba_sub",
-    "t4.majority": "t4.majority",
-    "t5.plain.family.absent.flip_rate": "t5.plain.family.A",
-    "t5.instructed.lowercase.present.flip_rate": "t5.instr.lower.P",
-    "t5.instructed.lowercase.absent.flip_rate": "t5.instr.lower.A",
-    "t5.instructed.family.present.flip_rate": "t5.instr.family.P",
-    "t5.instructed.family.absent.flip_rate": "t5.instr.family.A",
-    "fig2.present.mean_abs_dm": "f2.mean_P", "fig2.absent.mean_abs_dm": "f2.mean_A",
-    "fig2.present.share_above": "f2.share_gt05_P", "fig2.share_absent_larger": "f2.A_gt_P",
-}
-"""Run value key -> published value id (:func:`shovir_core.papers.published`, paper ``modalens``)."""
-
-def paper_comparison(values: Mapping[str, float] | TableResult, *,
-                     keys: Mapping[str, str] = PAPER_KEYS) -> TableResult:
-    """The paper's values (MedGemma-27B, MIMIC-CXR) beside this run's, in the run's units.
-
-    ``values``: glue values of this run's tables (or one :class:`TableResult`, whose run ids are
-    kept). Rates and shares are fractions (the paper's percentages / 100), differences are in
-    points. Frame: one row per key present in both (index ``quantity``): ``paper id``, ``paper``,
-    ``paper lo``, ``paper hi``, ``this run``, ``within paper CI`` (NaN where the paper gives no
-    interval). ``values``: ``paper.<key>``, ``paper.<key>_lo``, ``paper.<key>_hi`` and
-    ``paper.n_compared``.
-    """
-    from ..papers import published
-
-    run_ids = values.run_ids if isinstance(values, TableResult) else ()
-    values = values.values if isinstance(values, TableResult) else values
-    pub = published("modalens").set_index("id")
-    rows = []
-    for key, pid in keys.items():
-        if key not in values or pid not in pub.index:
-            continue
-        p = pub.loc[pid]
-        scale = 0.01 if p["unit"] == "%" else 1.0  # run rates and shares are fractions
-        lo, hi = p["ci_low"] * scale, p["ci_high"] * scale
-        run = float(values[key])
-        inside = float(lo <= run <= hi) if np.isfinite(lo) and np.isfinite(hi) else np.nan
-        rows.append({"quantity": key, "paper id": pid, "paper": p["value"] * scale, "paper lo": lo,
-                     "paper hi": hi, "this run": run, "within paper CI": inside})
-    frame = pd.DataFrame(rows, columns=["quantity", "paper id", "paper", "paper lo", "paper hi", "this run",
-                                        "within paper CI"]).set_index("quantity")
-    out = {"paper.n_compared": int(len(frame))}
-    for key, row in frame.iterrows():
-        out.update({f"paper.{key}": row["paper"], f"paper.{key}_lo": row["paper lo"],
-                    f"paper.{key}_hi": row["paper hi"]})
-    shown = ("paper", "paper lo", "paper hi", "this run")
-    return TableResult(frame, out, metrics={c: "value" for c in shown}, labels={c: c for c in shown},
-                       run_ids=run_ids,
-                       caption="The paper's values (MedGemma-27B, MIMIC-CXR) beside this run's, in the run's units.")

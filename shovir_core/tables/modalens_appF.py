@@ -30,7 +30,7 @@ from ..stats import cluster_bootstrap
 from .modalens import answers, compare_arms, design_subset, pair_arms, six_findings
 from .result import TableResult
 
-__all__ = ["compare_with_paper", "compliance", "generated_family_agreement", "balanced_accuracy_interval", "lineage_table",
+__all__ = ["compliance", "generated_family_agreement", "balanced_accuracy_interval", "lineage_table",
            "six_questions_table", "model_row", "second_model_table", "uninstructed_table", "PAPER_KEYS"]
 
 PAPER_KEYS = {
@@ -62,18 +62,6 @@ PAPER_KEYS = {
     "f.qwen3.5-9b.plain.A.yes": "f.qwen9.yes_noinstr",
 }
 """App. F value key -> published value id (paper ``modalens``); keys present only for the models run."""
-
-
-def compare_with_paper(values: Mapping[str, float]) -> pd.DataFrame:
-    """The paper's App. F values beside this run's (:func:`~shovir_core.tables.modalens.paper_comparison`);
-    an empty frame with the same columns when this run has none of the paper's models."""
-    from .modalens import paper_comparison
-
-    keys = {k: v for k, v in PAPER_KEYS.items() if k in values}
-    if not keys:
-        return pd.DataFrame(columns=["paper id", "paper", "paper lo", "paper hi", "this run", "within paper CI"],
-                            index=pd.Index([], name="quantity"))
-    return paper_comparison(values, keys=keys).frame
 
 
 def compliance(trials: pd.DataFrame) -> float:

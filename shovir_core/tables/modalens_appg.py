@@ -214,7 +214,8 @@ def policy_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, s
                          "paper": policy in PAPER_POLICIES, **r})
             pre = f"policy.{policy.replace('-', '_')}.{arm}"  # glue keys: no hyphens
             for k, v in r.items():
-                values[f"{pre}.{k}"] = 100 * v if k in ("diff", "diff_lo", "diff_hi") else v
+                values[f"{pre}.{k}_pp" if k in ("diff", "diff_lo", "diff_hi") else f"{pre}.{k}"] = \
+                    100 * v if k in ("diff", "diff_lo", "diff_hi") else v
     values.update({"policy.n_policies": len(policies), "policy.n_draws": int(n_draws)})
     frame = pd.DataFrame(rows)
     return TableResult(frame, values,
@@ -232,39 +233,18 @@ def policy_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, s
 
 # --------------------------------------------------------------------------- composite excluded
 def _accuracy(trials: pd.DataFrame, *, readout: str, n_draws: int, seed: int) -> dict:
-    """Concordant / discordant accuracy and balanced accuracy, and flip rates by label change (primary policy)."""
-    yc, yd, valid = answers(trials, readout)
-    t = trials[valid]
-    yc, yd = yc[valid], yd[valid]
-    tc, td = t["target_c"].to_numpy(dtype=float), t["target_d"].to_numpy(dtype=float)
-    if np.isnan(tc).any() or np.isnan(td).any():
-        raise ValueError("accuracy: targets contain excluded labels; use a policy without exclusions")
-    ch = t["label_changed"].to_numpy(dtype=float)
-    flip = (yc != yd).astype(float)
-    frame = pd.DataFrame({"patient_id": t["patient_id"].to_numpy(), "n": 1.0, "ok_c": (yc == tc) * 1.0,
-                          "ok_d": (yd == td) * 1.0, "ch": ch, "un": 1 - ch, "f_ch": flip * ch, "f_un": flip * (1 - ch),
-                          **{f"{k}_{s}": v for s, (y, tt) in (("c", (yc, tc)), ("d", (yd, td)))
-                             for k, v in (("tp", y * tt), ("fn", (1 - y) * tt), ("tn", (1 - y) * (1 - tt)),
-                                          ("fp", y * (1 - tt)))}})
+    """Concordant / discordant accuracy and balanced accuracy, and flip rates by label change: Table 4's
+    quantities (:func:`~shovir_core.tables.modalens.accuracy_table`) under App. G's names."""
+    from .modalens import accuracy_table
 
-    def statistic(s):
-        ba = {side: np.nanmean(np.stack([_div(s[f"tp_{side}"], s[f"tp_{side}"] + s[f"fn_{side}"]),
-                                         _div(s[f"tn_{side}"], s[f"tn_{side}"] + s[f"fp_{side}"])]), axis=0)
-              for side in "cd"}
-        a, b = _div(s["f_ch"], s["ch"]), _div(s["f_un"], s["un"])
-        return {"acc_concordant": _div(s["ok_c"], s["n"]), "acc_discordant": _div(s["ok_d"], s["n"]),
-                "ba_concordant": ba["c"], "ba_discordant": ba["d"], "fr_changed": a, "fr_unchanged": b,
-                "fr_changed_minus_unchanged": a - b}
-
-    with np.errstate(all="ignore"):
-        res = cluster_bootstrap(frame, cluster="patient_id", sums={c: c for c in frame.columns if c != "patient_id"},
-                                statistic=statistic, n_draws=n_draws, rng=_rng(seed))
-    out = {"n_trials": int(len(t)), "n_label_changed": int(ch.sum()), "n_correct_concordant": int(frame["ok_c"].sum()),
-           "n_correct_discordant": int(frame["ok_d"].sum())}
-    for stat in ("acc_concordant", "acc_discordant", "ba_concordant", "ba_discordant", "fr_changed", "fr_unchanged",
-                 "fr_changed_minus_unchanged"):
-        est, lo, hi = res.interval(stat)
-        out.update({stat: est, f"{stat}_lo": lo, f"{stat}_hi": hi})
+    v = accuracy_table(trials, n_draws=n_draws, seed=seed, readout=readout, key="t4").values
+    names = {"acc_concordant": "acc_original", "acc_discordant": "acc_substitute", "ba_concordant": "ba_original",
+             "ba_discordant": "ba_substitute", "fr_changed": "fr_changed", "fr_unchanged": "fr_unchanged",
+             "fr_changed_minus_unchanged": "fr_changed_minus_unchanged"}
+    out = {"n_trials": v["t4.n_trials"], "n_label_changed": v["t4.n_label_changed"],
+           "n_correct_concordant": v["t4.n_correct_original"], "n_correct_discordant": v["t4.n_correct_substitute"]}
+    for mine, theirs in names.items():
+        out.update({mine: v[f"t4.{theirs}"], f"{mine}_lo": v[f"t4.{theirs}_lo"], f"{mine}_hi": v[f"t4.{theirs}_hi"]})
     return out
 
 
@@ -501,18 +481,18 @@ PAPER_KEYS: dict[str, str] = {
     "policy.u_negative.present.n_changed": "g.changed_trials",
     "policy.u_negative.present.n_unchanged": "g.unchanged_trials",
     "policy.u_negative.present.fr_changed": "t4.fr_changed", "policy.u_negative.present.fr_unchanged": "t4.fr_unchanged",
-    "policy.u_negative.present.diff": "t4.diff", "policy.u_negative.present.ba_concordant": "g.pol.neg.ba",
+    "policy.u_negative.present.diff_pp": "t4.diff", "policy.u_negative.present.ba_concordant": "g.pol.neg.ba",
     "policy.u_negative.present.aligned_change": "g.pol.neg.aligned",
     "policy.u_positive.present.n_changed": "g.pol.pos.changed",
     "policy.u_positive.present.fr_changed": "g.pol.pos.fr_changed",
-    "policy.u_positive.present.fr_unchanged": "g.pol.pos.fr_unchanged", "policy.u_positive.present.diff": "g.pol.pos.diff",
+    "policy.u_positive.present.fr_unchanged": "g.pol.pos.fr_unchanged", "policy.u_positive.present.diff_pp": "g.pol.pos.diff",
     "policy.u_excluded.present.n_changed": "g.pol.excl.changed", "policy.u_excluded.present.n_retained": "g.pol.excl.retained",
     "policy.u_excluded.present.fr_changed": "g.pol.excl.fr_changed",
-    "policy.u_excluded.present.fr_unchanged": "g.pol.excl.fr_unchanged", "policy.u_excluded.present.diff": "g.pol.excl.diff",
+    "policy.u_excluded.present.fr_unchanged": "g.pol.excl.fr_unchanged", "policy.u_excluded.present.diff_pp": "g.pol.excl.diff",
     "policy.u_negative_b_excluded.present.n_retained": "g.pol.unmentioned_trials",
-    "policy.u_negative_b_excluded.present.diff": "g.pol.unmentioned_diff",
+    "policy.u_negative_b_excluded.present.diff_pp": "g.pol.unmentioned_diff",
     "policy.u_negative.absent.fr_changed": "g.A.fr_changed", "policy.u_negative.absent.fr_unchanged": "g.A.fr_unchanged",
-    "policy.u_negative.absent.diff": "g.A.diff",
+    "policy.u_negative.absent.diff_pp": "g.A.diff",
     "t15.f13.fr_present": "t15.P", "t15.f13.fr_absent": "t15.A", "t15.f13.diff_pp": "t15.diff",
     "t15.f13.n_label_changed": "g.f13.changed", "t15.composite.n_label_changed": "g.f13.composite_changed",
     "t15.f13.acc_concordant": "g.f13.acc_orig", "t15.f13.ba_concordant": "g.f13.ba_orig",

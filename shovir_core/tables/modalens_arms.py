@@ -20,7 +20,7 @@ from .result import TableResult
 
 __all__ = [
     "paired_trials", "flip_frame", "bootstrap_rates", "contrast_value", "flip_rate_rows", "put_interval",
-    "audit_rows", "paper_rows", "CONTRAST_KINDS",
+    "audit_rows", "CONTRAST_KINDS",
 ]
 
 CONTRAST_KINDS = ("diff", "ratio", "interaction")
@@ -210,21 +210,3 @@ def audit_rows(prefixes: Iterable[str], *, ids: Sequence[str] = ()) -> TableResu
     if not keep.any():
         raise ValueError(f"audit_rows: no ModaLens check matches {prefixes} / {list(ids)}")
     return audit_table(checks[keep])
-
-
-def paper_rows(values: Mapping[str, float], keys: Mapping[str, str]) -> TableResult:
-    """The paper's values beside this run's (:func:`tables.modalens.paper_comparison` with ``keys``).
-
-    Every published id in ``keys`` must exist, so a typo fails here instead of dropping a row.
-    """
-    from ..papers import published
-    from .modalens import paper_comparison
-
-    known = set(published("modalens")["id"])
-    unknown = sorted(set(keys.values()) - known)
-    if unknown:
-        raise KeyError(f"paper_rows: unknown published ids {unknown}")
-    missing = sorted(set(keys) - set(values))
-    if missing:
-        raise KeyError(f"paper_rows: this run has no values {missing}")
-    return paper_comparison(values, keys=keys)

@@ -28,8 +28,9 @@ import pandas as pd
 from .result import TableResult
 
 __all__ = [
-    "Comparison", "paper_vs_run", "MODALENS_ROWS", "shovir_table1_rows", "shovir_figure_rows",
-    "DIFFERENT_SETTING", "INSIDE", "OUTSIDE", "MATCHES", "DIFFERS", "NOT_RUN",
+    "Comparison", "paper_vs_run", "MODALENS_ROWS", "shovir_table1_rows", "shovir_figure_rows", "rows_from_keys",
+    "beside", "not_held", "DIFFERENT_SETTING", "INSIDE", "OUTSIDE", "MATCHES", "DIFFERS", "NOT_RUN",
+    "MODALENS_SETTING",
 ]
 
 DIFFERENT_SETTING = "different model/data: shown for scale"
@@ -40,7 +41,9 @@ DIFFERS = "differs from the printed value"
 NOT_RUN = "not run in this profile"
 
 _RUN_UNITS = ("fraction", "pp", "value")
-_PAPER_SCALE = {"%": 0.01, "pp": 0.01, "proportion": 1.0, "score": 1.0, "ratio": 1.0}
+_PAPER_SCALE = {"%": 0.01, "pp": 0.01, "proportion": 1.0, "score": 1.0, "ratio": 1.0, "count": 1.0}
+MODALENS_SETTING = "MedGemma-27B on MIMIC-CXR"
+"""The setting of every ModaLens number (its model and data)."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,8 @@ def paper_vs_run(values: Mapping[str, float], *, paper: str, rows: Sequence[Comp
         ``paper_hi`` (NaN where the paper prints no interval), ``run`` (both sides in the metric's
         unscaled unit) and ``verdict``; ``values`` hold ``<key>`` -> the paper's value and
         ``<key>_lo`` / ``<key>_hi`` in the run's storage unit (points for ``_pp`` keys), so prose
-        can glue ``paper.<key>`` beside the run's ``<key>``.
+        can glue ``paper.<key>`` beside the run's ``<key>``, and ``verdict.<key>`` (see
+        :func:`not_held`).
     """
     from ..metrics.schema import metric_spec
     from ..papers.values import load_values
@@ -216,6 +220,7 @@ def paper_vs_run(values: Mapping[str, float], *, paper: str, rows: Sequence[Comp
         glue[c.key] = pv * back
         glue[f"{c.key}_lo"] = lo * back
         glue[f"{c.key}_hi"] = hi * back
+        glue[f"verdict.{c.key}"] = verdict
     frame = pd.DataFrame(out, columns=["section", "quantity", "paper location", "metric", "paper", "paper_lo",
                                        "paper_hi", "run", "verdict"])
     frame = frame.iloc[sorted(range(len(frame)), key=lambda i: (_section_order(frame["section"].iat[i]), i))]
@@ -302,3 +307,77 @@ def metric_display(metric: str) -> str:
     from ..metrics.schema import metric_spec
 
     return metric_spec(metric).display
+
+
+_METRIC_HINTS = (("flip_rate", "flip_rate"), ("fr_", "flip_rate"), ("balanced_accuracy", "balanced_accuracy"),
+                 ("specificity", "specificity"), ("sensitivity", "sensitivity"), ("accuracy", "accuracy"),
+                 ("abstain", "abstention_rate"))
+_UNIT_METRIC = {"%": "share", "pp": "paired_diff", "proportion": "proportion", "score": "value", "ratio": "ratio",
+                "count": "count"}
+
+
+def _in_points(key: str) -> bool:
+    """Run keys in percentage points end ``_pp`` (or ``_pp_lo`` / ``_pp_hi``); the rest are fractions."""
+    return key.endswith("_pp") or key.endswith("_pp_lo") or key.endswith("_pp_hi")
+
+
+def rows_from_keys(keys: Mapping[str, str], *, paper: str = "modalens") -> tuple[Comparison, ...]:
+    """Comparison rows for a chapter's ``keys`` (run value key -> published value id).
+
+    The label is the published value's description; the storage unit of the run value follows the
+    key (points where it ends ``_pp``, ``_pp_lo``, ``_pp_hi``; the metric's own unit for counts,
+    proportions, scores and ratios; a fraction otherwise); the metric that formats the row comes
+    from the key's quantity (flip rate, accuracy, ...) or else from the published unit. An unknown
+    published id raises, so a typo cannot drop a row.
+    """
+    from ..papers.values import load_values
+
+    published = load_values(paper)
+    rows = []
+    for key, pid in keys.items():
+        if pid not in published:
+            raise KeyError(f"{paper}: no published value {pid!r} (run key {key!r})")
+        item = published[pid]
+        if item.unit not in _UNIT_METRIC:
+            raise ValueError(f"{paper}:{pid} has unit {item.unit!r}, not a number to compare")
+        metric = None
+        if item.unit == "pp" or _in_points(key):  # a difference of rates
+            metric = "interaction_pp" if "interaction" in key else "rate_shift" if "yes_shift" in key \
+                else "paired_diff"
+        elif item.unit == "%":
+            last = key.rsplit(".", 1)[-1]
+            metric = next((m for hint, m in _METRIC_HINTS if hint in last), None)
+        metric = metric or _UNIT_METRIC[item.unit]
+        unit = "pp" if _in_points(key) else "value" if item.unit in ("count", "proportion", "score", "ratio") \
+            else "fraction"
+        rows.append(Comparison(key, pid, item.desc[:1].upper() + item.desc[1:], metric, unit))
+    return tuple(rows)
+
+
+def beside(values: Mapping[str, float], keys: Mapping[str, str], *, same_setting: bool, runs=None,
+           paper: str = "modalens", setting: str = MODALENS_SETTING, optional=(),
+           show_missing: bool = False) -> TableResult:
+    """:func:`paper_vs_run` for a chapter's ``keys`` (run value key -> published id, :func:`rows_from_keys`).
+
+    Every key must have a run value unless it starts with one of the ``optional`` prefixes (values
+    that exist only for some data, e.g. per-finding rows of findings that never changed label);
+    optional keys without a value are left out -- or, with ``show_missing``, shown as
+    :data:`NOT_RUN` (values of models a profile does not run) -- and counted in
+    ``values["n_missing"]``.
+    """
+    missing = sorted(k for k in keys if k not in values or values[k] is None)
+    required = [k for k in missing if not str(k).startswith(tuple(optional))]
+    if required:
+        raise KeyError(f"this run has no values for the published ids of {required}")
+    kept = dict(keys) if show_missing else {k: v for k, v in keys.items() if k not in missing}
+    result = paper_vs_run(values, paper=paper, rows=rows_from_keys(kept, paper=paper), same_setting=same_setting,
+                          setting=setting, runs=runs)
+    result.values["n_missing"] = len(missing)
+    return result
+
+
+def not_held(result: TableResult, keys) -> list[str]:
+    """The ``keys`` whose verdict in ``result`` (of :func:`paper_vs_run`) is not inside the paper's
+    interval or matching its printed value -- what a profile in the paper's setting asserts empty."""
+    held = (INSIDE, MATCHES)
+    return [k for k in keys if result.values.get(f"verdict.{k}") not in held]

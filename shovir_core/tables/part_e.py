@@ -16,7 +16,7 @@ import pandas as pd
 
 from .result import TableResult
 
-__all__ = ["RunCheck", "part_e_beside", "paper_beside"]
+__all__ = ["RunCheck", "part_e_beside"]
 
 _OPS = {"==": None, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
 
@@ -72,34 +72,3 @@ def part_e_beside(checks: Mapping[str, Mapping], *, paper: str = "modalens") -> 
     values = {"part_e.n": len(frame), "part_e.run_holds": bool(frame["run holds"].all()) if len(frame) else True,
               "part_e.paper_passed": int((frame["paper status"] == "passed").sum()) if len(frame) else 0}
     return TableResult(frame, values, caption="The paper's consistency checks beside the same identities on this run.")
-
-
-def paper_beside(values: Mapping[str, float], keys: Mapping[str, str], *, paper: str = "modalens") -> TableResult:
-    """The published values (:func:`shovir_core.papers.published`) beside this run's, in the run's units.
-
-    ``keys`` maps a run value key to a published value id. Rates and shares published in % are
-    divided by 100 (the run holds fractions); differences in pp and counts, ratios and scores are
-    compared as printed. Keys absent from ``values`` are skipped; an unknown published id raises.
-    Columns: ``quantity`` (run key), ``paper id``, ``paper``, ``paper lo``, ``paper hi``,
-    ``this run``, ``within paper CI`` (NaN where the paper gives no interval).
-    """
-    from ..papers import published
-
-    pub = published(paper).set_index("id")
-    rows = []
-    for key, pid in keys.items():
-        if pid not in pub.index:
-            raise KeyError(f"no published value {pid!r} for paper {paper!r}")
-        if key not in values:
-            continue
-        p = pub.loc[pid]
-        scale = 0.01 if p["unit"] == "%" else 1.0
-        lo, hi = p["ci_low"] * scale, p["ci_high"] * scale
-        run = float(values[key])
-        inside = float(lo <= run <= hi) if math.isfinite(lo) and math.isfinite(hi) else float("nan")
-        rows.append({"quantity": key, "paper id": pid, "paper": float(p["value"]) * scale, "paper lo": lo,
-                     "paper hi": hi, "this run": run, "within paper CI": inside})
-    frame = pd.DataFrame(rows, columns=["quantity", "paper id", "paper", "paper lo", "paper hi", "this run",
-                                        "within paper CI"])
-    return TableResult(frame, {"paper.n_compared": len(frame)},
-                       caption="The paper's values (MedGemma-27B, MIMIC-CXR) beside this run's.")

@@ -42,9 +42,9 @@ from ..vocab import SHOVIR_CONDITIONS
 from .result import TableResult, frame_of, run_ids_of
 
 __all__ = [
-    "trials_of", "image_level", "table1", "table1_beside_paper", "per_class", "mu_f1_curves",
-    "shortcut_items", "shortcut_metrics", "per_class_across_models", "paper_table1", "external_metric_status",
-    "TABLE1_METRICS", "UNCERTAIN", "pipeline_check", "run_counts", "doco_counts", "key_part", "paper_figures", "text_convention",
+    "trials_of", "image_level", "table1", "per_class", "mu_f1_curves",
+    "shortcut_items", "shortcut_metrics", "per_class_across_models", "external_metric_status",
+    "TABLE1_METRICS", "UNCERTAIN", "pipeline_check", "run_counts", "doco_counts", "key_part", "text_convention",
 ]
 
 TABLE1_METRICS = ("f1_14_micro", "f1_5_micro", "f1_radgraph", "green", "bleu1", "bleu4", "rouge_l")
@@ -243,47 +243,6 @@ def table1(trials: pd.DataFrame, *, uncertain: str = "negative") -> TableResult:
     return _table1_result(out, values, "ShoViR Table 1: Baseline vs Full Noise Image, with Δ_FN.")
 
 
-def paper_table1(dataset: str, models: Mapping[str, str]) -> TableResult:
-    """The published Table 1 values for ``dataset`` (``"MIMIC"`` or ``"PadChest"``), laid out as :func:`table1`.
-
-    ``models`` maps a run key to the paper's model name (``{"maira2": "MAIRA-2"}``);
-    keys whose model is not in the paper are left out.
-    """
-    from ..papers.values import load_values
-
-    values = [v for v in load_values("shovir").values()
-              if v.keys.get("table") == "1" and v.keys.get("dataset") == dataset]
-    if not values:
-        raise ValueError(f"no published Table 1 values for dataset {dataset!r} (MIMIC or PadChest)")
-    arms = {"baseline": _BASELINE, "full_noise": _FULL_NOISE, "delta_fn": _DELTA_FN}
-    back = {v: k for k, v in _PAPER_METRIC.items()}
-    rows = {}
-    for key, name in models.items():
-        got = {(arms[v.keys["arm"]], back[v.keys["metric"]]): float(v.value)
-               for v in values if v.keys.get("model") == name}
-        if got:
-            rows[key] = got
-    out = pd.DataFrame.from_dict(rows, orient="index")
-    if not out.empty:
-        out.columns = pd.MultiIndex.from_tuples(out.columns)
-        out.index.name = "model"
-    return _table1_result(out, {}, f"ShoViR Table 1 as published ({dataset}).")
-
-
-def table1_beside_paper(table: TableResult, dataset: str, models: Mapping[str, str]) -> TableResult:
-    """This run's Table 1 beside the published one: columns ``(arm, metric, "run" | "paper")``."""
-    run = frame_of(table)
-    paper = paper_table1(dataset, models).frame
-    paper = paper.reindex(run.index)
-    common = [c for c in run.columns if c in paper.columns]
-    side = pd.DataFrame({(*c, src): (run if src == "run" else paper)[c] for c in common for src in ("run", "paper")},
-                        index=run.index)
-    side.columns = pd.MultiIndex.from_tuples(side.columns)
-    return TableResult(side, metrics={col: col[1] for col in side.columns},
-                       labels={**_ARM_LABELS, "run": "this run"}, run_ids=run_ids_of(table),
-                       caption=f"Table 1 of this run beside the published values ({dataset}).", na_rep="–")
-
-
 # --------------------------------------------------------------------------- per class, Figure 2
 def per_class(trials: pd.DataFrame, *, uncertain: str = "negative") -> TableResult:
     """Per-class F1 on each class's evaluation subset, per (model, condition, p, class).
@@ -462,52 +421,6 @@ def per_class_across_models(per_class_table, *, p: float = 1.0, exclude_models: 
                        labels={"f1_mean": "F1 (mean over models)", "f1_sd": "F1 (SD over models)", **_COUNT_LABELS},
                        run_ids=run_ids_of(per_class_table), index=("class", "condition"),
                        caption=f"Figure 3(b): per-class F1 at p = {p:g}, averaged across models.")
-
-
-def paper_figures(dataset: str, models: Mapping[str, str], *, shortcut=None, curves=None) -> TableResult:
-    """The values the paper states for Figures 2 and 3(a), beside this run's values.
-
-    Parameters
-    ----------
-    dataset : {"MIMIC", "PadChest"}
-    models : mapping
-        Run key -> the paper's model name.
-    shortcut, curves : TableResult or DataFrame, optional
-        :func:`shortcut_metrics` and :func:`mu_f1_curves` of the run; their values
-        fill the ``run`` column (and their run ids are kept).
-
-    Returns
-    -------
-    TableResult
-        One row per stated value: ``figure, model, condition, metric, paper, run``.
-    """
-    from ..papers.published import published
-
-    sc = frame_of(shortcut) if shortcut is not None else None
-    cv = frame_of(curves) if curves is not None else None
-    back = {name: key for key, name in models.items()}
-    rows = []
-    for figure, metric_map in (("2", {"mu_F1": "mu_f1"}), ("3a", {"FR": "fr", "delta_F1": "delta"})):
-        table = published("shovir", figure=figure, dataset=dataset)
-        for v in table.to_dict("records"):
-            key = back.get(v["model"])
-            if key is None or v["metric"] not in metric_map:
-                continue
-            run_value = np.nan
-            if figure == "3a" and sc is not None:
-                hit = sc[(sc["model"] == key) & (sc["arm"] == v["condition"])]
-                run_value = float(hit[metric_map[v["metric"]]].iloc[0]) if len(hit) else np.nan
-            if figure == "2" and cv is not None:
-                hit = cv[(cv["model"] == key) & (cv["condition"] == v["condition"])
-                         & np.isclose(cv["p"], float(v["p"]) / 100)]
-                run_value = float(hit["mu_f1"].iloc[0]) if len(hit) else np.nan
-            rows.append({"figure": figure, "model": key, "condition": v["condition"], "metric": v["metric"],
-                         "paper": float(v["value"]), "run": run_value})
-    frame = pd.DataFrame(rows, columns=["figure", "model", "condition", "metric", "paper", "run"])
-    return TableResult(frame, metrics={"paper": "value", "run": "value"}, labels={"paper": "paper", "run": "this run"},
-                       run_ids=tuple(sorted(set(run_ids_of(shortcut)) | set(run_ids_of(curves)))),
-                       index=("figure", "model", "condition", "metric"),
-                       caption=f"Values the paper states for Figures 2 and 3(a) ({dataset}) beside this run's.")
 
 
 # --------------------------------------------------------------------------- counts
