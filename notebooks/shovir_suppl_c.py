@@ -66,8 +66,11 @@ for model in ("ref-blind-prior", "ref-image-classifier"):
     if model in set(f["model"]):
         assert prompts.values[f"{sup.glue_key(model)}.identical_reports"] == 1.0, f"{model} ignores the prompt"
         assert prompts.values[f"{sup.glue_key(model)}.delta_f1"] == 0.0
-assert (cost.frame["reports_timed"] > 0).all(), "every record timed its reports"
-assert (cost.frame["seconds_per_report"] > 0).all()
+c = cost.frame
+timed = c["reports_timed"] > 0
+assert (timed | (c["model_calls"] == 0)).all(), "a record that generated reports timed them"
+assert (c.loc[timed, "seconds_per_report"] > 0).all()
+assert timed.any(), "at least one record of this profile generated (and timed) its reports"
 
 # %% [markdown]
 # ## Glued values
@@ -75,13 +78,15 @@ assert (cost.frame["seconds_per_report"] > 0).all()
 # %%
 book.glue_values("sc.prompt", prompts.values, runs=runs)
 book.glue_values("sc.cost", cost.values, runs=runs)
-slowest = cost.frame.sort_values("seconds_per_report").iloc[-1]
+slowest = c[timed].sort_values("seconds_per_report").iloc[-1]
 book.glue("sc.cost.slowest_model", str(slowest["model"]), runs=runs)
 book.glue("sc.cost.slowest_seconds", float(slowest["seconds_per_report"]), runs=runs)
 
 # %% [markdown]
 # The slowest model of this profile, {glue:text}`sc.cost.slowest_model`, spends
-# {glue:text}`sc.cost.slowest_seconds:.3f` s per report here.
+# {glue:text}`sc.cost.slowest_seconds:.3f` s per report here. Records that read every report from
+# the inference cache (made again after a code change) time nothing: {glue:text}`sc.cost.n_untimed`
+# here (their rows show no rate; delete the inference cache, `runs/.cache/inference`, to time them afresh).
 
 # %% [markdown]
 # ## Records read

@@ -94,6 +94,12 @@ def test_prompt_sensitivity_and_compute_cost(runs_root):
     assert row["grid_inputs"] == 2 * runs["a"].manifest["dataset"]["n_images"] + 15 * items
     assert row["projected_hours"] == pytest.approx(row["grid_inputs"] * row["seconds_per_report"] / 3600)
     assert np.isfinite(row["reports_per_hour"])
+    assert row["model_calls"] > 0 and cost.values["n_untimed"] == 0
+    # the same record again under another name: every report comes from the inference cache, nothing is timed
+    again = protocols.run("shovir", "p-default-again", base, progress=False)
+    warm = sup.compute_cost({"a": runs["a"], "again": again}).frame.set_index("record")
+    assert warm.loc["again", "model_calls"] == 0 and warm.loc["again", "reports_timed"] == 0
+    assert np.isnan(warm.loc["again", "seconds_per_report"])
 
 
 @pytest.mark.parametrize("notebook", ["shovir_suppl_a", "shovir_suppl_b", "shovir_suppl_c"])

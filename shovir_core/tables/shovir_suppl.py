@@ -310,7 +310,11 @@ def paper_grid_inputs(run: Run) -> int:
 
 def compute_cost(runs: Mapping[str, Run]) -> TableResult:
     """Table S6: seconds per report and reports per hour per (model, device) from the trials' ``gen_seconds``,
-    and the projected hours of the paper's full grid on each record's dataset at that rate."""
+    and the projected hours of the paper's full grid on each record's dataset at that rate.
+
+    A record whose every report was read from the inference cache (``model_calls`` 0: made again
+    after a code change, say) timed nothing; its rate is NaN and ``values["n_untimed"]`` counts it.
+    """
     rows = []
     for key, run in runs.items():
         t = run.trials
@@ -319,16 +323,19 @@ def compute_cost(runs: Mapping[str, Run]) -> TableResult:
         device = str(model.get("device") or model.get("device_type") or "cpu")
         spr = float(timed.mean()) if len(timed) else float("nan")
         grid = paper_grid_inputs(run)
-        rows.append({"model": run.manifest["spec"]["model"], "device": device, "reports_timed": int(len(timed)),
+        calls = int(run.manifest["counts"].get("n_model_calls_this_session", -1))
+        rows.append({"model": run.manifest["spec"]["model"], "device": device, "model_calls": calls,
+                     "reports_timed": int(len(timed)),
                      "seconds_per_report": spr, "reports_per_hour": 3600.0 / spr if spr > 0 else float("nan"),
                      "grid_inputs": grid, "projected_hours": grid * spr / 3600.0 if spr == spr else float("nan"),
                      "record": key})
     frame = pd.DataFrame(rows)
-    values = {}
+    values = {"n_untimed": int((frame["reports_timed"] == 0).sum()) if len(frame) else 0}
     for r in frame.itertuples():
         k = glue_key(r.model)
         values.update({f"{k}.seconds_per_report": r.seconds_per_report, f"{k}.projected_hours": r.projected_hours})
-    return TableResult(frame, values, labels={"reports_timed": "reports timed", "seconds_per_report": "s / report",
+    return TableResult(frame, values, labels={"model_calls": "model calls", "reports_timed": "reports timed",
+                                              "seconds_per_report": "s / report",
                                               "reports_per_hour": "reports / hour", "grid_inputs": "full-grid reports",
                                               "projected_hours": "projected hours"},
                        caption="Generation cost per model and device.").with_runs(runs)
