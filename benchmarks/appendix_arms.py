@@ -5,15 +5,21 @@ arms differ in what follows the image (report present or absent, a framing sente
 report, the question template, the answer instruction) or in the block order. Scored one arm at a
 time, each image carries one request per call, so every prompt is prefilled in full. Scored
 together (one ``HFVLM.score_yes_no`` call with every arm's requests), the model prefills each
-image's prefix once, each (report, framing) once, and only the question suffixes per arm
-(:meth:`shovir_core.models.hf.HFVLM._score_prefix_group`); text-first arms share nothing and run
-in full either way. Both paths score the same requests; the script reports prefill tokens, wall
+image's prefix once and then every stretch of text that two or more arms share once (a token trie:
+the report and framing, then the question before the instructions differ;
+:meth:`shovir_core.models.hf.HFVLM._score_prefix_group`); text-first arms share nothing and run in
+full either way. Both paths score the same requests; the script reports prefill tokens, wall
 time, their ratios, and the largest logit difference and whether the generated answers agree.
 
 Target: >= 3x fewer prefill tokens together. The text-first arms (App. H) put the text before the
 image, so no image prefix is shared and they cost the same either way; the script also reports the
 ratio over the image-first arms alone. Substitute redraws (other images) are not arms of one image
 and are left out.
+
+Measured (2-core CPU, defaults): 35,736 vs 11,666 prefill tokens, 3.06x (3.83x over the
+image-first arms); the same logits (max difference ~1e-6) and generated answers. Wall time on the
+tiny model is about even (1.0x): its forwards are so small that the trie's extra passes and cache
+copies cost as much as the tokens they save; on a full-size model prefill time follows tokens.
 
 Default: ``tiny-gemma3`` with 256 image tokens per image (MedGemma's prompt structure, tiny widths),
 CPU, 8 generated answer tokens (the protocol's default).

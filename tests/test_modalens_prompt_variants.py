@@ -148,3 +148,30 @@ def test_prefill_arms_scores_arms_together_and_execute_finds_every_output(runs_r
     assert len(InferenceCache(default_cache_dir())) == n, "the records computed nothing new"
     assert all(len(r.trials) == len(records[0].trials) for r in records)
     assert ml.prefill_arms(arms, progress=False)["groups"] == 0, "complete records are skipped"
+
+
+def test_a_shard_prefills_its_own_cases_and_its_records_compute_nothing_new(runs_root):
+    """Cluster shards pool their arms too: ``prefill(..., shard=s)`` scores exactly the cases that
+    shard ``s`` of every arm holds -- also for a section arm that drops cases -- so making the
+    shard's records runs no model call."""
+    from shovir_core.models.cache import InferenceCache, default_cache_dir
+    from shovir_core.protocols import prefill, shards
+    from shovir_core.records import Shard
+
+    arms = [(f"t.shard.{k}", {**BASE, "model": "tiny-gemma3", **extra})
+            for k, extra in (("P", {}), ("instr", {"instruction": "yes_no"}), ("A", {"report": "absent"}),
+                             ("fo", {"text_control": "findings_only"}))]
+    shard = Shard(0, 2)
+    prefill([("modalens", name, spec) for name, spec in arms], progress=False, shard=shard)
+    n = len(InferenceCache(default_cache_dir()))
+    cases = ml.build_cases(ml.resolve_spec(arms[0][1]))[0]["case_id"]
+    own = set(shards.mine(cases, shard))
+    assert 0 < len(own) < cases.nunique(), "the fixture splits into two non-empty shards"
+    for name, spec in arms:
+        record = run("modalens", name, spec, progress=False, shard=shard)
+        trials = record.trials
+        assert set(trials["case_id"]) <= own
+    assert len(InferenceCache(default_cache_dir())) == n, "the shard's records computed nothing new"
+    assert set(trials["case_id"]) < own, "the section arm drops a case of this shard (the fixture has one)"
+    prefill([("modalens", name, spec) for name, spec in arms], progress=False, shard=Shard(1, 2))
+    assert len(InferenceCache(default_cache_dir())) > n, "shard 0 left the other shard's cases alone"

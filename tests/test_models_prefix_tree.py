@@ -1,11 +1,14 @@
-"""Prefix reuse across the arms of the ModaLens appendices: one image prefix, then one report prefix per
-(report, framing), then the question suffixes -- equal to the naive path, with fewer prefill tokens."""
+"""Prefix reuse across the arms of the ModaLens appendices: one image prefix, then a token trie of the
+text every arm adds (reports, framings, questions, instructions) -- equal to the naive path, each shared
+stretch prefilled once."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from shovir_core.models import ScoreRequest, get_model
+from shovir_core.models.hf import _pil
+from shovir_core.models.tiny import build_tiny
 
 REPORT = "FINDINGS: There is pulmonary edema. No pneumothorax.\nIMPRESSION: Pulmonary edema."
 OTHER = "The morning train left the station a few minutes after seven."
@@ -51,3 +54,41 @@ def test_common_length_leaves_a_suffix():
     assert HFVLM._common_length([[1, 2, 3, 4], [1, 2, 3, 5]], start=1) == 3
     assert HFVLM._common_length([[1, 2, 3], [1, 2, 3]], start=1) == 2, "every row keeps at least one suffix token"
     assert HFVLM._common_length([[1, 9], [1, 8]], start=1) == 1
+
+
+def _trie_size(model, requests) -> int:
+    """Distinct token prefixes per (image, block order) group -- what a full trie prefills -- counted
+    independently of the scorer; text-first requests share nothing and count in full."""
+    prefixes, total = set(), 0
+    for k, r in enumerate(requests):
+        ids = model._encode([model.render(r)], [_pil(r.image)])["input_ids"][0].tolist()
+        if r.order == "text_first":
+            total += len(ids)
+            continue
+        key = (id(r.image),)
+        prefixes.update(key + tuple(ids[:j]) for j in range(1, len(ids) + 1))
+    return total + len(prefixes)
+
+
+def test_each_shared_stretch_is_prefilled_once(images):
+    """The pooled prefill equals the trie's size: the question shared by the report-present arms before
+    their instructions differ is prefilled once, not once per instruction."""
+    model = get_model("tiny-gemma3")
+    requests = [r for img in images for r in _arms(img)]
+    model.stats.update(prefill_tokens=0)
+    model.score_yes_no(requests, answer_tokens=0)
+    assert model.stats["prefill_tokens"] == _trie_size(model, requests)
+
+
+def test_generation_past_the_sliding_window_matches_the_naive_path():
+    """Prompts longer than a sliding window: padded suffix rows would see a shifted window while
+    decoding, so such rows are batched by suffix length and the answers equal one-at-a-time."""
+    model = build_tiny("tiny-gemma3", dims={"sliding_window": 24}, batch_size=16)
+    img = np.random.default_rng(1).integers(0, 256, (48, 48), dtype=np.uint8)
+    requests = _arms(img)
+    assert max(len(model._encode([model.render(r)], [_pil(img)])["input_ids"][0]) for r in requests) > 24
+    pooled = model.score_yes_no(requests, answer_tokens=6)
+    for r, a in zip(requests, pooled):
+        b = model.score_yes_no([r], answer_tokens=6)[0]
+        assert a["generated"] == b["generated"]
+        assert a["logit_yes"] == pytest.approx(b["logit_yes"], abs=1e-4)

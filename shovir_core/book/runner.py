@@ -40,17 +40,11 @@ def make_records(notebook: str, *, profile: str = "demo", progress: bool = True)
     record fails, the error says which record, that the trials already written are kept, and the
     command that resumes it.
     """
-    from ..protocols import get_protocol
+    from ..protocols import prefill
     from ..protocols import run as run_protocol
 
     spec = load_params(notebook, profile)
-    by_protocol: dict[str, list] = {}
-    for r in spec["runs"].values():
-        by_protocol.setdefault(r["protocol"], []).append((r["name"], r["spec"]))
-    for protocol, runs in by_protocol.items():
-        pool = getattr(get_protocol(protocol), "prefill_arms", None)
-        if pool is not None and len(runs) > 1:
-            pool(runs, progress=progress)
+    prefill([(r["protocol"], r["name"], r["spec"]) for r in spec["runs"].values()], progress=progress)
     ids = {}
     for key, r in spec["runs"].items():
         try:

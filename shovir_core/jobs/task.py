@@ -62,8 +62,9 @@ def _job_log() -> str | None:
 class ShardTask:
     """Make shard ``index`` of ``count`` of every target record: ``task(index)``.
 
-    Records of protocols that cannot be sharded are made whole by shard 0
-    (:func:`shovir_core.protocols.run`). Returns ``{run_id: status}`` of the records this shard
+    The shard's arms are first scored together where a protocol can (prompt prefixes shared,
+    :func:`shovir_core.protocols.prefill`); records of protocols that cannot be sharded are made
+    whole by shard 0 (:func:`shovir_core.protocols.run`). Returns ``{run_id: status}`` of the records this shard
     touched. :meth:`checkpoint` is submitit's preemption/timeout hook: the task is requeued with the
     same arguments and resumes, since records skip trials already stored.
     """
@@ -78,13 +79,14 @@ class ShardTask:
         self.progress = progress
 
     def __call__(self, index: int) -> dict[str, str]:
-        from ..protocols import run
+        from ..protocols import prefill, run
 
         os.environ.update(self.env)
         log = _job_log()
         if log:
             os.environ["SHOVIR_JOB_LOG"] = log
         shard = Shard(int(index), self.count)
+        prefill([(t.protocol, t.name, t.spec) for t in self.targets], progress=self.progress, shard=shard)
         done = {}
         for t in self.targets:
             record = run(t.protocol, t.name, t.spec, progress=self.progress, shard=shard)

@@ -152,10 +152,17 @@ class HFVLM(VLM):
         :meth:`generate_reports` call together (the caller's chunk: the ShoViR spec's ``batch_size``,
         i.e. the profile's), capped on a GPU by :func:`auto_batch_size` of the free memory; ``"auto"``
         always chooses from free memory (CPU: ``batch_size``); an integer fixes it (``1``: one at a time).
+    answer_batch_size
+        Requests per scoring batch of :meth:`score_yes_no` (suffix rows after a shared prefix, or
+        left-padded full prompts): ``None`` (default) uses ``batch_size``; ``"auto"`` chooses from
+        free accelerator memory (:func:`auto_batch_size` over the batch's prompt and answer tokens;
+        CPU: ``batch_size``); an integer fixes it. The ModaLens spec's execution-only
+        ``answer_batch_size`` sets it from a profile.
     """
 
     def __init__(self, spec: ModelSpec, model, processor, *, source: dict, batch_size: int = 8,
-                 prefix_reuse: bool = True, report_batch_size: int | str | None = None) -> None:
+                 prefix_reuse: bool = True, report_batch_size: int | str | None = None,
+                 answer_batch_size: int | str | None = None) -> None:
         self.spec, self.model, self.processor, self.source = spec, model, processor, source
         self.name = spec.name
         self.tokenizer = processor.tokenizer
@@ -171,6 +178,7 @@ class HFVLM(VLM):
                                                        and report_batch_size >= 1)):
             raise ValueError(f"{spec.name}: report_batch_size={report_batch_size!r}; use None, 'auto' or an integer >= 1")
         self.report_batch_size = report_batch_size
+        self.answer_batch_size = answer_batch_size
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.families = TokenFamilies.from_tokenizer(
@@ -181,6 +189,27 @@ class HFVLM(VLM):
         self.stats = {"prefill_tokens": 0, "forward_passes": 0, "requests": 0, "reports": 0, "generated_tokens": 0}
         """Counters: prompt tokens run through the model, forward passes, requests scored, reports
         generated and their tokens (up to the end-of-sequence token)."""
+
+    @property
+    def answer_batch_size(self) -> int | str | None:
+        return self._answer_batch_size
+
+    @answer_batch_size.setter
+    def answer_batch_size(self, value) -> None:
+        if not (value in (None, "auto") or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)):
+            raise ValueError(f"{self.spec.name}: answer_batch_size={value!r}; use None, 'auto' or an integer >= 1")
+        self._answer_batch_size = value
+
+    def _answer_batch(self, prompt_tokens: int, new_tokens: int) -> int:
+        """Requests per scoring batch (see ``answer_batch_size``)."""
+        setting = self.answer_batch_size
+        if isinstance(setting, int):
+            return setting
+        if setting == "auto" and self.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.device)
+            return auto_batch_size(self.model.config, prompt_tokens=prompt_tokens, new_tokens=max(1, new_tokens),
+                                   free_bytes=int(free), dtype_bytes=torch.finfo(self.dtype).bits // 8)
+        return self.batch_size
 
     # construction --------------------------------------------------------------------------
     @classmethod
@@ -244,7 +273,8 @@ class HFVLM(VLM):
                               "names": {str(k): v for k, v in self.families.names.items()}},
             "decoding": {"greedy": not self.spec.do_sample, "report_max_new_tokens": self.spec.max_new_tokens,
                          "padding": "left", "batch_size": self.batch_size, "prefix_reuse": self.prefix_reuse,
-                         "report_batch_size": self.report_batch_size},
+                         "report_batch_size": self.report_batch_size,
+                         "answer_batch_size": self.answer_batch_size},
             "report_prompt": {"system": self.spec.report_system, "user": self.spec.report_user,
                               "order": self.spec.report_order},
         }
@@ -353,16 +383,18 @@ class HFVLM(VLM):
 
     @torch.no_grad()
     def _score_prefix_group(self, requests: list[ScoreRequest], answer_tokens: int = 0) -> list[dict] | None:
-        """Score requests sharing an image: prefill the shared prefix once, then run the suffixes as a batch.
+        """Score requests sharing an image: prefill the shared prefix once, then walk a token trie of the rest.
 
-        The prefix is a two-level tree. Level 1 is the token prefix common to every request of the
-        group (it holds the whole image). Level 2: requests that also share their report and framing
-        (the arms that differ only in the question, its template or the answer instruction) extend a
-        copy of the level-1 cache by their own common text once; each request then runs only its
-        remaining suffix. The suffixes are right-padded after the prefix; with ``answer_tokens`` the
-        batch then decodes greedily, each row at its own RoPE positions with its padding masked out.
-        (Sliding-window layers count cache slots, so a generated token of a padded row sees a window
-        shifted by that row's padding; this matters only for prompts longer than the window.)
+        The root is the token prefix common to every request of the group (it holds the whole
+        image; a group whose image lies outside it -- text first -- returns ``None``). Below it the
+        requests form a token trie (:meth:`_score_trie`): every stretch of text shared by two or more
+        requests (the report and framing that several arms repeat, then the question they also share
+        before their instructions differ) is prefilled once on a copy of its parent's cache, and each
+        request runs only what is its own. The suffixes are right-padded after their node; with
+        ``answer_tokens`` the batch then decodes greedily, each row at its own RoPE positions with its
+        padding masked out. (Sliding-window layers count cache slots, so a generated token of a padded
+        row sees a window shifted by that row's padding; this matters only for prompts longer than
+        the window.)
         """
         texts = [self.render(r) for r in requests]
         pil = None if requests[0].image is None else _pil(requests[0].image)
@@ -391,27 +423,48 @@ class HFVLM(VLM):
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         self.stats["prefill_tokens"] += n
         self.stats["forward_passes"] += 1
-        deltas = getattr(core, "rope_deltas", None)
-        subgroups: dict[tuple, list[int]] = defaultdict(list)
-        for i, r in enumerate(requests):
-            subgroups[(r.report, r.framing)].append(i)
         results: list[dict | None] = [None] * len(requests)
-        for idx in subgroups.values():
-            m = self._common_length([ids[i] for i in idx], start=n) if len(idx) > 1 else n
-            base = cache
-            if m > n:  # the subgroup's shared text (e.g. its report) is prefilled once on a copy
-                base = copy.deepcopy(cache)
-                positions = torch.arange(n, m, device=self.device)
-                ext = torch.tensor([ids[idx[0]][n:m]], device=self.device)
-                self.model(input_ids=ext, attention_mask=torch.ones((1, m), dtype=torch.long, device=self.device),
-                           cache=base, use_cache=True, cache_position=positions, logits_to_keep=1,
-                           **self._positions(positions.view(1, -1), deltas))
-                self.stats["prefill_tokens"] += m - n
-                self.stats["forward_passes"] += 1
-            for i, res in zip(idx, self._score_suffixes(base, m, [ids[i] for i in idx], [requests[i] for i in idx],
-                                                          answer_tokens, deltas)):
-                results[i] = res
+        self._score_trie(cache, n, ids, requests, list(range(len(requests))), answer_tokens,
+                         getattr(core, "rope_deltas", None), results, owned=True)
         return results  # type: ignore[return-value]
+
+    def _score_trie(self, cache, n: int, ids: list[list[int]], requests: list[ScoreRequest], idx: list[int],
+                    answer_tokens: int, deltas, results: list, *, owned: bool = False) -> None:
+        """Score ``idx``, whose first ``n`` tokens are in ``cache``, by descending their token trie.
+
+        The requests' common text beyond ``n`` is prefilled once (on a copy: the parent's cache still
+        serves its other branches); they then split by their next token. A branch of two or more
+        requests recurses; requests alone on their branch (or with one token left) run their
+        suffixes as one batch from this node. Each token of the group is thus prefilled once per
+        distinct prefix it ends -- the trie's size -- rather than once per request. ``owned``: no
+        one else reads ``cache`` afterwards, so it is extended in place (the last branch of a node
+        takes its parent's cache; the others work on copies).
+        """
+        m = self._common_length([ids[i] for i in idx], start=n) if len(idx) > 1 else n
+        if m > n:
+            cache = cache if owned else copy.deepcopy(cache)
+            positions = torch.arange(n, m, device=self.device)
+            ext = torch.tensor([ids[idx[0]][n:m]], device=self.device)
+            self.model(input_ids=ext, attention_mask=torch.ones((1, m), dtype=torch.long, device=self.device),
+                       cache=cache, use_cache=True, cache_position=positions, logits_to_keep=1,
+                       **self._positions(positions.view(1, -1), deltas))
+            self.stats["prefill_tokens"] += m - n
+            self.stats["forward_passes"] += 1
+        branches: dict[int, list[int]] = defaultdict(list)
+        leaves: list[int] = []
+        for i in idx:
+            if len(ids[i]) - m > 1:
+                branches[ids[i][m]].append(i)
+            else:
+                leaves.append(i)
+        nodes = [b for b in branches.values() if 1 < len(b) < len(idx)]
+        leaves += [i for b in branches.values() if not 1 < len(b) < len(idx) for i in b]
+        for i, res in zip(leaves, self._score_suffixes(cache, m, [ids[i] for i in leaves],
+                                                       [requests[i] for i in leaves], answer_tokens, deltas)):
+            results[i] = res
+        for k, branch in enumerate(nodes):
+            self._score_trie(cache, m, ids, requests, branch, answer_tokens, deltas, results,
+                             owned=k == len(nodes) - 1)
 
     @staticmethod
     def _common_length(ids: list[list[int]], *, start: int) -> int:
@@ -427,10 +480,28 @@ class HFVLM(VLM):
 
     def _score_suffixes(self, cache, n: int, ids: list[list[int]], requests: list[ScoreRequest], answer_tokens: int,
                         deltas) -> list[dict]:
-        """Readouts of requests whose first ``n`` tokens are in ``cache``: suffix batches of ``batch_size``."""
-        results: list[dict] = []
-        for start in range(0, len(requests), self.batch_size):
-            chunk = list(range(start, min(start + self.batch_size, len(requests))))
+        """Readouts of requests whose first ``n`` tokens are in ``cache``: suffix batches of ``batch_size``.
+
+        Where generated tokens could reach past a sliding attention window, rows are batched only
+        with rows of the same suffix length: right padding leaves empty cache slots, and a window
+        counts slots, so a padded row would see a shifted window (its answer could then differ from
+        the one-at-a-time path). Otherwise rows of any length share a batch.
+        """
+        results: list[dict | None] = [None] * len(requests)
+        order = list(range(len(requests)))
+        window = getattr(self.model.config.get_text_config(), "sliding_window", None)
+        longest = max((len(x) for x in ids), default=0)
+        step = self._answer_batch(longest, answer_tokens)  # each row copies the prefix cache: full length
+        chunks: list[list[int]] = []
+        if answer_tokens > 0 and window and longest + answer_tokens > window:
+            same: dict[int, list[int]] = defaultdict(list)
+            for i in order:
+                same[len(ids[i])].append(i)
+            for rows in same.values():
+                chunks += [rows[k:k + step] for k in range(0, len(rows), step)]
+        else:
+            chunks = [order[k:k + step] for k in range(0, len(order), step)]
+        for chunk in chunks:
             suffixes = [ids[i][n:] for i in chunk]
             width = max(len(s) for s in suffixes)
             pad = self.tokenizer.pad_token_id
@@ -453,8 +524,8 @@ class HFVLM(VLM):
             if answer_tokens > 0:
                 generated = self._continue(first, past, mask, n + lengths, n + width, answer_tokens, deltas)
             for row, i in enumerate(chunk):
-                results.append(self._finish(self._readout(first[row]), requests[i], len(ids[i]), generated[row]))
-        return results
+                results[i] = self._finish(self._readout(first[row]), requests[i], len(ids[i]), generated[row])
+        return results  # type: ignore[return-value]
 
     def _positions(self, text_positions: torch.Tensor, deltas) -> dict:
         """``position_ids`` for a (batch, length) grid of text positions (3-D for multimodal RoPE)."""
@@ -488,8 +559,8 @@ class HFVLM(VLM):
 
         Requests with the same image (or no image) that share a prompt prefix holding the whole
         image are scored with one prefix prefill and a batch of suffixes when ``prefix_reuse`` is on,
-        requests that also share report and framing (arms differing only after the report) with one
-        more prefill of that shared text (generated answers continue from the same cache,
+        every further stretch of text that two or more of them share (a report, a framing, a question)
+        prefilled once more down a token trie (generated answers continue from the same caches,
         :meth:`_score_prefix_group`); everything else runs in left-padded
         batches through ``generate``. Both give the same logits and answers (within floating-point
         tolerance; a test holds the logits to 1e-4 in float32).
@@ -503,7 +574,7 @@ class HFVLM(VLM):
         if self.prefix_reuse:
             groups: dict[tuple, list[int]] = defaultdict(list)
             for i, r in enumerate(requests):
-                groups[(image_fingerprint(r.image), r.order)].append(i)  # report and framing: level 2
+                groups[(image_fingerprint(r.image), r.order)].append(i)  # the rest: the trie
             for idx in groups.values():
                 scored = self._score_prefix_group([requests[i] for i in idx], answer_tokens) if len(idx) > 1 else None
                 if scored is None:
@@ -517,8 +588,13 @@ class HFVLM(VLM):
         for i in rest:
             by_kind[requests[i].image is None].append(i)
         for idx in by_kind.values():
-            for start in range(0, len(idx), self.batch_size):
-                chunk = idx[start:start + self.batch_size]
+            step = self.batch_size
+            if self.answer_batch_size is not None:  # the longest prompt sets the memory per row
+                longest = max(len(self.tokenizer(self.render(requests[i]))["input_ids"]) for i in idx)
+                step = self._answer_batch(longest + int(getattr(self.processor, "image_seq_length", 0) or 0),
+                                          answer_tokens)
+            for start in range(0, len(idx), step):
+                chunk = idx[start:start + step]
                 for i, res in zip(chunk, self._score_naive([requests[i] for i in chunk], answer_tokens)):
                     results[i] = res
         return results  # type: ignore[return-value]

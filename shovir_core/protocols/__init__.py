@@ -21,7 +21,7 @@ from types import ModuleType
 from ..records import Run, Shard, load_run, record_dir, spec_hash, writer_defaults
 from ..records.schema import SHORT_HASH
 
-__all__ = ["REGISTRY", "SHARDED", "get_protocol", "resolve", "run", "run_id", "is_complete"]
+__all__ = ["REGISTRY", "SHARDED", "get_protocol", "resolve", "run", "run_id", "is_complete", "prefill"]
 
 REGISTRY: dict[str, str] = {
     "modalens": "shovir_core.protocols.modalens",
@@ -60,6 +60,24 @@ def is_complete(protocol: str, name: str, spec: dict, *, resolved: bool = False)
     """Whether the record of ``spec`` exists and is complete (``resolved``: ``spec`` is already resolved)."""
     path = record_dir(protocol, name, spec if resolved else resolve(protocol, spec))
     return (path / "manifest.json").is_file() and Run(path).status == "complete"
+
+
+def prefill(targets, *, progress: bool = True, shard: Shard | None = None) -> None:
+    """Score the arms of ``targets`` (``(protocol, name, spec)`` triples) together where a protocol can.
+
+    A protocol with a ``prefill_arms`` function (ModaLens) scores the records it is given in one
+    pass that shares their prompt prefixes, filling the inference cache; :func:`run` then makes each
+    record from the cache. With ``shard`` only that shard's part is scored (as :func:`run` would).
+    Notebooks (:func:`shovir_core.book.runner.make_records`) and cluster shards
+    (:class:`shovir_core.jobs.ShardTask`) both call it before making their records.
+    """
+    by_protocol: dict[str, list] = {}
+    for protocol, name, spec in targets:
+        by_protocol.setdefault(protocol, []).append((name, spec))
+    for protocol, runs in by_protocol.items():
+        pool = getattr(get_protocol(protocol), "prefill_arms", None)
+        if pool is not None and len(runs) > 1:
+            pool(runs, progress=progress, shard=shard if protocol in SHARDED else None)
 
 
 def run(protocol: str, name: str, spec: dict, *, progress: bool = True, shard: Shard | None = None) -> Run | None:

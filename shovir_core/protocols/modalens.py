@@ -116,7 +116,23 @@ def _spec_schema() -> SpecSchema:
         Field("template_id", (str, type(None)), None, doc="pinned template-report fingerprint"),
         # execution-only: never part of the record's identity
         Field("batch_cases", int, 64, range=(1, None), execution=True, doc="cases per record part"),
+        Field("answer_batch_size", (int, str, type(None)), None, execution=True, check=_check_answer_batch,
+              doc="requests per scoring batch of a transformer: null (the model's default), 'auto' "
+                  "(from free GPU memory) or an integer"),
     ])
+
+
+def _check_answer_batch(value) -> str | None:
+    if value is None or value == "auto" or (isinstance(value, int) and value >= 1):
+        return None
+    return "use null, 'auto' or an integer >= 1"
+
+
+def _set_answer_batch(model, setting) -> None:
+    """Apply the spec's execution-only ``answer_batch_size`` to a transformer behind ``model``'s cache."""
+    inner = getattr(model, "model", model)
+    if setting is not None and hasattr(inner, "answer_batch_size"):
+        inner.answer_batch_size = setting
 
 
 SPEC = _spec_schema()
@@ -542,11 +558,12 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     reports = trial_reports(spec, trials, reports)  # the text each trial shows (text controls applied)
     counts["n_text_control_empty"] = int((reports.str.len() == 0).sum())
     model = cached(get_model(spec["model"]), progress=False, chunk_size=4096)
+    _set_answer_batch(model, SPEC.execution(execution)["answer_batch_size"])
     seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
     model_info = {"id": spec["model"], **model.provenance()}
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model=model_info, seeds=seeds,
                    credentialed=ds.credentialed) as writer:
-        mine = shards.select(trials, writer, key="case_id")  # this process's shard (all cases unsharded)
+        mine = shards.select(trials, writer, key="case_id", units=cases["case_id"])  # this shard (all unsharded)
         todo = mine[~mine["trial_id"].isin(writer.done_ids)]
         image_paths = dict(zip(ds.images["image_id"], ds.images["path"]))
         case_ids = list(dict.fromkeys(todo["case_id"]))
@@ -573,16 +590,18 @@ _CASE_KEYS = ("dataset", "dataset_sha256", "substitute_seed", "ssim_size", "ssim
 """Spec keys that arms scored together must share (same cases, reports, labels and decoding)."""
 
 
-def prefill_arms(runs, *, progress: bool = True, batch_cases: int = 64) -> dict[str, int]:
+def prefill_arms(runs, *, progress: bool = True, batch_cases: int = 64, shard=None) -> dict[str, int]:
     """Score the trials of several arms together, so the model shares their prompt prefixes.
 
     ``runs`` are ``(name, spec)`` pairs (records of one notebook, say). Arms with the same model and
     the same cases (:data:`_CASE_KEYS`) are scored case chunk by case chunk in one
     ``score_yes_no`` call through the inference cache: a transformer prefills each image once and
-    each (report, framing) once for all the arms
+    every stretch of text two or more arms share once
     (:meth:`shovir_core.models.hf.HFVLM._score_prefix_group`), and the reference models compute each
     image's evidence once. The results land in the inference cache only; :func:`execute` then makes
-    each record as usual and finds every model output there. Complete records are skipped.
+    each record as usual and finds every model output there. Complete records are skipped. With
+    ``shard`` (a :class:`~shovir_core.records.Shard`) only that shard's cases are scored -- the cases
+    :func:`execute` gives the same shard (:func:`shovir_core.protocols.shards.mine`).
     Transformer outputs agree with a one-arm-at-a-time run to floating-point tolerance (1e-4 in
     the logits), not bit for bit; the inference cache keeps whichever was computed first.
 
@@ -594,8 +613,10 @@ def prefill_arms(runs, *, progress: bool = True, batch_cases: int = 64) -> dict[
     from . import is_complete
 
     groups: dict[tuple, list[dict]] = defaultdict(list)
+    answer_batch: dict[str, object] = {}
     for name, spec in runs:
         resolved = resolve_spec(dict(spec))
+        answer_batch.setdefault(resolved["model"], SPEC.execution(dict(spec))["answer_batch_size"])
         if is_complete(PROTOCOL, name, resolved, resolved=True):
             continue
         key = (resolved["model"], json.dumps([resolved.get(k) for k in _CASE_KEYS], sort_keys=True, default=str))
@@ -614,8 +635,9 @@ def prefill_arms(runs, *, progress: bool = True, batch_cases: int = 64) -> dict[
             trials = _trial_frame(spec, cases, reports)
             arms.append((spec, trials, trial_reports(spec, trials, reports)))
         model = cached(get_model(model_name), progress=False, chunk_size=1 << 20)
+        _set_answer_batch(model, answer_batch.get(model_name))
         image_paths = dict(zip(ds.images["image_id"], ds.images["path"]))
-        case_ids = list(dict.fromkeys(cases["case_id"]))
+        case_ids = shards.mine(cases["case_id"], shard)
         from tqdm import tqdm
 
         for start in tqdm(range(0, len(case_ids), batch_cases), desc=f"modalens {model_name}: {len(specs)} arms together",

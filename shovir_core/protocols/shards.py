@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..records import Run, RunWriter, Shard, load_run
 
-__all__ = ["assign", "select", "result", "Shard"]
+__all__ = ["assign", "select", "mine", "result", "Shard"]
 
 
 def _order(key: str) -> str:
@@ -40,28 +40,39 @@ def assign(keys: Iterable, count: int) -> dict:
     return {k: i % count for i, k in enumerate(units)}
 
 
-def select(items, writer: RunWriter, *, key: str, size: Callable[[dict], int] | None = None):
+def select(items, writer: RunWriter, *, key: str, size: Callable[[dict], int] | None = None, units=None):
     """The items of ``writer``'s shard, and the shard's planned trial count recorded.
 
     ``items`` is the protocol's *whole* grid: a DataFrame with a ``key`` column (one trial per row)
-    or a list of dicts with a ``key`` entry (``size(item)`` trials each, default 1). Unsharded
-    writers get everything back.
+    or a list of dicts with a ``key`` entry (``size(item)`` trials each, default 1). ``units``: the
+    keys the assignment is dealt over (default: the items' own); pass the grid's full set when an
+    arm drops some units (a ModaLens text control drops cases without report sections), so a unit
+    lands in the same shard in every arm. Unsharded writers get everything back.
     """
     shard = writer.shard
     if isinstance(items, pd.DataFrame):
         if key not in items.columns:
             raise KeyError(f"shard key {key!r} is not a column of the trial frame")
         if shard.sharded:
-            owner = assign(items[key], shard.count)
+            owner = assign(items[key] if units is None else units, shard.count)
             items = items[items[key].map(owner) == shard.index]
         writer.plan_shard(len(items))
         return items
     items = list(items)
     if shard.sharded:
-        owner = assign((it[key] for it in items), shard.count)
+        owner = assign((it[key] for it in items) if units is None else units, shard.count)
         items = [it for it in items if owner[it[key]] == shard.index]
     writer.plan_shard(sum(size(it) for it in items) if size else len(items))
     return items
+
+
+def mine(units, shard: Shard | None) -> list:
+    """The units of ``units`` (in their order) that :func:`select` gives ``shard`` (all of them unsharded)."""
+    units = list(dict.fromkeys(units))
+    if shard is None or not shard.sharded:
+        return units
+    owner = assign(units, shard.count)
+    return [u for u in units if owner[u] == shard.index]
 
 
 def result(writer: RunWriter) -> Run:
