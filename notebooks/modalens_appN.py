@@ -36,6 +36,7 @@ run_ids = None
 model = "ref-vlm"
 n_draws = 1000
 n_boot = 500
+n_perm = 2000
 bootstrap_seed = 0
 reproduces_paper = False
 
@@ -97,6 +98,19 @@ for arm in ("present", "absent"):
     assert lv[f"{arm}.endpoint_disagreement"] == lv[f"{arm}.flip_rate"], f"{arm}: the output layer is the readout"
 book.glue_values("mln.lens", lv, runs=runs)
 
+# %% tags=["nbval-check-output"]
+one_q_ids = set(trials["ko_report"]["trial_id"])
+settle = an.settling_table(trials["lens_P"][trials["lens_P"]["trial_id"].isin(one_q_ids)],
+                           trials["lens_A"][trials["lens_A"]["trial_id"].isin(one_q_ids)], n_perm=n_perm,
+                           seed=bootstrap_seed)
+book.show(settle, runs=runs, name="ml-appn-settling")
+
+# %%
+sv = settle.values
+assert sv["n_trials"] == len(one_q_ids), "both lens records hold every one-question trial"
+assert 0 < sv["paired_mean_diff_p"] <= 1 and 0 < sv["median_abs_diff_p"] <= 1
+book.glue_values("mln.settle", sv, runs=runs)
+
 # %%
 frame = lens.frame
 fig, axes = plt.subplots(1, 3, figsize=figures.column_figsize(3.6))
@@ -131,6 +145,16 @@ book.show(fig, runs=runs, name="ml-appn-lens",
 # the answer settles, on average, at layer {glue:text}`mln.lens.present.settling_mean:.2f` (present) and
 # {glue:text}`mln.lens.absent.settling_mean:.2f` (absent) of {glue:text}`mln.lens.present.n_layers`.
 #
+# **Settling depth.** On the one-question trials (each case's primary finding, as the paper's N.1),
+# the source image's projected answer settles at median layer {glue:text}`mln.settle.present.median:.0f`
+# with the report and {glue:text}`mln.settle.absent.median:.0f` without it
+# ({glue:text}`mln.settle.n_trials` trials); the paired mean difference present − absent is
+# {glue:text}`mln.settle.paired_mean_diff:+.2f` layers (patient sign-flip null, two-sided
+# p = {glue:text}`mln.settle.paired_mean_diff_p:.3f`), and the median per-trial |difference| of
+# {glue:text}`mln.settle.median_abs_diff:.1f` layers compares with
+# {glue:text}`mln.settle.median_abs_diff_null_mean:.2f` when the pairing is shuffled within finding
+# (p = {glue:text}`mln.settle.median_abs_diff_p:.3f`).
+#
 # **Table 27 (still apart).** With the report, {glue:text}`mln.lens.present.n_still_apart` trials end with
 # the two images' yes/no distributions more than 0.05 apart in total variation against
 # {glue:text}`mln.lens.present.n_flips` flips ({glue:text}`mln.lens.present.n_still_apart_not_flipped`
@@ -152,7 +176,6 @@ arms = {"report_answer": trials["ko_report"], "report_all": trials["ko_report_al
         "image_matched": trials["ko_image"]}
 ko = an.knockout_table(arms, n_draws=n_draws, seed=bootstrap_seed)
 book.show(ko.display().set_index(["blocked span / query scope", "start layer"]), runs=runs)
-one_q_ids = set(trials["ko_report"]["trial_id"])
 base = an.planted_facts(trials["lens_P"][trials["lens_P"]["trial_id"].isin(one_q_ids)],
                         trials["lens_A"][trials["lens_A"]["trial_id"].isin(one_q_ids)], n_draws=n_draws,
                         seed=bootstrap_seed)
@@ -200,7 +223,60 @@ book.show(fig, runs=runs, name="ml-appn-knockout",
 # knockout has almost no effect: this small model moves the report's content into the later token
 # positions in its first layer.
 #
-# ## Not built yet
+# **Overlap of the flipped cases.** Do the arms flip the same cases? Per start layer, Jaccard and φ of
+# the two arms' flip indicators on the same trials, with φ's p-value against a pairing shuffled within
+# finding.
+
+# %% tags=["nbval-check-output"]
+overlap = an.knockout_overlap(arms, [("report_all", "report_answer"), ("report_all", "question"),
+                                     ("report_all", "image_matched")], n_perm=n_perm, seed=bootstrap_seed)
+book.show(overlap.display().set_index(["arms", "start layer"]), runs=runs, name="ml-appn-overlap")
+
+# %%
+ov = overlap.values
+f = overlap.frame
+assert ((f["both"] <= f[["flips_a", "flips_b"]].min(axis=1)) & (f["jaccard"].fillna(0).between(0, 1))).all()
+if not reproduces_paper:
+    assert ov["report_all.report_answer.L0.phi"] > 0 and ov["report_all.report_answer.L0.phi_p"] < 0.05, \
+        "blocking the report for the answer query flips a subset of the cases the wide block flips"
+book.glue_values("mln.overlap", ov, runs=runs)
+
+# %% [markdown]
+# From layer 0, the answer-only block and the wide block flip overlapping cases (Jaccard
+# {glue:text}`mln.overlap.report_all.report_answer.L0.jaccard:.2f`, φ
+# {glue:text}`mln.overlap.report_all.report_answer.L0.phi:+.2f`, shuffled-pairing p =
+# {glue:text}`mln.overlap.report_all.report_answer.L0.phi_p:.3f`); the question-line control's flips are
+# unrelated to the wide block's (φ {glue:text}`mln.overlap.report_all.question.L0.phi:+.2f`). Cells without a
+# value are layers at which one arm flips no case.
 #
-# Residual patching, steering (Table 25), probes with a frozen configuration hash (Table 26), the tuned
-# lens (Table 34) and N.4 (VQA-RAD, SLAKE, OmniMedVQA; this repository has none of these datasets).
+# ## N.4 Image-token knockout and its random-token control
+#
+# On the report-absent prompt, where the answer must come from the image, blocking every non-image
+# position's attention to **all** image tokens from layer 0 leaves nothing of the image in the text
+# positions, so the two images of a pair must give the same answer: the flip rate must fall from the
+# report-absent rate to exactly 0, which checks the knockout itself. The control blocks as many
+# positions drawn at random from the whole prompt (seeded by the prompt, the same positions on both
+# images).
+
+# %% tags=["nbval-check-output"]
+n4 = an.knockout_table({"image_all": trials["ko_image_all"], "random_matched": trials["ko_random"]},
+                       n_draws=n_draws, seed=bootstrap_seed)
+book.show(n4.display().set_index(["blocked span / query scope", "start layer"]), runs=runs, name="ml-appn-n4")
+
+# %%
+n4v = n4.values
+assert n4v["image_all.L0.flip_rate"] == 0.0, "no text position can see the image: both images answer alike"
+assert bv["absent.flip_rate"] > 0.05, "without the knockout the report-absent answers do depend on the image"
+book.glue_values("mln.n4", n4v, runs=runs)
+
+# %% [markdown]
+# Without the report the one-question flip rate is {glue:text}`mln.ko_base.absent.flip_rate:.2%`; with
+# every image token blocked it is {glue:text}`mln.n4.image_all.L0.flip_rate:.2%` (as it must be);
+# blocking as many random positions gives {glue:text}`mln.n4.random_matched.L0.flip_rate:.2%`
+# [{glue:text}`mln.n4.random_matched.L0.lo:.2%`, {glue:text}`mln.n4.random_matched.L0.hi:.2%`]. The
+# paper runs this knockout on VQA-RAD, SLAKE and OmniMedVQA; this repository has none of them
+# (`load_dataset("vqa-rad:...")` and the others say so, `shovir_core.data.other_vqa`), so those rows are
+# not reproduced here.
+#
+# Residual patching and steering (Table 25), and probes and the tuned lens (Tables 26, 34), are the
+# following chapters.

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from shovir_core.tables import modalens_appn as an
 from shovir_core.tables.result import TableResult
@@ -52,3 +53,35 @@ def test_knockout_table_reads_every_start_layer():
 def test_balanced_accuracy_is_nan_for_one_class():
     assert np.isnan(an.balanced_accuracy(np.array([1, 0]), np.array([1.0, 1.0])))
     assert an.balanced_accuracy(np.array([1, 0, 0, 0]), np.array([1.0, 0.0, 1.0, np.nan])) == 0.75
+
+
+def test_knockout_overlap_counts_shared_flips_and_tests_phi():
+    t = _trials(60, seed=2, flip_share=0.3)
+    same = an.knockout_overlap({"a": t, "b": t}, [("a", "b")], n_perm=200, seed=0)
+    row = same.frame.set_index("start_layer").loc[2]
+    flips = int((t["readout_c"] != t["readout_d"]).sum())
+    assert row["flips_a"] == row["flips_b"] == row["both"] == flips and row["jaccard"] == 1.0 and row["phi"] == 1.0
+    assert same.values["a.b.L2.phi_p"] < 0.05, "identical flip sets are far from a shuffled pairing"
+    other = _trials(60, seed=9, flip_share=0.3)
+    indep = an.knockout_overlap({"a": t, "b": other}, [("a", "b")], n_perm=200, seed=0).values
+    assert indep["a.b.L2.phi"] < same.values["a.b.L2.phi"] and indep["a.b.L2.phi_p"] > 0.05
+    with pytest.raises(ValueError, match="share no trials"):
+        an.knockout_overlap({"a": t, "b": other.assign(trial_id="x" + other["trial_id"])}, [("a", "b")],
+                            n_perm=10, seed=0)
+
+
+def test_settling_table_pairs_trials_and_reads_the_nulls():
+    p, a = _trials(90, seed=0, flip_share=0.05), _trials(90, seed=0, flip_share=0.05)
+    same = an.settling_table(p, a, n_perm=200, seed=0).values
+    assert same["paired_mean_diff"] == 0.0 and same["median_abs_diff"] == 0.0
+    assert same["median_abs_diff_p"] < 0.05, "identical settling layers: pairing matters"
+    # the absent arm settles only at the output layer: its answers change sign just before it
+    late = a.copy()
+    late["lens_c"] = [json.dumps([[1.0, 0.0]] * 3 + [[-1.0, 0.0]]) for _ in range(len(a))]
+    v = an.settling_table(p, late, n_perm=200, seed=0).values
+    from shovir_core.metrics import layers as ly
+    from shovir_core.protocols.modalens_layers import lens_array
+
+    expect = ly.settling_layer(ly.margins(lens_array(p["lens_c"]))).mean() - 3
+    assert v["absent.median"] == 3 and v["paired_mean_diff"] == pytest.approx(expect)
+    assert v["paired_mean_diff_p"] < 0.05 and v["n_trials"] == 90

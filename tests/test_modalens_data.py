@@ -133,3 +133,12 @@ def test_mimic_jpg_errors_name_the_item(tmp_path):
     (root / "mimic-cxr-2.0.0-split.csv").unlink()
     with pytest.raises(DatasetError, match="split.csv"):
         load_mimic_jpg(root)
+
+
+@pytest.mark.parametrize("adapter", ["vqa-rad", "slake", "omnimedvqa"])
+def test_the_other_vqa_datasets_of_appendix_n4_fail_clearly(adapter, tmp_path):
+    from shovir_core.data import load_dataset
+    from shovir_core.data.other_vqa import OTHER_DATASETS, OtherDatasetUnavailable
+
+    with pytest.raises(OtherDatasetUnavailable, match=OTHER_DATASETS[adapter]):
+        load_dataset(f"{adapter}:{tmp_path}")

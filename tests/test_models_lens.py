@@ -128,3 +128,20 @@ def test_bad_knockouts_raise(vlm, requests_):
         Knockout("report", (0,), scope="all")
     with pytest.raises(ValueError, match="outside"):
         layer_logits(vlm, requests_[:1], knockout=Knockout.single("report", 9))
+
+
+def test_blocking_every_image_token_for_text_queries_makes_the_two_images_answer_alike(vlm, requests_):
+    """ModaLens App. N.4's image-token knockout: with every non-image query blocked from every image key at
+    every layer, the text positions cannot see the image, so two different images give identical logits;
+    the random-token control blocks as many positions, the same ones on both images, never the answer."""
+    n = len(decoder_parts(vlm.model)["layers"])
+    pair = requests_[:2]  # same prompt, different images
+    base = layer_logits(vlm, pair)
+    assert np.abs(base[0, -1] - base[1, -1]).max() > 1e-4, "the images differ in the plain readout"
+    blocked = layer_logits(vlm, pair, knockout=Knockout.cumulative("image", 0, n, scope="non_image"))
+    np.testing.assert_allclose(blocked[0], blocked[1], atol=1e-6)
+    spans = [token_spans(vlm, r) for r in pair]
+    rnd = [s["random_matched"] for s in spans]
+    np.testing.assert_array_equal(rnd[0], rnd[1])
+    assert len(rnd[0]) == len(spans[0]["image"]) and spans[0]["answer"][0] not in rnd[0]
+    assert len(set(rnd[0].tolist())) == len(rnd[0])

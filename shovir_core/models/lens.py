@@ -18,6 +18,8 @@ span).
 """
 from __future__ import annotations
 
+import hashlib
+
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Sequence
@@ -29,10 +31,13 @@ from .protocol import ScoreRequest
 
 __all__ = ["decoder_parts", "layer_logits", "token_spans", "Knockout", "SPANS", "SCOPES", "knockout_hooks"]
 
-SPANS = ("report", "question", "image", "image_matched", "report_matched", "none")
+SPANS = ("report", "question", "image", "image_matched", "report_matched", "random_matched", "none")
 """Key spans a knockout can block: the ``Report: ...`` line, the ``Question: ...`` line (with the
 instruction), all image tokens, image tokens matched in number to the report span (evenly spaced),
-the first report tokens matched in number to the question span (the shorter non-report text), nothing."""
+the first report tokens matched in number to the question span (the shorter non-report text), as
+many positions as the image span drawn at random from every position but the answer (ModaLens
+App. N.4's random-token control of the image knockout; seeded by the prompt's token ids, so both
+images of a pair lose the same positions), nothing."""
 
 SCOPES = ("answer", "non_image")
 """Query positions whose attention to the span is blocked."""
@@ -159,6 +164,10 @@ def token_spans(vlm, request: ScoreRequest) -> dict[str, np.ndarray]:
     else:
         spans["image_matched"] = np.array([], dtype=int)
     spans["report_matched"] = spans["report"][:len(spans["question"])]
+    seed = int.from_bytes(hashlib.sha256(np.asarray(full, dtype=np.int64).tobytes()).digest()[:8], "little")
+    others = np.arange(len(full) - 1)
+    spans["random_matched"] = np.sort(np.random.default_rng(seed).choice(others, size=min(img.size, others.size),
+                                                                         replace=False))
     spans["none"] = np.array([], dtype=int)
     spans["answer"] = np.array([len(full) - 1])
     spans["length"] = np.array([len(full)])

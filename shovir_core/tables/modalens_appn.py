@@ -7,7 +7,12 @@
   majority floor (Figure 3B), with the calibration depth, the settling layer and the "still apart"
   counts against the flips (Table 27) as glue values;
 * :func:`knockout_table` -- flip rate by knockout start layer per arm, with patient-clustered
-  intervals, and the share of substitute-side answers that agree with the report's label (Figure 7).
+  intervals, and the share of substitute-side answers that agree with the report's label (Figure 7);
+* :func:`knockout_overlap` -- overlap of the flipped-case sets of two knockout arms per start layer
+  (Jaccard, φ, with a shuffled-pairing null of φ), as ModaLens App. N.2 reports between arms;
+* :func:`settling_table` -- the settling depth with and without the report on the same trials: medians,
+  the paired mean difference against a patient sign-flip null, and the median per-case |difference|
+  against a shuffled-pairing null (ModaLens App. N.1).
 
 Every function returns a :class:`~shovir_core.tables.result.TableResult`.
 """
@@ -21,10 +26,13 @@ import pandas as pd
 
 from ..metrics import layers as ly
 from ..protocols.modalens_layers import lens_array
+from ..stats import nulls
+from ..stats.overlap import jaccard, phi
 from .modalens import rate_interval
 from .result import TableResult
 
-__all__ = ["planted_facts", "lens_table", "knockout_table", "balanced_accuracy"]
+__all__ = ["planted_facts", "lens_table", "knockout_table", "knockout_overlap", "settling_table",
+           "balanced_accuracy"]
 
 
 def balanced_accuracy(pred_yes: np.ndarray, target: np.ndarray) -> float:
@@ -134,3 +142,97 @@ def knockout_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int)
                                "lo": "95% lo", "hi": "95% hi", "n_trials": "trials",
                                "report_label_agreement": "substitute answer = report label"},
                        caption="Attention knockout: flip rate by start layer (cumulative to the last layer).")
+
+
+def _ko_flips(t: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
+    """Per trial (index ``trial_id``) and knockout start layer, whether the knocked-out answers flip."""
+    ko_c, ko_d = lens_array(t["ko_c"]), lens_array(t["ko_d"])
+    layers = [int(x) for x in json.loads(t["ko_layers"].iloc[0])]
+    flips = (ko_c[:, :, 0] > ko_c[:, :, 1]) != (ko_d[:, :, 0] > ko_d[:, :, 1])
+    return pd.DataFrame(flips, index=t["trial_id"].to_numpy(), columns=layers), layers
+
+
+def knockout_overlap(arms: Mapping[str, pd.DataFrame], pairs, *, n_perm: int, seed: int) -> TableResult:
+    """Overlap of the flipped-case sets of knockout arms at each start layer both arms ran.
+
+    ``pairs``: ``(arm, arm)`` names of ``arms`` (knockout records of the same trials). Per pair and
+    layer: the flip counts, Jaccard |A ∩ B| / |A ∪ B| and φ of the two flip indicators
+    (:mod:`shovir_core.stats.overlap`), and φ's two-sided p-value against a null that shuffles the
+    pairing of trials within finding (:func:`shovir_core.stats.nulls.shuffled_pairing_null`). NaN where
+    an indicator is constant (no flips).
+    """
+    flips = {name: _ko_flips(t) for name, t in arms.items()}
+    finding = {name: t.set_index("trial_id")["finding"] for name, t in arms.items()}
+    rows, values = [], {}
+    for a, b in pairs:
+        (fa, la), (fb, lb) = flips[a], flips[b]
+        common = fa.index.intersection(fb.index)
+        if not len(common):
+            raise ValueError(f"knockout_overlap: arms {a!r} and {b!r} share no trials")
+        for layer in [x for x in la if x in lb]:
+            x, y = fa.loc[common, layer].to_numpy(), fb.loc[common, layer].to_numpy()
+            j, ph = jaccard(x, y), phi(x, y)
+            p = float("nan")
+            if np.isfinite(ph):
+                null = nulls.shuffled_pairing_null(x.astype(float), y.astype(float), phi,
+                                                   groups=finding[a].loc[common].to_numpy(), n_perm=n_perm,
+                                                   rng=np.random.default_rng([seed, layer]))
+                p = null["p_value"]
+            rows.append({"pair": f"{a} vs {b}", "start_layer": layer, "n_trials": int(len(common)),
+                         "flips_a": int(x.sum()), "flips_b": int(y.sum()), "both": int((x & y).sum()),
+                         "jaccard": j, "phi": ph, "phi_p": p})
+            key = f"{a}.{b}.L{layer}"
+            values.update({f"{key}.jaccard": j, f"{key}.phi": ph, f"{key}.phi_p": p, f"{key}.both": int((x & y).sum())})
+    frame = pd.DataFrame(rows)
+    return TableResult(frame, values=values, metrics={"jaccard": "share", "phi": "value", "phi_p": "value"},
+                       labels={"pair": "arms", "start_layer": "start layer", "n_trials": "trials",
+                               "flips_a": "flips (first)", "flips_b": "flips (second)", "both": "flip in both",
+                               "jaccard": "Jaccard", "phi": "φ", "phi_p": "φ p (shuffled pairing)"},
+                       caption="Overlap of the flipped-case sets of two knockout arms by start layer.")
+
+
+def settling_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_perm: int, seed: int) -> TableResult:
+    """Settling depth of the source image's projected answer with and without the report, paired by trial.
+
+    The settling layer (:func:`shovir_core.metrics.layers.settling_layer`) is the first layer from
+    which the projected answer equals the final one. On the trials both lens records hold: medians
+    per arm; the paired mean difference present − absent with its two-sided p-value under a patient
+    sign-flip null (:func:`shovir_core.stats.nulls.sign_flip_null`); the median per-trial
+    |difference| with the mean and p-value of a null that shuffles the pairing within finding
+    (:func:`shovir_core.stats.nulls.shuffled_pairing_null`) -- ModaLens App. N.1 reports that the
+    shuffled pairing reproduces the observed median per-case difference.
+    """
+    p = present.set_index("trial_id")
+    a = absent.set_index("trial_id")
+    common = p.index.intersection(a.index)
+    if not len(common):
+        raise ValueError("settling_table: the two lens records share no trials")
+    sp = ly.settling_layer(ly.margins(lens_array(p.loc[common, "lens_c"])))
+    sa = ly.settling_layer(ly.margins(lens_array(a.loc[common, "lens_c"])))
+    diff = (sp - sa).astype(float)
+    flip = nulls.sign_flip_null(diff, clusters=p.loc[common, "patient_id"].to_numpy(), n_perm=n_perm,
+                                rng=np.random.default_rng([seed, 0]))
+
+    def median_abs(x, y):
+        return float(np.median(np.abs(np.asarray(x, float) - np.asarray(y, float))))
+
+    shuffled = nulls.shuffled_pairing_null(sp.astype(float), sa.astype(float), median_abs,
+                                           groups=p.loc[common, "finding"].to_numpy(), n_perm=n_perm,
+                                           rng=np.random.default_rng([seed, 1]))
+    values = {"n_trials": int(len(common)), "present.median": float(np.median(sp)),
+              "absent.median": float(np.median(sa)), "present.mean": float(sp.mean()), "absent.mean": float(sa.mean()),
+              "paired_mean_diff": flip["observed"], "paired_mean_diff_p": flip["p_value"],
+              "median_abs_diff": shuffled["observed"], "median_abs_diff_null_mean": shuffled["null_mean"],
+              "median_abs_diff_p": shuffled["p_value"], "n_perm": int(n_perm)}
+    rows = [{"quantity": "median settling layer, report present", "value": values["present.median"], "null": np.nan,
+             "p": np.nan},
+            {"quantity": "median settling layer, report absent", "value": values["absent.median"], "null": np.nan,
+             "p": np.nan},
+            {"quantity": "paired mean difference present − absent (layers)", "value": values["paired_mean_diff"],
+             "null": 0.0, "p": values["paired_mean_diff_p"]},
+            {"quantity": "median per-trial |difference| (layers)", "value": values["median_abs_diff"],
+             "null": values["median_abs_diff_null_mean"], "p": values["median_abs_diff_p"]}]
+    return TableResult(pd.DataFrame(rows), values=values, metrics={"value": "value", "null": "value", "p": "value"},
+                       labels={"value": "observed", "null": "null mean", "p": "two-sided p"}, index=("quantity",),
+                       caption="Settling depth with and without the report on the same trials, against "
+                               "sign-flip and shuffled-pairing nulls.")
