@@ -50,3 +50,30 @@ def test_answer_batch_size_is_execution_only():
     base = {"dataset": f"mimic-jpg:{FIXTURE}", "ssim_size": 32, "model": "tiny-gemma3"}
     assert ml.resolve_spec({**base, "answer_batch_size": "auto"}) == ml.resolve_spec(base)
     assert ml.SPEC.execution({**base, "answer_batch_size": 4})["answer_batch_size"] == 4
+
+
+def test_a_replacement_report_prompt_goes_where_the_model_keeps_its_prompt():
+    """§C.3: the shared prompt replaces the model's own prompt in its turn -- MedGemma keeps its prompt in
+    the system turn (user: "Analyze this image."), the others in the user turn."""
+    import dataclasses
+
+    from shovir_core.models.hf import HFVLM
+    from shovir_core.models.registry import REGISTRY
+    from shovir_core.models.prompts import SHARED_MINIMAL_PROMPT
+
+    tiny = build_tiny("tiny-gemma3")
+    medgemma = REGISTRY["medgemma-1.5-4b"]
+    assert medgemma.report_prompt_slot == "system"
+    as_medgemma = HFVLM(dataclasses.replace(tiny.spec, report_system=medgemma.report_system,
+                                            report_user=medgemma.report_user, report_prompt_slot="system",
+                                            report_order=medgemma.report_order),
+                        tiny.model, tiny.processor, source=tiny.source)
+    shared = as_medgemma.render_report(SHARED_MINIMAL_PROMPT)
+    assert SHARED_MINIMAL_PROMPT in shared and "Analyze this image." in shared
+    assert medgemma.report_system not in shared and medgemma.report_system in as_medgemma.render_report()
+    as_user = HFVLM(dataclasses.replace(tiny.spec, report_user="Describe it.", report_system="System text."),
+                    tiny.model, tiny.processor, source=tiny.source)
+    text = as_user.render_report(SHARED_MINIMAL_PROMPT)
+    assert SHARED_MINIMAL_PROMPT in text and "System text." in text and "Describe it." not in text
+    with pytest.raises(ValueError, match="report_prompt_slot"):
+        dataclasses.replace(tiny.spec, report_prompt_slot="assistant")

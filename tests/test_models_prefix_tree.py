@@ -75,9 +75,15 @@ def test_each_shared_stretch_is_prefilled_once(images):
     their instructions differ is prefilled once, not once per instruction."""
     model = get_model("tiny-gemma3")
     requests = [r for img in images for r in _arms(img)]
-    model.stats.update(prefill_tokens=0)
+    model.trie_min_saved_tokens = 1  # every shared stretch is a node: exactly the trie
+    model.stats.update(prefill_tokens=0, forward_passes=0)
     model.score_yes_no(requests, answer_tokens=0)
-    assert model.stats["prefill_tokens"] == _trie_size(model, requests)
+    size, passes = _trie_size(model, requests), model.stats["forward_passes"]
+    assert model.stats["prefill_tokens"] == size
+    model.trie_min_saved_tokens = 16  # small stretches fold into their branches: more tokens, fewer passes
+    model.stats.update(prefill_tokens=0, forward_passes=0)
+    model.score_yes_no(requests, answer_tokens=0)
+    assert size < model.stats["prefill_tokens"] < 1.1 * size and model.stats["forward_passes"] < passes
 
 
 def test_generation_past_the_sliding_window_matches_the_naive_path():

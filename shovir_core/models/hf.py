@@ -179,6 +179,9 @@ class HFVLM(VLM):
             raise ValueError(f"{spec.name}: report_batch_size={report_batch_size!r}; use None, 'auto' or an integer >= 1")
         self.report_batch_size = report_batch_size
         self.answer_batch_size = answer_batch_size
+        self.trie_min_saved_tokens = 16
+        """A shared stretch becomes its own prefix-trie node only if it saves at least this many
+        prefill tokens (:meth:`_score_trie`); 1 makes every shared stretch a node."""
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.families = TokenFamilies.from_tokenizer(
@@ -286,9 +289,18 @@ class HFVLM(VLM):
                                                   **self.spec.chat_template_kwargs)
 
     def render_report(self, prompt: str | None = None) -> str:
-        """The exact prompt string of a report request (placeholder for the image included)."""
-        messages = report_messages(user_text=self.spec.report_user if prompt is None else prompt,
-                                   system_text=self.spec.report_system, order=self.spec.report_order)
+        """The exact prompt string of a report request (placeholder for the image included).
+
+        ``prompt`` replaces the model's own prompt in the turn that holds it
+        (``ModelSpec.report_prompt_slot``): the user text, or, for MedGemma, the system text (its
+        user text stays "Analyze this image.", as in the authors' runner)."""
+        user, system = self.spec.report_user, self.spec.report_system
+        if prompt is not None:
+            if self.spec.report_prompt_slot == "system":
+                system = prompt
+            else:
+                user = prompt
+        messages = report_messages(user_text=user, system_text=system, order=self.spec.report_order)
         return self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
                                                   **self.spec.chat_template_kwargs)
 
@@ -436,13 +448,19 @@ class HFVLM(VLM):
         serves its other branches); they then split by their next token. A branch of two or more
         requests recurses; requests alone on their branch (or with one token left) run their
         suffixes as one batch from this node. Each token of the group is thus prefilled once per
-        distinct prefix it ends -- the trie's size -- rather than once per request. ``owned``: no
-        one else reads ``cache`` afterwards, so it is extended in place (the last branch of a node
-        takes its parent's cache; the others work on copies).
+        distinct prefix it ends -- the trie's size -- rather than once per request. A stretch that
+        would save fewer than ``trie_min_saved_tokens`` tokens ((requests - 1) x its length) is not
+        a node of its own: its branches prefill it with their own text, which costs a few tokens but
+        saves a forward pass and a cache copy (on a small model the pass costs more than the tokens).
+        ``owned``: no one else reads ``cache`` afterwards, so it is extended in place (the last
+        branch of a node takes its parent's cache; the others work on copies).
         """
         m = self._common_length([ids[i] for i in idx], start=n) if len(idx) > 1 else n
-        if m > n:
+        extend = m > n and (len(idx) - 1) * (m - n) >= self.trie_min_saved_tokens
+        base = m if extend else n
+        if extend:
             cache = cache if owned else copy.deepcopy(cache)
+            owned = True
             positions = torch.arange(n, m, device=self.device)
             ext = torch.tensor([ids[idx[0]][n:m]], device=self.device)
             self.model(input_ids=ext, attention_mask=torch.ones((1, m), dtype=torch.long, device=self.device),
@@ -459,12 +477,12 @@ class HFVLM(VLM):
                 leaves.append(i)
         nodes = [b for b in branches.values() if 1 < len(b) < len(idx)]
         leaves += [i for b in branches.values() if not 1 < len(b) < len(idx) for i in b]
-        for i, res in zip(leaves, self._score_suffixes(cache, m, [ids[i] for i in leaves],
+        for i, res in zip(leaves, self._score_suffixes(cache, base, [ids[i] for i in leaves],
                                                        [requests[i] for i in leaves], answer_tokens, deltas)):
             results[i] = res
         for k, branch in enumerate(nodes):
-            self._score_trie(cache, m, ids, requests, branch, answer_tokens, deltas, results,
-                             owned=k == len(nodes) - 1)
+            self._score_trie(cache, base, ids, requests, branch, answer_tokens, deltas, results,
+                             owned=owned and k == len(nodes) - 1)
 
     @staticmethod
     def _common_length(ids: list[list[int]], *, start: int) -> int:

@@ -72,7 +72,7 @@ def _specs() -> dict[str, ModelSpec]:
         ModelSpec("maira-2", "remote-code", "microsoft/maira-2", paper="ShoViR", report_user="", max_new_tokens=450,
                   notes="processor.format_and_preprocess_reporting_input(current_frontal=img, indication='', ...)"),
         ModelSpec("medgemma-1.5-4b", "hf", "google/medgemma-1.5-4b-it", paper="ShoViR",
-                  report_system="Describe this X-ray.", report_user="Analyze this image.",
+                  report_system="Describe this X-ray.", report_user="Analyze this image.", report_prompt_slot="system",
                   report_order="text_first", max_new_tokens=128, families=_GEMMA_FAMILIES,
                   processor_kwargs={"do_pan_and_scan": False},
                   notes="BaseHFLM chat: system = prompt, user = ['Analyze this image.', image]"),

@@ -32,8 +32,12 @@ class ModelSpec:
     ``adapter``: ``"hf"`` (transformers ``AutoModelForImageTextToText``), ``"remote-code"`` (the
     checkpoint's own code via ``trust_remote_code``, or a separate upstream code base:
     :mod:`~shovir_core.models.remote`), ``"tiny"`` (random-weight model built from a config) or
-    ``"reference"``. ``report_*`` give the report prompt (system text, user text, block order),
-    ``max_new_tokens`` the report length; ``families`` the paper's answer-token ids, checked
+    ``"reference"``. ``report_*`` give the report prompt (system text, user text, block order);
+    ``report_prompt_slot`` says which of the two holds the model's own prompt -- the authors'
+    ``prompt_text`` of ``arco-group/ShoViR-Bench`` ``src/benchmark/models/base.py``@f68059b -- and so
+    which one a replacement prompt (§C.3's shared ``radiology_minimal``) replaces: ``"user"`` (the
+    default) or ``"system"`` (MedGemma: system = prompt, user = "Analyze this image.").
+    ``max_new_tokens`` is the report length; ``families`` the paper's answer-token ids, checked
     against the tokenizer at load time.
     """
 
@@ -45,6 +49,7 @@ class ModelSpec:
     report_user: str = "Describe this X-ray."
     report_system: str | None = None
     report_order: str = "image_first"
+    report_prompt_slot: str = "user"
     max_new_tokens: int = 128
     do_sample: bool = False
     dtype: str = "bfloat16"
@@ -52,6 +57,12 @@ class ModelSpec:
     chat_template_kwargs: dict = field(default_factory=dict)
     processor_kwargs: dict = field(default_factory=dict)
     notes: str = ""
+
+    def __post_init__(self) -> None:
+        if self.report_prompt_slot not in ("user", "system"):
+            raise ValueError(f"{self.name}: report_prompt_slot {self.report_prompt_slot!r}; use 'user' or 'system'")
+        if self.report_prompt_slot == "system" and not self.report_system:
+            raise ValueError(f"{self.name}: report_prompt_slot 'system' needs a report_system prompt")
 
 
 def resolve_weights(spec: ModelSpec, *, local_path: str | Path | None = None) -> Path:
