@@ -23,6 +23,7 @@ def test_spec_keys_and_identity():
     assert "threads" not in a, "an execution-only key stays out of the identity"
     s = mi.resolve_spec({**BASE, "analysis": "steering", "steer_scales": [2, 0]})
     assert s["steer_scales"] == [0.0, 2.0] and "donors" not in s
+    assert mi.resolve_spec(a) == a and mi.resolve_spec(s) == s, "a resolved spec resolves to itself"
     with pytest.raises(ValueError, match="report-present"):
         mi.resolve_spec({**BASE, "report": "absent"})
     with pytest.raises(ValueError, match="framing"):
@@ -182,3 +183,28 @@ def test_chapter_params_resolve(profile, monkeypatch):
             assert params["parameters"]["reproduces_paper"] is True and spec["ssim_size"] == 896
     names = toc_notebooks()
     assert names.index("modalens_appN_interventions") == names.index("modalens_appN") + 1
+
+
+def test_an_interrupted_patching_record_resumes_to_the_same_rows(runs_root, monkeypatch):
+    spec = {**BASE, "max_patients": 2, "patch_layers": [1], "patch_scopes": ["answer"], "donors": ["wrong"],
+            "batch_cases": 1}
+    whole = run("modalens-interventions", "t.whole", spec, progress=False).trials
+    calls = {"n": 0}
+    original = mi._patch_rows
+
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("interrupted")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(mi, "_patch_rows", flaky)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        run("modalens-interventions", "t.resume", spec, progress=False)
+    monkeypatch.setattr(mi, "_patch_rows", original)
+    again = run("modalens-interventions", "t.resume", spec, progress=False).trials
+    assert calls["n"] == 2 and whole["case_id"].nunique() > 1, "the first case chunk was kept, the rest resumed"
+    cols = ["trial_id", "margin_c", "margin_d", "base_margin_c", "absent_margin_d", "donor_margin_c", "donor_case_id"]
+    a = whole[cols].sort_values("trial_id").reset_index(drop=True)
+    b = again[cols].sort_values("trial_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b, atol=1e-5)

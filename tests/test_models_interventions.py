@@ -179,3 +179,20 @@ def test_directions_and_errors(vlm, present):
     donor = iv.residuals(vlm, present, layers=[0], last=1)[:, 0]
     with pytest.raises(ValueError, match="n_positions"):
         iv.patched_logits(vlm, present, layer=0, donor=donor, n_positions=[2] * len(present))
+
+
+def test_bfloat16_patching_and_steering_keep_their_identities(present, absent):
+    """In bf16 (the GPU precision) the own-residual patch and the zero steer are still the plain readout,
+    and the last-layer answer patch is the donor's readout."""
+    m = get_model("tiny-gemma3", seed=3, device="cpu", dtype="bfloat16")
+    m.batch_size = 2
+    n = len(decoder_parts(m.model)["layers"])
+    plain = iv.readout_logits(m, present)
+    own = iv.residuals(m, present, layers=[0, n - 1])
+    assert own.dtype == torch.bfloat16
+    np.testing.assert_array_equal(iv.patched_logits(m, present, layer=0, donor=own[:, 0], n_positions=[1] * 3), plain)
+    d = int(decoder_parts(m.model)["weight"].shape[1])
+    np.testing.assert_array_equal(iv.steered_logits(m, present, vectors=np.zeros(d, np.float32), layers=range(n)), plain)
+    donor = iv.residuals(m, absent, layers=[n - 1])[:, 0]
+    np.testing.assert_allclose(iv.patched_logits(m, present, layer=n - 1, donor=donor, n_positions=[1] * 3),
+                               iv.readout_logits(m, absent), atol=1e-2)
