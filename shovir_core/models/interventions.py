@@ -112,12 +112,13 @@ def readout_logits(vlm, requests: Sequence[ScoreRequest], *, token_ids: Sequence
 
 @torch.inference_mode()
 def residuals(vlm, requests: Sequence[ScoreRequest], *, layers: Sequence[int], last: int = 1,
-              with_logits: bool = False):
+              with_logits: bool = False, store: str | None = None):
     """Residual stream after each of ``layers`` over the last ``last`` positions of every request.
 
     Returns a tensor ``(n_requests, len(layers), last, d)`` in the model's dtype on the model's device
     (``[:, j, -1]`` is the answer position after layer ``layers[j]``); with ``with_logits`` also the
-    plain readout of the same pass (as :func:`readout_logits`). Slots before a request's first
+    plain readout of the same pass (as :func:`readout_logits`). ``store="cpu"`` keeps the result in
+    host memory (a large cohort's donors need not sit on the accelerator). Slots before a request's first
     token (a request shorter than ``last``) hold padding positions and are never used by
     :func:`patched_logits`, which patches at most :func:`common_suffix` positions.
     """
@@ -128,7 +129,7 @@ def residuals(vlm, requests: Sequence[ScoreRequest], *, layers: Sequence[int], l
     requests = list(requests)
     d = int(parts["weight"].shape[1])
     dtype = next(vlm.model.parameters()).dtype
-    out = torch.zeros((len(requests), len(layers), last, d), dtype=dtype, device=vlm.device)
+    out = torch.zeros((len(requests), len(layers), last, d), dtype=dtype, device=store or vlm.device)
     ids_t = torch.tensor(_ids(vlm, None), device=vlm.device)
     logits = np.zeros((len(requests), len(ids_t)), dtype=np.float32)
     for chunk in _chunks(vlm, requests):
@@ -146,7 +147,8 @@ def residuals(vlm, requests: Sequence[ScoreRequest], *, layers: Sequence[int], l
             return [(parts["layers"][layer], make(j)) for j, layer in enumerate(layers)]
 
         logits[np.asarray(chunk)] = _forward(vlm, requests, chunk, hooks, ids_t).cpu().numpy()
-        out[torch.as_tensor(chunk, device=vlm.device)] = torch.stack([captured[j] for j in range(len(layers))], dim=1)
+        out[torch.as_tensor(chunk, device=out.device)] = torch.stack([captured[j] for j in range(len(layers))],
+                                                                     dim=1).to(out.device)
     return (out, logits) if with_logits else out
 
 
@@ -163,7 +165,7 @@ def patched_logits(vlm, requests: Sequence[ScoreRequest], *, layer: int, donor: 
         0-based decoder layer whose output is patched.
     donor
         ``(n_requests, k, d)``: per request the donor's residual after ``layer`` over its last ``k``
-        positions (a slice of :func:`residuals`).
+        positions (a slice of :func:`residuals`; on any device).
     n_positions
         Per request how many of the last positions to patch (1: the answer position;
         :func:`common_suffix`: the longest common token suffix); at most ``k`` and at most the
@@ -183,7 +185,7 @@ def patched_logits(vlm, requests: Sequence[ScoreRequest], *, layer: int, donor: 
     ids_t = torch.tensor(_ids(vlm, token_ids), device=vlm.device)
     out = np.zeros((len(requests), len(ids_t)), dtype=np.float32)
     for chunk in _chunks(vlm, requests):
-        rows = torch.as_tensor(chunk, device=vlm.device)
+        rows = torch.as_tensor(chunk, device=donor.device)
         counts = torch.as_tensor(n_pos[chunk], device=vlm.device)
 
         def hooks(length, rows=rows, counts=counts):
@@ -195,7 +197,7 @@ def patched_logits(vlm, requests: Sequence[ScoreRequest], *, layer: int, donor: 
 
             def fn(module, args, output):
                 hs = _hidden(output).clone()
-                src = donor[rows][:, k - m:].to(hs.dtype)
+                src = donor[rows][:, k - m:].to(device=hs.device, dtype=hs.dtype)
                 tail = hs[:, length - m:]
                 hs[:, length - m:] = torch.where(mask.unsqueeze(-1), src, tail)
                 return _with_hidden(output, hs)

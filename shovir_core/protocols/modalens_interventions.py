@@ -231,7 +231,7 @@ def _patch_rows(model, spec: dict, part: pd.DataFrame, reports: pd.Series, image
         dreqs = donor_reqs[donor]
         suffix = np.array([_suffix(ids(r), ids(d)) for r, d in zip(rec, dreqs)])
         k = int(suffix.max()) if "suffix" in spec["patch_scopes"] else 1
-        resid, dlogits = iv.residuals(model, dreqs, layers=layers, last=k, with_logits=True)
+        resid, dlogits = iv.residuals(model, dreqs, layers=layers, last=k, with_logits=True, store="cpu")
         for scope in spec["patch_scopes"]:
             n_pos = np.ones(len(rec), dtype=int) if scope == "answer" else suffix
             for j, layer in enumerate(layers):
