@@ -33,6 +33,7 @@ REGISTRY: dict[str, str] = {
     "modalens-distance": "shovir_core.protocols.modalens_distance",
     "accounting": "shovir_core.protocols.accounting",
     "modalens-layers": "shovir_core.protocols.modalens_layers",
+    "modalens-interventions": "shovir_core.protocols.modalens_interventions",
 }
 
 SHARDED: frozenset[str] = frozenset({"modalens", "shovir"})

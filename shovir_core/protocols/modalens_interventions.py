@@ -1,0 +1,408 @@
+"""The ``modalens-interventions`` protocol: residual patching and steering (ModaLens App. N.2-N.3, Table 25).
+
+The trials, cohort, questions, reports and labels are those of the ``modalens`` protocol with the
+same spec keys (:mod:`shovir_core.protocols.modalens`), report present; a transformers-backend
+model (:class:`~shovir_core.models.hf.HFVLM`) is run on both images of every trial with the
+hooks of :mod:`shovir_core.models.interventions`. Each record holds one row per trial and
+intervention cell, and every row names its ``arm`` (``patching`` / ``steering``), ``variant``,
+``scope``, ``layer``, ``donor`` and ``scale``, with the intervened readout per side (``margin_c``,
+``margin_d`` = logit(yes) - logit(no), and ``readout_*``) beside the unperturbed report-present
+readout (``base_margin_*``), so a record's effects are computed from itself.
+
+``analysis: patching`` (App. N.2, cross-condition residual patching)
+    the recipient is the report-present prompt of each side; the donor the report-absent prompt of
+    the same image and question (``donor: correct``) or, as the control, the report-absent prompt
+    of the same question on another patient's images (``donor: wrong``: the source image of a case
+    of a patient other than the trial's two, drawn with ``donor_seed`` once per case, its
+    substitute image on side ``d``). The output of decoder layer ``L`` (each of ``patch_layers``;
+    null: every layer) is replaced at the answer position (``scope: answer``) or over the two
+    prompts' longest common token suffix (``scope: suffix``; its length per side is stored as
+    ``n_patched_*``). Rows also carry the trial's own report-absent readout (``absent_margin_*``)
+    and the donor's (``donor_margin_*``).
+``analysis: steering`` (App. N.3, Table 25)
+    the cohort's patients are split with ``steer_seed`` into a fit share (``fit_share``) and a
+    test share. At each layer of ``steer_layers`` the direction is the difference of means of the
+    answer-position residuals after that layer between the report-present runs answered ``yes``
+    and those answered ``no`` on the fit patients (both sides; ``steer_classes: key``: between the
+    sides whose image's answer key is yes and those whose key is no); the controls are a Gaussian random
+    direction of the same norm (``variant: random``) and the same direction injected after every
+    decoder layer (``variant: every_layer``). On the test trials the vector ``scale * s * v`` is
+    added at the answer position of each side, ``v`` the direction (``steer_norm: unit``: divided
+    by its norm) and ``s = +1`` when that side's image's answer key is yes, ``-1`` when no (``0``
+    when it has none): the steer pushes each side toward its own image's key, so the
+    tracks-substitute rate measures how far the direction can move the answer to the substituted
+    image, and degradation how often it breaks an answer that was already right. The paper does
+    not print its sign rule; this is the repository's reading (ModaLens App. N.3 scores the
+    steered answer on the substitute against its key). Rows carry ``direction_norm`` and
+    ``same_answer`` (the unsteered answers agree on the two images: the paper's trial set).
+
+The spec must say ``report: present`` (the runs patched or steered) and ``image: true``.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from ..records import Run, RunWriter, load_run, spec_hash
+from . import modalens as ml
+from .spec import Field, SpecSchema
+
+__all__ = ["PROTOCOL", "SPEC", "ANALYSES", "SCOPES", "DONORS", "STEER_VARIANTS", "resolve_spec", "execute",
+           "wrong_donors", "split_fit_test"]
+
+PROTOCOL = "modalens-interventions"
+ANALYSES = ("patching", "steering")
+SCOPES = ("answer", "suffix")
+DONORS = ("correct", "wrong")
+STEER_VARIANTS = ("dom", "random", "every_layer")
+
+_PATCH_KEYS = ("patch_layers", "patch_scopes", "donors", "donor_seed")
+_STEER_KEYS = ("steer_layers", "steer_variants", "steer_scales", "steer_classes", "steer_norm", "steer_seed",
+               "fit_share")
+
+
+def _threads(value) -> str | None:
+    return None if value is None or (isinstance(value, int) and value >= 1) else "use null or an integer >= 1"
+
+
+def _schema() -> SpecSchema:
+    extra = [
+        Field("analysis", str, "patching", choices=ANALYSES),
+        Field("max_patients", (int, type(None)), None, range=(1, None),
+              doc="a seeded subset (subset_seed) of the cohort's patients whose trials are run (null: all)"),
+        Field("patch_layers", (list, type(None)), None, items=int, range=(0, None), unique=True,
+              doc="decoder layers whose output is patched (null: every layer)"),
+        Field("patch_scopes", list, list(SCOPES), items=str, choices=SCOPES, min_items=1, unique=True),
+        Field("donors", list, list(DONORS), items=str, choices=DONORS, min_items=1, unique=True),
+        Field("donor_seed", int, 0, range=(0, None), doc="seed of the wrong-donor draw"),
+        Field("steer_layers", (list, type(None)), None, items=int, range=(0, None), unique=True,
+              doc="decoder layers of the steering direction (null: every layer)"),
+        Field("steer_variants", list, list(STEER_VARIANTS), items=str, choices=STEER_VARIANTS, min_items=1,
+              unique=True),
+        Field("steer_scales", list, [0.0, 1.0, 2.0, 4.0], items=float, range=(0.0, None), min_items=1, unique=True),
+        Field("steer_classes", str, "answer", choices=("answer", "key"),
+              doc="classes of the difference of means: the fit runs' own answers, or each side's answer key"),
+        Field("steer_norm", str, "raw", choices=("raw", "unit"),
+              doc="raw: scale x the difference of means; unit: scale x its unit vector"),
+        Field("steer_seed", int, 0, range=(0, None), doc="seed of the fit/test patient split and the random direction"),
+        Field("fit_share", float, 0.5, range=(0.05, 0.95), doc="share of patients that fit the direction"),
+        Field("threads", (int, type(None)), None, execution=True, check=_threads,
+              doc="torch intra-op threads while the record is made, restored after (null: unchanged)"),
+    ]
+    return SpecSchema(PROTOCOL, [*ml.SPEC.fields.values(), *extra])
+
+
+SPEC = _schema()
+_EXTRA = ("analysis", "max_patients", *_PATCH_KEYS, *_STEER_KEYS)
+
+
+def resolve_spec(spec: dict) -> dict:
+    """The ``modalens`` resolution of the shared keys plus the analysis keys (the other analysis's
+    keys are dropped, so they never split a record's identity)."""
+    full = SPEC.resolve(spec)
+    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in _EXTRA and k != "threads"})
+    if base["report"] != "present" or not base["image"]:
+        raise ValueError(f"{PROTOCOL}: the interventions act on the report-present runs with the image; got "
+                         f"report: {base['report']!r}, image: {base['image']!r}")
+    for key in ("framing", "text_control"):
+        if base.get(key, "none") != "none":
+            raise ValueError(f"{PROTOCOL}: {key} = {base[key]!r} is not supported (the plain report only)")
+    out = {**base, **{k: full[k] for k in _EXTRA}}
+    for k in (_STEER_KEYS if out["analysis"] == "patching" else _PATCH_KEYS):
+        out.pop(k)
+    if out["analysis"] == "steering":
+        out["steer_scales"] = sorted(float(s) for s in out["steer_scales"])
+    return out
+
+
+def _patients_subset(spec: dict, trials: pd.DataFrame) -> pd.DataFrame:
+    k = spec.get("max_patients")
+    patients = np.array(sorted(trials["patient_id"].astype(str).unique()))
+    if k is None or k >= len(patients):
+        return trials
+    keep = set(np.random.default_rng(int(spec["subset_seed"])).choice(patients, size=int(k), replace=False).tolist())
+    return trials[trials["patient_id"].astype(str).isin(keep)].reset_index(drop=True)
+
+
+def wrong_donors(cases: pd.DataFrame, *, seed: int) -> pd.DataFrame:
+    """Per case (index ``case_id``) a donor case of a patient other than the case's source and
+    substitute patients: columns ``donor_case_id``, ``donor_patient_id``, ``donor_image_c``,
+    ``donor_image_d``. Drawn once over the sorted cases with ``seed``, so a chunked run draws the same.
+
+    >>> c = pd.DataFrame({"case_id": ["a", "b", "c"], "patient_id": ["p1", "p2", "p3"],
+    ...                   "sub_patient_id": ["p2", "p1", "p1"], "image_id": ["ia", "ib", "ic"],
+    ...                   "sub_image_id": ["ib", "ia", "ia"]})
+    >>> wrong_donors(c, seed=0)["donor_case_id"].tolist()
+    ['c', 'c', 'b']
+    """
+    c = cases.drop_duplicates("case_id").sort_values("case_id").reset_index(drop=True)
+    rng = np.random.default_rng(int(seed))
+    pat, sub = c["patient_id"].astype(str).to_numpy(), c["sub_patient_id"].astype(str).to_numpy()
+    rows = []
+    for i in range(len(c)):
+        ok = np.flatnonzero((pat != pat[i]) & (pat != sub[i]))
+        if not ok.size:
+            raise ValueError(f"{PROTOCOL}: case {c['case_id'][i]!r} has no case of another patient to donate")
+        j = int(rng.choice(ok))
+        rows.append({"case_id": c["case_id"][i], "donor_case_id": c["case_id"][j], "donor_patient_id": pat[j],
+                     "donor_image_c": c["image_id"][j], "donor_image_d": c["sub_image_id"][j]})
+    return pd.DataFrame(rows).set_index("case_id")
+
+
+def split_fit_test(trials: pd.DataFrame, *, seed: int, share: float) -> np.ndarray:
+    """Boolean per trial: its patient is in the fit share (a seeded draw of ``round(share * n)``
+    of the sorted patients, at least one and at most all but one)."""
+    patients = np.array(sorted(trials["patient_id"].astype(str).unique()))
+    if len(patients) < 2:
+        raise ValueError(f"{PROTOCOL}: steering needs at least two patients (fit and test), got {len(patients)}")
+    k = min(max(int(round(share * len(patients))), 1), len(patients) - 1)
+    fit = set(np.random.default_rng(int(seed)).choice(patients, size=k, replace=False).tolist())
+    return trials["patient_id"].astype(str).isin(fit).to_numpy()
+
+
+def _request(spec: dict, image, t, report: str | None):
+    from ..models.protocol import ScoreRequest
+
+    return ScoreRequest(image=image, question=t.question, report=report, order=spec["order"],
+                        instruction=spec["instruction"], finding=t.finding)
+
+
+def _layers(requested, n_layers: int, key: str) -> list[int]:
+    layers = list(range(n_layers)) if requested is None else sorted(int(x) for x in requested)
+    bad = [x for x in layers if x >= n_layers]
+    if bad:
+        raise ValueError(f"{PROTOCOL}: {key} {bad} outside 0..{n_layers - 1}")
+    return layers
+
+
+def _margin(logits: np.ndarray) -> np.ndarray:
+    return (logits[:, 0] - logits[:, 1]).astype(float)
+
+
+def _ids_cache(model):
+    from ..models.interventions import token_ids
+
+    cache: dict = {}
+
+    def ids(req) -> list[int]:
+        key = (model.render(req), req.image is None)
+        if key not in cache:
+            cache[key] = token_ids(model, req)
+        return cache[key]
+    return ids
+
+
+def _suffix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(reversed(a), reversed(b)):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _base_columns(part: pd.DataFrame) -> pd.DataFrame:
+    keep = ["trial_id", "case_id", "patient_id", "sub_patient_id", "study_id", "image_id", "sub_image_id",
+            "question_id", "finding", "is_composite", "target_c", "target_d", "label_changed", "pair_type", "tier"]
+    out = part[[k for k in keep if k in part.columns]].rename(columns={"trial_id": "base_trial_id"})
+    return out.reset_index(drop=True)
+
+
+def _patch_rows(model, spec: dict, part: pd.DataFrame, reports: pd.Series, images: dict, donors: pd.DataFrame,
+                n_layers: int) -> pd.DataFrame:
+    from ..models import interventions as iv
+
+    layers = _layers(spec["patch_layers"], n_layers, "patch_layers")
+    ids = _ids_cache(model)
+    rec, correct, wrong = [], [], []
+    for t in part.itertuples(index=False):
+        dn = donors.loc[t.case_id]
+        for side, img, wimg in (("c", t.image_id, dn["donor_image_c"]), ("d", t.sub_image_id, dn["donor_image_d"])):
+            rec.append(_request(spec, images[img], t, reports[t.case_id]))
+            correct.append(_request(spec, images[img], t, None))
+            wrong.append(_request(spec, images[wimg], t, None))
+    base = iv.readout_logits(model, rec)
+    donor_reqs = {"correct": correct, "wrong": wrong}
+    frames = []
+    head = _base_columns(part)
+    for donor in spec["donors"]:
+        dreqs = donor_reqs[donor]
+        suffix = np.array([_suffix(ids(r), ids(d)) for r, d in zip(rec, dreqs)])
+        k = int(suffix.max()) if "suffix" in spec["patch_scopes"] else 1
+        resid, dlogits = iv.residuals(model, dreqs, layers=layers, last=k, with_logits=True, store="cpu")
+        for scope in spec["patch_scopes"]:
+            n_pos = np.ones(len(rec), dtype=int) if scope == "answer" else suffix
+            for j, layer in enumerate(layers):
+                out = iv.patched_logits(model, rec, layer=layer, donor=resid[:, j], n_positions=n_pos)
+                f = head.copy()
+                f["arm"], f["variant"], f["scope"], f["layer"], f["donor"] = "patching", "residual", scope, layer, donor
+                f["scale"] = np.nan
+                f["donor_case_id"] = (part["case_id"].map(donors["donor_case_id"]).to_numpy() if donor == "wrong"
+                                      else part["case_id"].to_numpy())
+                for s, side in enumerate(("c", "d")):
+                    m = _margin(out[s::2])
+                    f[f"margin_{side}"] = m
+                    f[f"readout_{side}"] = np.where(m > 0, "yes", "no")
+                    f[f"base_margin_{side}"] = _margin(base[s::2])
+                    f[f"donor_margin_{side}"] = _margin(dlogits[s::2])
+                    f[f"n_patched_{side}"] = n_pos[s::2]
+                frames.append(f)
+        if donor == "correct":
+            absent = _margin(dlogits[0::2]), _margin(dlogits[1::2])
+    out = pd.concat(frames, ignore_index=True)
+    if "correct" not in spec["donors"]:
+        a = iv.readout_logits(model, correct)
+        absent = _margin(a[0::2]), _margin(a[1::2])
+    n_cells = len(out) // len(part)
+    out["absent_margin_c"] = np.tile(absent[0], n_cells)
+    out["absent_margin_d"] = np.tile(absent[1], n_cells)
+    out.insert(0, "trial_id", out["base_trial_id"] + ":" + out["donor"] + ":" + out["scope"] + ":L"
+               + out["layer"].astype(str))
+    return out
+
+
+def _directions(model, spec: dict, fit: pd.DataFrame, reports: pd.Series, paths: dict, n_layers: int) -> dict:
+    """Per steering layer the difference-of-means direction and its random control (float64)."""
+    import torch
+
+    from ..models import interventions as iv
+
+    layers = _layers(spec["steer_layers"], n_layers, "steer_layers")
+    reqs, keys = [], []
+    need = pd.unique(pd.concat([fit["image_id"], fit["sub_image_id"]]))
+    images = {i: ml._load_pixels(paths[i]) for i in need}
+    for t in fit.itertuples(index=False):
+        for img, key in ((t.image_id, t.target_c), (t.sub_image_id, t.target_d)):
+            reqs.append(_request(spec, images[img], t, reports[t.case_id]))
+            keys.append(key)
+    resid, logits = iv.residuals(model, reqs, layers=layers, last=1, with_logits=True)
+    if spec["steer_classes"] == "answer":
+        yes, ok = logits[:, 0] > logits[:, 1], np.ones(len(reqs), dtype=bool)
+    else:
+        keys = np.asarray(keys, dtype=float)
+        yes, ok = keys == 1, ~np.isnan(keys)
+    resid = resid[torch.as_tensor(np.flatnonzero(ok), device=resid.device)]
+    yes = yes[ok]
+    out = {}
+    for j, layer in enumerate(layers):
+        dom = iv.mean_difference(resid[:, j, -1], yes)
+        rnd = iv.random_direction(dom, rng=np.random.default_rng([int(spec["steer_seed"]), layer]))
+        out[layer] = {"dom": dom, "random": rnd}
+    return out
+
+
+def _steer_rows(model, spec: dict, part: pd.DataFrame, reports: pd.Series, images: dict, directions: dict,
+                n_layers: int) -> pd.DataFrame:
+    from ..models import interventions as iv
+
+    reqs, signs = [], []
+    for t in part.itertuples(index=False):
+        for img, target in ((t.image_id, t.target_c), (t.sub_image_id, t.target_d)):
+            reqs.append(_request(spec, images[img], t, reports[t.case_id]))
+            signs.append(0.0 if pd.isna(target) else (1.0 if target == 1 else -1.0))
+    sign = np.asarray(signs)[:, None]
+    base = iv.readout_logits(model, reqs)
+    head = _base_columns(part)
+    same = (base[0::2, 0] > base[0::2, 1]) == (base[1::2, 0] > base[1::2, 1])
+    frames = []
+    for layer, dirs in directions.items():
+        for variant in spec["steer_variants"]:
+            v = dirs["random" if variant == "random" else "dom"]
+            norm = float(np.linalg.norm(v))
+            unit = v / norm if spec["steer_norm"] == "unit" else v
+            at = list(range(n_layers)) if variant == "every_layer" else [layer]
+            for scale in spec["steer_scales"]:
+                vec = (scale * sign * unit[None, :]).astype(np.float32)
+                out = base if scale == 0.0 else iv.steered_logits(model, reqs, vectors=vec, layers=at)
+                f = head.copy()
+                f["arm"], f["variant"], f["scope"], f["layer"], f["donor"] = "steering", variant, "answer", layer, "none"
+                f["scale"] = float(scale)
+                f["direction_norm"] = norm
+                f["same_answer"] = same
+                for s, side in enumerate(("c", "d")):
+                    m = _margin(out[s::2])
+                    f[f"margin_{side}"] = m
+                    f[f"readout_{side}"] = np.where(m > 0, "yes", "no")
+                    f[f"base_margin_{side}"] = _margin(base[s::2])
+                    f[f"sign_{side}"] = sign[s::2, 0]
+                frames.append(f)
+    out = pd.concat(frames, ignore_index=True)
+    out.insert(0, "trial_id", out["base_trial_id"] + ":" + out["variant"] + ":L" + out["layer"].astype(str)
+               + ":s" + out["scale"].map(lambda s: f"{s:g}"))
+    return out
+
+
+def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | None = None) -> Run:
+    """Run the analysis of ``spec`` (resolved) on every trial; resumable by case chunks."""
+    import torch
+    from tqdm import tqdm
+
+    from ..models import get_model
+    from ..models.lens import decoder_parts
+
+    ds = ml._dataset(spec["dataset"])
+    if ds.manifest_hash != spec["dataset_sha256"]:
+        raise RuntimeError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
+    cases, counts = ml.build_cases(spec)
+    reports = ml._reports(spec, cases)
+    trials = _patients_subset(spec, ml._trial_frame(spec, cases, reports))
+    model = get_model(spec["model"])
+    if not hasattr(model, "model") or not hasattr(model, "processor"):
+        raise ValueError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")
+    n_layers = len(decoder_parts(model.model)["layers"])
+    exe = SPEC.execution(execution)
+    seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
+    paths = dict(zip(ds.images["image_id"], ds.images["path"]))
+    old_threads = torch.get_num_threads()
+    if exe.get("threads"):
+        torch.set_num_threads(int(exe["threads"]))
+    try:
+        if spec["analysis"] == "patching":
+            seeds["donor"] = int(spec["donor_seed"])
+            donors = wrong_donors(cases, seed=spec["donor_seed"])  # drawn over the whole cohort
+            run_trials = trials
+            first = (lambda t: f"{t}:{spec['donors'][0]}:{spec['patch_scopes'][0]}:L"
+                     f"{_layers(spec['patch_layers'], n_layers, 'patch_layers')[0]}")
+        else:
+            seeds["steer"] = int(spec["steer_seed"])
+            fit = split_fit_test(trials, seed=spec["steer_seed"], share=spec["fit_share"])
+            directions = _directions(model, spec, trials[fit], reports, paths, n_layers)
+            run_trials = trials[~fit]
+            l0 = next(iter(directions))
+            first = lambda t: f"{t}:{spec['steer_variants'][0]}:L{l0}:s{spec['steer_scales'][0]:g}"  # noqa: E731
+        with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},
+                       seeds=seeds, credentialed=ds.credentialed) as writer:
+            done = writer.done_ids
+            todo = run_trials[~run_trials["trial_id"].map(first).isin(done)]
+            case_ids = list(dict.fromkeys(todo["case_id"]))
+            bar = tqdm(total=len(todo), desc=f"{PROTOCOL} {spec['model']} {spec['analysis']}", unit="trial",
+                       disable=not progress)
+            for start in range(0, len(case_ids), exe["batch_cases"]):
+                part = todo[todo["case_id"].isin(case_ids[start:start + exe["batch_cases"]])].reset_index(drop=True)
+                ims = ["image_id", "sub_image_id"]
+                if spec["analysis"] == "patching":
+                    dn = donors.loc[part["case_id"]]
+                    need = pd.unique(pd.concat([part[c] for c in ims] + [dn["donor_image_c"], dn["donor_image_d"]]))
+                else:
+                    need = pd.unique(pd.concat([part[c] for c in ims]))
+                images = {i: ml._load_pixels(paths[i]) for i in need}
+                rows = (_patch_rows(model, spec, part, reports, images, donors, n_layers)
+                        if spec["analysis"] == "patching"
+                        else _steer_rows(model, spec, part, reports, images, directions, n_layers))
+                writer.append(rows)
+                bar.update(len(part))
+            bar.close()
+            extra = {"n_layers": n_layers, "n_trials_run": int(len(run_trials)),
+                     "n_patients_run": int(run_trials["patient_id"].nunique())}
+            if spec["analysis"] == "steering":
+                extra["n_fit_trials"] = int(fit.sum())
+                extra["n_fit_patients"] = int(trials[fit]["patient_id"].nunique())
+                extra["direction_norms"] = json.dumps({str(k): float(np.linalg.norm(v["dom"]))
+                                                       for k, v in directions.items()})
+            writer.complete(**counts, **extra, n_questions=int(trials["question_id"].nunique()),
+                            arm=ml.arm_label(spec), analysis=spec["analysis"])
+    finally:
+        torch.set_num_threads(old_threads)
+    return load_run(PROTOCOL, name, spec_hash(spec))
