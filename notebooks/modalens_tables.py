@@ -53,6 +53,7 @@ runs = book.load_runs("modalens_tables", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 primary = {k: trials[k] for k in ("P", "A", "P_tf", "A_tf", "P_instr", "A_instr")}
 has_tiny = "tiny_P" in trials
+has_vlm = "vlm_P" in trials
 
 # %% [markdown]
 # ## Table 1: cohort accounting
@@ -209,14 +210,48 @@ book.glue("ml.paper.n_cases", int(papers.published_value("modalens", id="design.
 verdicts = vs_paper.frame["verdict"]
 assert (verdicts != pvr.NOT_RUN).all(), "every mapped Table 2-5 value has a run value"
 if reproduces_paper:
-    by_key = dict(zip([r.key for r in table_rows], verdicts))
-    assert by_key["t2.all14.diff_pp"] == pvr.INSIDE
-    assert by_key["t3.instructed.generated.diff_pp"] == pvr.INSIDE
+    assert not pvr.not_held(vs_paper, ["t2.all14.diff_pp", "t3.instructed.generated.diff_pp"])
 else:
     assert (verdicts == pvr.DIFFERENT_SETTING).all(), "no judgement against the paper's interval off its setting"
 book.glue_values("ml.paper", vs_paper.values, runs=[])  # published values: from the paper, not from a record
 
 # %% [markdown]
+# ## A trained transformer: `ref-vlm`
+#
+# `ref-anchored@0.5` writes its anchoring as a formula. `ref-vlm` is a small
+# `Gemma3ForConditionalGeneration` (MedGemma's class and prompt structure) **trained in this repository**
+# on the demo patients outside this cohort (`shovir_core.models.ref_vlm`; this chapter's cohort is the
+# one its training holds out): its curriculum rewards following the report when one is in the prompt
+# and the image otherwise, so the report effect of Tables 2 and 3 is learnt, not written down. Its
+# docstring states, before any record existed, that with the report its flip rate is below a third of
+# the rate without it; the page checks that on the all-14 design of Table 2 (plain prompt) and Table 3
+# (instructed).
+
+# %% tags=["nbval-check-output"]
+if has_vlm:
+    vlm = {k: trials[f"vlm_{k}"] for k in ("P", "A", "P_instr", "A_instr")}
+    t3_vlm = mt.instruction_table(vlm, n_draws_primary=n_draws, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
+    book.show(t3_vlm, runs=runs, name="ml-vlm-t3")
+
+# %%
+if has_vlm:
+    vv = t3_vlm.values
+    assert vv["t3.plain.lowercase.n_trials"] == v1["t1.trials.all14"], "ref-vlm runs this chapter's all-14 trials"
+    for arm in ("plain", "instructed"):
+        fp, fa = vv[f"t3.{arm}.lowercase.present.flip_rate"], vv[f"t3.{arm}.lowercase.absent.flip_rate"]
+        assert fp < fa / 3, f"planted ({arm}): with the report ref-vlm flips on under a third of its report-absent rate"
+        assert vv[f"t3.{arm}.lowercase.diff_lo_pp"] > 0, f"{arm}: the report effect's interval excludes 0"
+    book.glue_values("ml.vlm", vv, runs=runs)
+
+# %% [markdown]
+# Without an instruction `ref-vlm` flips on {glue:text}`ml.vlm.t3.plain.lowercase.present.flip_rate:.2%` of
+# trials with the report and {glue:text}`ml.vlm.t3.plain.lowercase.absent.flip_rate:.2%` without it (paired
+# difference {glue:text}`ml.vlm.t3.plain.lowercase.diff_pp:+.1f` points
+# [{glue:text}`ml.vlm.t3.plain.lowercase.diff_lo_pp:+.1f`, {glue:text}`ml.vlm.t3.plain.lowercase.diff_hi_pp:+.1f`]);
+# instructed, {glue:text}`ml.vlm.t3.instructed.lowercase.present.flip_rate:.2%` against
+# {glue:text}`ml.vlm.t3.instructed.lowercase.absent.flip_rate:.2%`. Its layerwise analyses are in
+# Appendix N.
+#
 # ## The tiny transformers model
 #
 # The same arms through a randomly initialised Gemma-3 model with its own chat template and
