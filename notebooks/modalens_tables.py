@@ -244,6 +244,36 @@ if has_vlm:
     book.glue_values("ml.vlm", vv, runs=runs)
 
 # %% [markdown]
+# Table 4 for `ref-vlm`, with and without the report. With the report its answers follow the report's
+# labels, so they are right on the source image and wrong on a substitute whose label differs; without
+# it they come from the image, so its flips concentrate on the label-changed trials.
+
+# %% tags=["nbval-check-output"]
+if has_vlm:
+    t4_vlm = mt.accuracy_table(vlm["P"], n_draws=n_draws, seed=bootstrap_seed, key="t4vlm.P").with_runs(runs)
+    t4_vlm_a = mt.accuracy_table(vlm["A"], n_draws=n_draws, seed=bootstrap_seed, key="t4vlm.A").with_runs(runs)
+    book.show(t4_vlm, runs=runs, name="ml-vlm-t4-present",
+              caption="ref-vlm, report present: accuracy on the original and the substitute image and flip rates "
+                      "by label change (ModaLens Table 4's quantities).")
+    book.show(t4_vlm_a, runs=runs, name="ml-vlm-t4-absent",
+              caption="ref-vlm, report absent: the same quantities.")
+
+# %%
+if has_vlm:
+    w4 = {**t4_vlm.values, **t4_vlm_a.values}
+    assert w4["t4vlm.P.ba_original_lo"] > w4["t4vlm.P.ba_substitute_hi"], \
+        "planted: with the report the answers carry the source's labels onto the substitute"
+    assert w4["t4vlm.A.fr_changed"] > w4["t4vlm.A.fr_unchanged"], \
+        "planted: without the report, flips follow label changes between the two images"
+    book.glue_values("ml", w4, runs=runs)
+
+# %% [markdown]
+# With the report the balanced accuracy is {glue:text}`ml.t4vlm.P.ba_original:.3f` on the original image
+# and {glue:text}`ml.t4vlm.P.ba_substitute:.3f` on the substitute (against its own label); without it
+# {glue:text}`ml.t4vlm.A.fr_changed:.1%` of label-changed trials flip against
+# {glue:text}`ml.t4vlm.A.fr_unchanged:.1%` of the others.
+
+# %% [markdown]
 # Without an instruction `ref-vlm` flips on {glue:text}`ml.vlm.t3.plain.lowercase.present.flip_rate:.2%` of
 # trials with the report and {glue:text}`ml.vlm.t3.plain.lowercase.absent.flip_rate:.2%` without it (paired
 # difference {glue:text}`ml.vlm.t3.plain.lowercase.diff_pp:+.1f` points
