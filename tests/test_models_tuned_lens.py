@@ -111,3 +111,9 @@ def test_saliency_scores(vlm, requests_):
     assert all(p.requires_grad for p in vlm.model.parameters()) or not any(p.requires_grad for p in vlm.model.parameters())
     with pytest.raises(ValueError, match="image"):
         image_input_gradient(vlm, [ScoreRequest(None, Q)])
+
+
+def test_batched_input_gradient_equals_one_request_at_a_time(vlm, requests_):
+    together = image_input_gradient(vlm, requests_)
+    alone = np.concatenate([image_input_gradient(vlm, [r]) for r in requests_])
+    np.testing.assert_allclose(together, alone, rtol=1e-4)

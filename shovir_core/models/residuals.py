@@ -117,22 +117,23 @@ def image_attention_mass(vlm, requests: Sequence[ScoreRequest], *, layers: Seque
 def image_input_gradient(vlm, requests: Sequence[ScoreRequest]) -> np.ndarray:
     """L2 norm of d(final yes - no margin) / d(image embeddings), one per request (``(n,)`` float64).
 
-    The image embeddings are the multimodal projector's output; the gradient is taken one request at a
-    time (no padding enters it). Requests without an image raise ``ValueError``.
+    The image embeddings are the multimodal projector's output. A batch's margins are summed before
+    the backward pass: a request's margin does not depend on another request's image (left padding is
+    masked), so each request's gradient is its own. Requests without an image raise ``ValueError``.
     """
     model = vlm.model
     projector = getattr(getattr(model, "model", model), "multi_modal_projector", None)
     if projector is None:
         raise TypeError(f"{type(model).__name__}: no multi_modal_projector to take the image gradient at")
+    if any(r.image is None for r in requests):
+        raise ValueError("image_input_gradient: a request without an image has no image gradient")
     yes, no = vlm.families.yes_id, vlm.families.no_id
     out = np.zeros(len(requests), dtype=float)
     flags = [p.requires_grad for p in model.parameters()]
     for p in model.parameters():
         p.requires_grad_(False)
     try:
-        for i, r in enumerate(requests):
-            if r.image is None:
-                raise ValueError("image_input_gradient: a request without an image has no image gradient")
+        for chunk, batch in _batches(vlm, list(requests)):
             held: list[torch.Tensor] = []
 
             def keep(module, args, output):
@@ -144,12 +145,12 @@ def image_input_gradient(vlm, requests: Sequence[ScoreRequest]) -> np.ndarray:
             handle = projector.register_forward_hook(keep)
             try:
                 with torch.enable_grad():
-                    batch = vlm._encode([vlm.render(r)], [r.image])
-                    logits = model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1).logits[0, -1]
-                    (logits[yes] - logits[no]).float().backward()
+                    logits = model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1).logits[:, -1]
+                    (logits[:, yes] - logits[:, no]).float().sum().backward()
             finally:
                 handle.remove()
-            out[i] = float(held[0].grad.float().norm())
+            grad = held[0].grad.float().reshape(len(chunk), -1)
+            out[np.asarray(chunk)] = grad.norm(dim=1).cpu().numpy()
     finally:
         for p, f in zip(model.parameters(), flags):
             p.requires_grad_(f)

@@ -33,6 +33,7 @@ REGISTRY: dict[str, str] = {
     "modalens-distance": "shovir_core.protocols.modalens_distance",
     "accounting": "shovir_core.protocols.accounting",
     "modalens-layers": "shovir_core.protocols.modalens_layers",
+    "modalens-probes": "shovir_core.protocols.modalens_probes",
 }
 
 SHARDED: frozenset[str] = frozenset({"modalens", "shovir"})
