@@ -92,3 +92,15 @@ def test_clustered_difference_test_two_sided():
     again = pr.clustered_difference_test(clusters, mean, baseline=0.05, n_draws=500, seed=0)
     assert again == above
     assert above["n_clusters"] == 80 and above["estimate"] == pytest.approx(x.mean())
+
+
+def test_stratified_auroc_ignores_what_separates_the_strata():
+    # within each stratum the score is uninformative; across strata it tracks the label's base rate
+    strata = np.array(["a"] * 4 + ["b"] * 4)
+    labels = np.array([1, 1, 1, 0, 0, 0, 0, 1])
+    scores = np.array([0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1])
+    assert pr.auroc(scores, labels) > 0.7
+    assert pr.stratified_auroc(scores, labels, strata) == pytest.approx(0.5)
+    perfect = np.array([0.9, 0.8, 0.7, 0.1, 0.2, 0.3, 0.1, 0.95])
+    assert pr.stratified_auroc(perfect, labels, strata) == pytest.approx(1.0)
+    assert np.isnan(pr.stratified_auroc(scores, np.ones(8), strata))

@@ -13,15 +13,18 @@ transformers-backend model (:class:`~shovir_core.models.hf.HFVLM`). Two analyses
     :class:`~shovir_core.stats.probes.FrozenConfigError`; a resumed record whose rows carry another
     hash is refused). Then
 
-    1. the test split: per trial both images are scored; the residual at the answer position of the
-       source-image run (side ``c``) at ``probe_layer`` and at ``label_probe_layer`` are kept in
-       memory only; the saliency baselines of side ``c`` are computed
+    1. the test split: per trial both images are scored; the residuals at the answer position of the
+       source-image run (side ``c``) at ``probe_layer`` and of the substitute-image run (side ``d``) at
+       ``label_probe_layer`` are kept in memory only; the saliency baselines of side ``c`` are computed
        (:func:`~shovir_core.models.residuals.image_attention_mass`,
        :func:`~shovir_core.models.residuals.image_input_gradient`);
     2. two linear probes (:func:`~shovir_core.stats.probes.fit_probe`, patient-grouped folds): the
        paper's probe of **swap-induced answer change** (target: the readouts of the two images differ)
-       at ``probe_layer``, and a probe of the **source image's label** (``target_c``) at
-       ``label_probe_layer``; the test split's rows carry their out-of-fold scores;
+       at ``probe_layer`` (side ``c``), and a probe of the **substitute image's label** (``target_d``,
+       side ``d``) at ``label_probe_layer`` -- the substitute, because on the one-question design the
+       source's label is fixed by the question asked (a primary positive finding, or the composite with
+       target no), while the substitute's label for the same question varies with the image; the test
+       split's rows carry their out-of-fold scores;
     3. the **disjoint cohort**: ``probe_n_patients`` patients drawn with ``probe_seed``
        (:func:`~shovir_core.stats.probes.disjoint_patients`) from the dataset's case pool outside the
        evaluation patients and the patients of their substitutes (a disjoint case's substitute must be
@@ -85,6 +88,9 @@ def _schema() -> SpecSchema:
         Field("lens_heldout", float, 0.1, range=(0.0, 1.0), doc="share of the corpus held out of training"),
         Field("lens_kl", str, "full", choices=("full", "readout"),
               doc="vocabulary of the KL: the full vocabulary or the yes/no readout rows"),
+        Field("threads", (int, type(None)), 1, range=(1, None), execution=True,
+              doc="torch intra-op threads during the run (restored after; null: leave as is); one thread is "
+                  "many times faster than two for a model as small as ref-vlm on a shared CPU"),
     ]
     return SpecSchema(PROTOCOL, [*ml.SPEC.fields.values(), *extra])
 
@@ -95,7 +101,7 @@ SPEC = _schema()
 def resolve_spec(spec: dict) -> dict:
     """The ``modalens`` resolution of the shared keys plus the analysis keys (the other analysis's keys dropped)."""
     full = SPEC.resolve(spec)
-    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in ("analysis", *_PROBE, *_LENS)})
+    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in ("analysis", "threads", *_PROBE, *_LENS)})
     keep = _PROBE if full["analysis"] == "probe" else _LENS
     return {**base, "analysis": full["analysis"], **{k: full[k] for k in keep}}
 
@@ -128,7 +134,7 @@ def probe_config(spec: dict, n_layers: int) -> dict:
         "protocol": PROTOCOL, "model": spec["model"], "model_fingerprint": spec["model_fingerprint"],
         "dataset_sha256": spec["dataset_sha256"],
         "probe": {"flip_layer": int(spec["probe_layer"]), "label_layer": label_layer, "position": "answer",
-                  "side": "source image", "estimator": "StandardScaler + LogisticRegression (lbfgs)",
+                  "flip_side": "source image", "label_side": "substitute image", "label_auroc": "within question", "estimator": "StandardScaler + LogisticRegression (lbfgs)",
                   "C": float(spec["probe_C"]), "folds": int(spec["probe_folds"]), "fold_seed": int(spec["probe_seed"])},
         "questions": {"design": spec["design"], "report": spec["report"], "order": spec["order"],
                       "instruction": spec["instruction"], "policy": spec["primary_policy"]},
@@ -170,7 +176,7 @@ def _readouts(out: pd.DataFrame, final: np.ndarray) -> None:
 
 
 def _probe_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict, layers: tuple[int, int]):
-    """Rows (without probe scores) and the side-c residual features ``(flip_layer, label_layer)``."""
+    """Rows (without probe scores) and the residual features ``(side c at flip_layer, side d at label_layer)``."""
     import torch
 
     from ..models.lens import _project, decoder_parts
@@ -189,7 +195,7 @@ def _probe_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, im
     src = reqs[0::2]
     out["attention_mass"] = image_attention_mass(model, src)
     out["input_gradient"] = image_input_gradient(model, src)
-    feats = (resid[0::2, layers[0]].numpy().astype(np.float64), resid[0::2, layers[1]].numpy().astype(np.float64))
+    feats = (resid[0::2, layers[0]].numpy().astype(np.float64), resid[1::2, layers[1]].numpy().astype(np.float64))
     return out, feats
 
 
@@ -204,7 +210,7 @@ def _fit(rows: pd.DataFrame, feats: tuple[np.ndarray, np.ndarray], cfg: dict):
         raise ValueError(f"{PROTOCOL}: the test split has {'no' if not flip.any() else 'only'} swap-induced "
                          "answer changes; the flip probe needs both classes")
     flip_probe, flip_oof = fit_probe(feats[0], flip, groups=groups, n_folds=p["folds"], C=p["C"], seed=p["fold_seed"])
-    target = rows["target_c"].to_numpy(dtype=float)
+    target = rows["target_d"].to_numpy(dtype=float)
     ok = ~np.isnan(target)
     label_probe, oof = fit_probe(feats[1][ok], target[ok].astype(int), groups=groups[ok], n_folds=p["folds"],
                                  C=p["C"], seed=p["fold_seed"])
@@ -267,7 +273,7 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
     for part in _chunks(disjoint[~disjoint["trial_id"].isin(done)], batch):
         r, f = _probe_chunk(model, spec, part, disjoint_reports, _images(ds, part), layers)
         r["probe_flip_score"] = _apply(flip_probe, f[0])
-        r["probe_label_score"] = _apply(label_probe, f[1], ~np.isnan(r["target_c"].to_numpy(dtype=float)))
+        r["probe_label_score"] = _apply(label_probe, f[1], ~np.isnan(r["target_d"].to_numpy(dtype=float)))
         r["protocol_sha256"] = frozen.sha256
         writer.append(r)
         bar.update(len(part))
@@ -339,8 +345,6 @@ def _execute_lens(spec, model, ds, writer, batch, bar):
 
 def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | None = None) -> Run:
     """Run the analysis of ``spec`` (resolved); resumable by case chunks."""
-    from tqdm import tqdm
-
     from ..models import get_model
 
     ds = ml._dataset(spec["dataset"])
@@ -353,7 +357,22 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
         raise ValueError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")
     seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
     seeds.update({"probe": int(spec["probe_seed"])} if spec["analysis"] == "probe" else {"lens": int(spec["lens_seed"])})
-    batch = SPEC.execution(execution)["batch_cases"]
+    settings = SPEC.execution(execution)
+    batch = settings["batch_cases"]
+    import torch
+
+    old_threads = torch.get_num_threads()
+    if settings["threads"]:
+        torch.set_num_threads(int(settings["threads"]))
+    try:
+        return _write(name, spec, model, ds, seeds, batch, progress)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _write(name, spec, model, ds, seeds, batch, progress) -> Run:
+    from tqdm import tqdm
+
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},
                    seeds=seeds, credentialed=ds.credentialed) as writer:
         bar = tqdm(desc=f"{PROTOCOL} {spec['model']} {ml.arm_label(spec)} {spec['analysis']}", unit="trial",

@@ -32,7 +32,7 @@ import numpy as np
 from .bootstrap import draw_counts, percentile_interval
 
 __all__ = ["FrozenConfigError", "config_sha256", "FrozenConfig", "frozen", "disjoint_patients", "fit_probe",
-           "risk_coverage", "aurc", "auroc", "clustered_difference_test"]
+           "risk_coverage", "aurc", "auroc", "stratified_auroc", "clustered_difference_test"]
 
 
 class FrozenConfigError(RuntimeError):
@@ -181,6 +181,22 @@ def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
     if len(np.unique(y)) < 2:
         return float("nan")
     return float(roc_auc_score(y, np.asarray(scores, dtype=float)))
+
+
+def stratified_auroc(scores: np.ndarray, labels: np.ndarray, strata: np.ndarray) -> float:
+    """AUROC within each stratum (e.g. question), averaged with weights = stratum size, over strata with both classes.
+
+    Scores compared only inside a stratum cannot discriminate by the stratum itself (on the
+    one-question design, by which question was asked). NaN when no stratum has both classes.
+    """
+    s, y, g = np.asarray(scores, dtype=float), np.asarray(labels).astype(int), np.asarray(strata)
+    total, weight = 0.0, 0
+    for key in np.unique(g):
+        m = g == key
+        if len(np.unique(y[m])) == 2:
+            total += auroc(s[m], y[m]) * int(m.sum())
+            weight += int(m.sum())
+    return total / weight if weight else float("nan")
 
 
 def clustered_difference_test(clusters: np.ndarray, statistic: Callable[[np.ndarray], float], *, baseline: float,
