@@ -120,3 +120,27 @@ def test_probe_chapter_params_resolve(profile, monkeypatch):
             from shovir_core.models.ref_vlm import EVAL_COHORT
 
             assert {k: spec[k] for k in EVAL_COHORT} == EVAL_COHORT, "the demo cohort is ref-vlm's held-out one"
+
+
+def test_an_interrupted_probe_record_resumes_to_the_same_rows(runs_root, monkeypatch):
+    whole = run("modalens-probes", "t.whole", dict(PROBE), progress=False).trials
+    real = mp._apply
+    state = {"n": 0}
+
+    def interrupted(probe, X, mask=None):
+        state["n"] += 1
+        if state["n"] == 1:
+            raise KeyboardInterrupt("stopped during the disjoint cohort")
+        return real(probe, X, mask)
+
+    monkeypatch.setattr(mp, "_apply", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run("modalens-probes", "t.resume", dict(PROBE), progress=False)
+    resumed = run("modalens-probes", "t.resume", dict(PROBE), progress=False)
+    assert resumed.manifest["status"] == "complete"
+    cols = [c for c in whole.columns if c != "run_id"]
+    a = whole[cols].sort_values("trial_id").reset_index(drop=True)
+    b = resumed.trials[cols].sort_values("trial_id").reset_index(drop=True)
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(a, b)
