@@ -147,7 +147,8 @@ frame = t34.frame
 fig, axes = plt.subplots(1, 3, figsize=figures.column_figsize(3.6))
 for lens, style in (("logit", "-o"), ("tuned", "--s")):
     f = frame[(frame["arm"] == "present") & (frame["lens"] == lens)]
-    axes[0].plot(f["layer"], f["corpus_kl"].clip(lower=1e-4), style, label=f"{lens} lens")
+    f = f[f["layer"] < f["layer"].max()]  # the last layer is the model's own readout: KL 0 for both lenses
+    axes[0].plot(f["layer"], f["corpus_kl"], style, label=f"{lens} lens")
     for arm, ax in (("present", axes[1]), ("absent", axes[2])):
         g = frame[(frame["arm"] == arm) & (frame["lens"] == lens)]
         ax.plot(g["layer"], g["agreement_final"], style, label=f"{lens} lens")
@@ -163,8 +164,8 @@ axes[0].legend(fontsize=9)
 fig.tight_layout()
 book.show(fig, runs=runs, name="ml-appn-tuned-lens",
           caption=f"Tuned vs logit lens ({model}, {profile}) per layer (0 = embeddings): A, KL of each lens's "
-                  "distribution to the final layer's on the held-out report corpus (log scale; the last layer is "
-                  "0 for both); B and C, share of ModaLens trials (both images) whose projected answer equals "
+                  "distribution to the final layer's on the held-out report corpus (log scale; the last layer, 0 for "
+                  "both, is left out); B and C, share of ModaLens trials (both images) whose projected answer equals "
                   "the model's final answer, with and without the report.",
           alt="Three line charts over layers comparing the logit lens (solid) and the tuned lens (dashed).")
 
