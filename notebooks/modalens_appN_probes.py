@@ -44,6 +44,7 @@ import matplotlib.pyplot as plt
 from shovir_core import book
 from shovir_core.book import figures
 from shovir_core.book.paper_section import paper_section
+from shovir_core.papers import published
 from shovir_core.tables import modalens_appn_probes as tp
 
 runs = book.load_runs("modalens_appN_probes", profile=profile, run_ids=run_ids)
@@ -53,7 +54,7 @@ probe_run = runs["probe"]
 # ## The frozen protocol
 #
 # The probe's configuration (layers, findings and prompt, the split rule, the probe's estimator and
-# folds, the six baselines and the test: two-sided, patient-clustered bootstrap, its draws and level)
+# folds, the baselines and the test: two-sided, patient-clustered bootstrap, its draws and level)
 # is hashed before the first model call; the hash is written into every row and the manifest and
 # checked again after the last row (a changed configuration stops the run). Here it is recomputed from
 # the stored configuration.
@@ -66,9 +67,11 @@ book.show(frozen, runs=runs, name="ml-appn-probe-protocol")
 fz = frozen.values
 assert fz["round_trip"], "the recorded protocol hash is the stored configuration's and every row's"
 book.glue_values("mlnp.protocol", fz, runs=runs)
+book.glue("mlnp.paper_protocol_prefix", published("modalens", id="n3.protocol_prefix")["reported"].iloc[0], runs=[])
 
 # %% [markdown]
-# The protocol hash begins {glue:text}`mlnp.protocol.recorded_prefix` (the paper's began a756e332); it
+# The protocol hash begins {glue:text}`mlnp.protocol.recorded_prefix` (the paper's began
+# {glue:text}`mlnp.paper_protocol_prefix`); it
 # fixes the swap-change probe at layer {glue:text}`mlnp.protocol.layer` (0 = embeddings), the
 # label probe at layer {glue:text}`mlnp.protocol.label_layer`, a disjoint cohort of
 # {glue:text}`mlnp.protocol.disjoint_n_patients` patients and a test with
@@ -107,7 +110,8 @@ book.glue_values("mlnp.t26", pv, runs=runs)
 # cohort; its AURC is {glue:text}`mlnp.t26.probe_aurc.disjoint:.3f` against
 # {glue:text}`mlnp.t26.attention_mass_aurc.disjoint:.3f` for the attention mass and
 # {glue:text}`mlnp.t26.input_gradient_aurc.disjoint:.3f` for the input gradient. The pre-specified test
-# rejects equality in {glue:text}`mlnp.t26.n_rejected` of the six baseline rows (the paper: all six).
+# rejects equality in {glue:text}`mlnp.t26.n_rejected` of the {glue:text}`mlnp.protocol.n_baselines`
+# baseline rows (the paper: every one of its {glue:text}`mlnp.paper.probe.n_baselines`).
 #
 # **What `ref-vlm` does not show.** Its curriculum makes the report-absent answer depend on the image,
 # so a probe of the substitute image's label at the last layer was expected to beat chance on the

@@ -31,6 +31,7 @@ def _probe_record(seed: int = 0):
     t = pd.DataFrame(rows)
     t["lens_c"] = _lens(np.ones(len(t)))
     cfg = {"probe": {"flip_layer": 1, "label_layer": 3}, "test": {"n_draws": 200, "alpha": 0.05, "seed": 0},
+           "baselines": list(tp.STATISTICS)[:6],
            "split": {"disjoint": {"n_patients": 30}}}
     sha = config_sha256(cfg)
     t["protocol_sha256"] = sha

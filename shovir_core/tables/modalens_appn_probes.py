@@ -29,7 +29,7 @@ __all__ = ["protocol_check", "probe_table", "tuned_lens_table", "paper_values", 
 PAPER_KEYS = {
     "probe.auroc_drop": "n3.auroc_drop", "probe.unchanged_test": "n3.unchanged_13",
     "probe.n_disjoint_patients": "n3.probe_cohort", "probe.n_test_patients": "n3.probe_test_patients",
-    "probe.n_draws": "n3.probe_draws", "probe.alpha": "n3.probe_alpha",
+    "probe.n_baselines": "n3.probe_baselines", "probe.n_draws": "n3.probe_draws", "probe.alpha": "n3.probe_alpha",
     "lens.heldout_kl": "o.tuned.final_kl",
 }
 """Run value key (:func:`paper_values`) -> published value id (paper ``modalens``, Appendix N.3 and the
@@ -61,7 +61,7 @@ def protocol_check(trials: pd.DataFrame, counts: Mapping) -> TableResult:
     values = {"recorded_prefix": recorded[:8], "recomputed_prefix": recomputed[:8], "round_trip": ok,
               "layer": cfg["probe"]["flip_layer"], "label_layer": cfg["probe"]["label_layer"],
               "n_draws": cfg["test"]["n_draws"], "alpha": cfg["test"]["alpha"],
-              "disjoint_n_patients": cfg["split"]["disjoint"]["n_patients"]}
+              "disjoint_n_patients": cfg["split"]["disjoint"]["n_patients"], "n_baselines": len(cfg["baselines"])}
     return TableResult(frame, values=values,
                        labels={"recorded": "recorded SHA-256 (prefix)", "recomputed": "recomputed (prefix)",
                                "rows": "hash in the rows", "round_trip": "round trip"},
@@ -132,7 +132,8 @@ def probe_table(trials: pd.DataFrame, counts: Mapping) -> TableResult:
                    "n_test_patients": int(test["patient_id"].nunique()),
                    "n_disjoint_patients": int(disjoint["patient_id"].nunique()),
                    "n_test_flips": int(a_test["flip"].sum()), "n_disjoint_flips": int(a_dis["flip"].sum()),
-                   "n_rejected": int(sum(r["rejects"] for r in rows[:6])), "n_draws": int(test_cfg["n_draws"])})
+                   "n_rejected": int(sum(r["rejects"] for r in rows if r["key"] in cfg["baselines"])),
+                   "n_draws": int(test_cfg["n_draws"])})
     frame = pd.DataFrame(rows).drop(columns="key")
     return TableResult(frame, values=values,
                        metrics={"test": "value", "disjoint": "value", "lo": "value", "hi": "value", "diff": "value",
@@ -211,5 +212,5 @@ def paper_values(probe: TableResult, protocol: TableResult, lens: TableResult, *
     pv, cv, lv = probe.values, protocol.values, lens.values
     return {"probe.auroc_drop": pv["probe_auroc.test"] - pv["probe_auroc.disjoint"],
             "probe.unchanged_test": pv["unchanged_rate.test"], "probe.n_disjoint_patients": pv["n_disjoint_patients"],
-            "probe.n_test_patients": pv["n_test_patients"], "probe.n_draws": cv["n_draws"],
+            "probe.n_test_patients": pv["n_test_patients"], "probe.n_baselines": cv["n_baselines"], "probe.n_draws": cv["n_draws"],
             "probe.alpha": cv["alpha"], "lens.heldout_kl": lv[f"{arm}.corpus.tuned_sum"]}
