@@ -117,3 +117,16 @@ def test_batched_input_gradient_equals_one_request_at_a_time(vlm, requests_):
     together = image_input_gradient(vlm, requests_)
     alone = np.concatenate([image_input_gradient(vlm, [r]) for r in requests_])
     np.testing.assert_allclose(together, alone, rtol=1e-4)
+
+
+def test_bfloat16_models_work(requests_):
+    """The GPU profiles run in bf16: the identity lens still equals the logit lens, training and saliency run."""
+    m = get_model("tiny-gemma3", seed=3, dtype="bfloat16")
+    assert m.model.dtype == torch.bfloat16
+    lens = tl.TunedLens.for_model(m.model)
+    out = tl.answer_readouts(m, requests_[:2], lens)
+    np.testing.assert_array_equal(out["tuned"], out["logit"])
+    np.testing.assert_allclose(out["logit"], layer_logits(m, requests_[:2]), atol=1e-2)
+    _, info = tl.train_tuned_lens(m.model, m.tokenizer, TEXTS[:4], steps=3, seed=0, batch_texts=2)
+    assert np.isfinite(info["loss"]).all()
+    assert np.isfinite(image_input_gradient(m, requests_[:2])).all()
