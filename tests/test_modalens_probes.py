@@ -144,3 +144,28 @@ def test_an_interrupted_probe_record_resumes_to_the_same_rows(runs_root, monkeyp
     import pandas as pd
 
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_an_interrupted_tuned_lens_record_resumes_to_the_same_rows(runs_root, monkeypatch):
+    from shovir_core.models import tuned_lens as tl
+
+    spec = {**LENS, "batch_cases": 20}  # execution-only: several parts, same identity
+    whole = run("modalens-probes", "t.lens-whole", dict(spec), progress=False).trials
+    real = tl.answer_readouts
+    state = {"n": 0}
+
+    def interrupted(*args, **kwargs):
+        state["n"] += 1
+        if state["n"] == 2:
+            raise KeyboardInterrupt("stopped after the first chunk")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tl, "answer_readouts", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run("modalens-probes", "t.lens-resume", dict(spec), progress=False)
+    resumed = run("modalens-probes", "t.lens-resume", dict(spec), progress=False)
+    cols = [c for c in whole.columns if c != "run_id"]
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(whole[cols].sort_values("trial_id").reset_index(drop=True),
+                                  resumed.trials[cols].sort_values("trial_id").reset_index(drop=True))
