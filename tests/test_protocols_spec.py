@@ -88,6 +88,7 @@ CHEAP = {  # a spec of each protocol that resolves in well under a second
     "modalens-distance": {"dataset": "demo-64px", "n_patients": 4},
     "accounting": {"dataset": "demo"},
     "modalens-layers": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
+    "modalens-probes": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
 }
 
 

@@ -34,6 +34,7 @@ REGISTRY: dict[str, str] = {
     "accounting": "shovir_core.protocols.accounting",
     "modalens-layers": "shovir_core.protocols.modalens_layers",
     "modalens-interventions": "shovir_core.protocols.modalens_interventions",
+    "modalens-probes": "shovir_core.protocols.modalens_probes",
 }
 
 SHARDED: frozenset[str] = frozenset({"modalens", "shovir"})

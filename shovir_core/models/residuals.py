@@ -1,0 +1,157 @@
+"""Residual streams at the answer position, and two saliency scores of the image (ModaLens App. N.1, N.3).
+
+:func:`answer_residuals` returns the residual stream at the answer position (the last prompt token)
+after the embeddings and after every decoder layer, captured by the same forward hooks as the logit
+lens (:func:`shovir_core.models.lens.layer_logits`), so ``lens._project(answer_residuals(...))``
+is the logit lens. The linear probes of Table 26 read one layer of it; nothing here is stored in a
+record (the protocols keep only scores).
+
+The saliency baselines of Table 26 (Appendix N.3, "six fixed baselines"; the saliency AURC records
+of the appendix's other-records list):
+
+* :func:`image_attention_mass` -- the share of the answer position's attention that lands on the
+  image tokens, averaged over heads and over the requested layers (eager attention is switched on
+  for the call, then the model's implementation is restored);
+* :func:`image_input_gradient` -- the L2 norm of the gradient of the final yes - no margin with
+  respect to the image embeddings (the multimodal projector's output, where the image enters the
+  decoder).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .lens import _image_ids, decoder_parts
+from .protocol import ScoreRequest
+
+__all__ = ["answer_residuals", "image_attention_mass", "image_input_gradient", "eager_attention"]
+
+
+def _batches(vlm, requests: Sequence[ScoreRequest]):
+    """(indices, encoded batch) chunks of at most ``vlm.batch_size`` requests, with and without image apart."""
+    groups: dict[bool, list[int]] = {}
+    for i, r in enumerate(requests):
+        groups.setdefault(r.image is None, []).append(i)
+    for idx in groups.values():
+        for start in range(0, len(idx), vlm.batch_size):
+            chunk = idx[start:start + vlm.batch_size]
+            yield chunk, vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
+
+
+@torch.inference_mode()
+def answer_residuals(vlm, requests: Sequence[ScoreRequest]) -> torch.Tensor:
+    """Residuals at the answer position: tensor ``(n_requests, n_layers + 1, d)`` (float32, on the CPU).
+
+    Entry ``[:, 0]`` is the embedding, ``[:, l]`` the residual after decoder layer ``l - 1``; the
+    last entry, through the final norm and the unembedding, gives the model's own logits.
+    """
+    parts = decoder_parts(vlm.model)
+    requests = list(requests)
+    out: torch.Tensor | None = None
+    for chunk, batch in _batches(vlm, requests):
+        captured: list[torch.Tensor] = []
+
+        def pre(module, args, kwargs):
+            hs = kwargs.get("hidden_states", args[0] if args else None)
+            captured.append(hs[:, -1].float().cpu())
+
+        def post(module, args, output):
+            hs = output[0] if isinstance(output, tuple) else output
+            captured.append(hs[:, -1].float().cpu())
+
+        handles = [parts["layers"][0].register_forward_pre_hook(pre, with_kwargs=True)]
+        handles += [layer.register_forward_hook(post) for layer in parts["layers"]]
+        try:
+            vlm.model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1)
+        finally:
+            for h in handles:
+                h.remove()
+        resid = torch.stack(captured, dim=1)
+        if out is None:
+            out = torch.zeros((len(requests), *resid.shape[1:]), dtype=torch.float32)
+        out[torch.as_tensor(chunk)] = resid
+    return out if out is not None else torch.zeros((0, len(parts["layers"]) + 1, 0))
+
+
+@contextmanager
+def eager_attention(model):
+    """Switch a transformers model to eager attention (attention weights available), then restore it."""
+    old = getattr(model.config, "_attn_implementation", None) or "eager"
+    if old != "eager":
+        model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        if old != "eager":
+            model.set_attn_implementation(old)
+
+
+@torch.inference_mode()
+def image_attention_mass(vlm, requests: Sequence[ScoreRequest], *, layers: Sequence[int] | None = None) -> np.ndarray:
+    """Share of the answer position's attention on image tokens, mean over heads and ``layers`` (default all).
+
+    Returns ``(n_requests,)`` float64 in [0, 1]; a request without an image gets 0.
+    """
+    parts = decoder_parts(vlm.model)
+    n_layers = len(parts["layers"])
+    use = list(range(n_layers)) if layers is None else [int(x) for x in layers]
+    bad = [x for x in use if not 0 <= x < n_layers]
+    if bad or not use:
+        raise ValueError(f"image_attention_mass: layers {bad or use} outside 0..{n_layers - 1}")
+    image_ids = _image_ids(vlm)
+    requests = list(requests)
+    out = np.zeros(len(requests), dtype=float)
+    with eager_attention(vlm.model):
+        for chunk, batch in _batches(vlm, requests):
+            res = vlm.model(**vlm._to_model(batch), use_cache=False, output_attentions=True)
+            is_img = torch.isin(batch["input_ids"], torch.tensor(sorted(image_ids), device=batch["input_ids"].device))
+            mass = torch.stack([res.attentions[i][:, :, -1, :].float().mean(dim=1) for i in use], dim=1)  # (b, k, T)
+            share = (mass * is_img[:, None, :].float()).sum(-1).mean(-1)
+            out[np.asarray(chunk)] = share.cpu().numpy()
+    return out
+
+
+def image_input_gradient(vlm, requests: Sequence[ScoreRequest]) -> np.ndarray:
+    """L2 norm of d(final yes - no margin) / d(image embeddings), one per request (``(n,)`` float64).
+
+    The image embeddings are the multimodal projector's output. A batch's margins are summed before
+    the backward pass: a request's margin does not depend on another request's image (left padding is
+    masked), so each request's gradient is its own. Requests without an image raise ``ValueError``.
+    """
+    model = vlm.model
+    projector = getattr(getattr(model, "model", model), "multi_modal_projector", None)
+    if projector is None:
+        raise TypeError(f"{type(model).__name__}: no multi_modal_projector to take the image gradient at")
+    if any(r.image is None for r in requests):
+        raise ValueError("image_input_gradient: a request without an image has no image gradient")
+    yes, no = vlm.families.yes_id, vlm.families.no_id
+    out = np.zeros(len(requests), dtype=float)
+    flags = [p.requires_grad for p in model.parameters()]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    try:
+        for chunk, batch in _batches(vlm, list(requests)):
+            held: list[torch.Tensor] = []
+
+            def keep(module, args, output):
+                output.requires_grad_(True)
+                output.retain_grad()
+                held.append(output)
+                return output
+
+            handle = projector.register_forward_hook(keep)
+            try:
+                with torch.enable_grad():
+                    logits = model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1).logits[:, -1]
+                    (logits[:, yes] - logits[:, no]).float().sum().backward()
+            finally:
+                handle.remove()
+            grad = held[0].grad.float().reshape(len(chunk), -1)
+            out[np.asarray(chunk)] = grad.norm(dim=1).cpu().numpy()
+    finally:
+        for p, f in zip(model.parameters(), flags):
+            p.requires_grad_(f)
+    return out

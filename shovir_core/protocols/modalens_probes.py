@@ -1,0 +1,385 @@
+"""The ``modalens-probes`` protocol: frozen-protocol probes and the tuned lens (ModaLens App. N.1, N.3; Tables 26, 34).
+
+Cases, questions, reports and labels are those of the ``modalens`` protocol with the same spec keys
+(:mod:`shovir_core.protocols.modalens`: the **evaluation cohort**, "test split"); the model must be a
+transformers-backend model (:class:`~shovir_core.models.hf.HFVLM`). Two analyses:
+
+``analysis: probe`` (Table 26)
+    A frozen probe configuration (:func:`probe_config`: layers, findings, split rule, probe and test
+    settings, model and dataset identity) is hashed (:func:`shovir_core.stats.probes.config_sha256`)
+    **before** any model call; its SHA-256 is written into every row (``protocol_sha256``) and the
+    manifest (``counts.protocol_sha256`` beside ``counts.protocol``, the configuration as JSON), and
+    checked again after the last row (a changed configuration raises
+    :class:`~shovir_core.stats.probes.FrozenConfigError`; a resumed record whose rows carry another
+    hash is refused). Then
+
+    1. the test split: per trial both images are scored; the residuals at the answer position of the
+       source-image run (side ``c``) at ``probe_layer`` and of the substitute-image run (side ``d``) at
+       ``label_probe_layer`` are kept in memory only; the saliency baselines of side ``c`` are computed
+       (:func:`~shovir_core.models.residuals.image_attention_mass`,
+       :func:`~shovir_core.models.residuals.image_input_gradient`);
+    2. two linear probes (:func:`~shovir_core.stats.probes.fit_probe`, patient-grouped folds): the
+       paper's probe of **swap-induced answer change** (target: the readouts of the two images differ)
+       at ``probe_layer`` (side ``c``), and a probe of the **substitute image's label** (``target_d``,
+       side ``d``) at ``label_probe_layer`` -- the substitute, because on the one-question design the
+       source's label is fixed by the question asked (a primary positive finding, or the composite with
+       target no), while the substitute's label for the same question varies with the image; the test
+       split's rows carry their out-of-fold scores;
+    3. the **disjoint cohort**: ``probe_n_patients`` patients drawn with ``probe_seed``
+       (:func:`~shovir_core.stats.probes.disjoint_patients`) from the dataset's case pool outside the
+       evaluation patients and the patients of their substitutes (a disjoint case's substitute must be
+       outside them too); its trials are scored by the probes fitted on the whole test split, frozen.
+
+    Row outputs: ``split`` (``test`` / ``disjoint``), the readouts and margins of both sides, the logit
+    lens of both sides (``lens_c``, ``lens_d``: JSON ``[[yes, no], ...]`` per layer, for the settling
+    layer), ``attention_mass``, ``input_gradient``, ``probe_flip_score``, ``probe_label_score`` (NaN
+    where the target is excluded) -- never a hidden state.
+
+``analysis: tuned-lens`` (Table 34)
+    A :class:`~shovir_core.models.tuned_lens.TunedLens` is trained (deterministic for ``lens_seed``) on
+    the text corpus ``lens_corpus`` minus a held-out share ``lens_heldout``; rows of ``kind: corpus``
+    hold, per held-out text, the per-layer KL to the final distribution of the logit and the tuned lens
+    (``kl_logit``, ``kl_tuned``); rows of ``kind: trial`` hold per side the per-layer projected
+    ``[yes, no]`` logits of both lenses (``lens_c``, ``tuned_c``, ...) and their KL to the final
+    distribution at the answer position (``kl_logit_c``, ``kl_tuned_c``, ...). The translators' SHA-256
+    and training loss are in the manifest counts. A resumed record retrains the same translators.
+
+Both are resumable by chunks of cases (``batch_cases``).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from ..records import Run, RunWriter, load_run, spec_hash
+from . import modalens as ml
+from .spec import Field, SpecSchema
+
+__all__ = ["PROTOCOL", "SPEC", "ANALYSES", "resolve_spec", "execute", "probe_config", "cohorts"]
+
+PROTOCOL = "modalens-probes"
+ANALYSES = ("probe", "tuned-lens")
+_PROBE = ("probe_layer", "label_probe_layer", "probe_n_patients", "probe_seed", "probe_folds", "probe_C",
+          "probe_n_draws", "probe_alpha")
+_LENS = ("lens_corpus", "lens_steps", "lens_lr", "lens_batch_texts", "lens_max_tokens", "lens_seed", "lens_heldout",
+         "lens_kl")
+
+
+def _schema() -> SpecSchema:
+    extra = [
+        Field("analysis", str, "probe", choices=ANALYSES),
+        Field("probe_layer", int, 20, range=(0, None), doc="lens entry of the swap-change probe (0 = embeddings)"),
+        Field("label_probe_layer", (int, type(None)), None, range=(0, None),
+              doc="lens entry of the image-label probe (null: the last layer)"),
+        Field("probe_n_patients", int, 650, range=(1, None), doc="patients of the disjoint cohort"),
+        Field("probe_seed", int, 0, range=(0, None), doc="seed of the disjoint-cohort draw and the probe folds"),
+        Field("probe_folds", int, 5, range=(2, None)),
+        Field("probe_C", float, 1.0, range=(0.0, None), doc="inverse L2 strength of the logistic probe"),
+        Field("probe_n_draws", int, 10000, range=(1, None), doc="patient-clustered bootstrap draws of the test"),
+        Field("probe_alpha", float, 0.05, range=(0.0, 1.0), doc="two-sided level of the test"),
+        Field("lens_corpus", str, "iu-reports", choices=("iu-reports",), doc="text corpus of the tuned lens"),
+        Field("lens_steps", int, 200, range=(0, None)),
+        Field("lens_lr", float, 1e-3, range=(0.0, None)),
+        Field("lens_batch_texts", int, 16, range=(1, None)),
+        Field("lens_max_tokens", int, 64, range=(2, None)),
+        Field("lens_seed", int, 0, range=(0, None)),
+        Field("lens_heldout", float, 0.1, range=(0.0, 1.0), doc="share of the corpus held out of training"),
+        Field("lens_kl", str, "full", choices=("full", "readout"),
+              doc="vocabulary of the KL: the full vocabulary or the yes/no readout rows"),
+        Field("threads", (int, type(None)), 1, range=(1, None), execution=True,
+              doc="torch intra-op threads during the run (restored after; null: leave as is); one thread is "
+                  "many times faster than two for a model as small as ref-vlm on a shared CPU"),
+    ]
+    return SpecSchema(PROTOCOL, [*ml.SPEC.fields.values(), *extra])
+
+
+SPEC = _schema()
+
+
+def resolve_spec(spec: dict) -> dict:
+    """The ``modalens`` resolution of the shared keys plus the analysis keys (the other analysis's keys dropped)."""
+    full = SPEC.resolve(spec)
+    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in ("analysis", "threads", *_PROBE, *_LENS)})
+    keep = _PROBE if full["analysis"] == "probe" else _LENS
+    return {**base, "analysis": full["analysis"], **{k: full[k] for k in keep}}
+
+
+# --------------------------------------------------------------------------- cohorts
+def cohorts(spec: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """(evaluation cases, disjoint-cohort cases, counts) of a resolved probe spec."""
+    from ..stats.probes import disjoint_patients
+
+    test, _ = ml.build_cases(spec)
+    pool, _ = ml.build_cases({**spec, "n_patients": None})
+    exclude = set(test["patient_id"].astype(str)) | set(test["sub_patient_id"].astype(str))
+    eligible = pool[~pool["patient_id"].astype(str).isin(exclude) & ~pool["sub_patient_id"].astype(str).isin(exclude)]
+    chosen, counts = disjoint_patients(eligible["patient_id"].astype(str), exclude=exclude,
+                                       n=int(spec["probe_n_patients"]), seed=int(spec["probe_seed"]))
+    disjoint = eligible[eligible["patient_id"].astype(str).isin(set(chosen))].reset_index(drop=True)
+    counts = {"n_test_cases": int(len(test)), "n_test_patients": int(test["patient_id"].nunique()),
+              "n_excluded_patients": len(exclude), "n_available_patients": counts["n_available"],
+              "n_disjoint_patients": len(chosen), "n_disjoint_cases": int(len(disjoint))}
+    return test, disjoint, counts
+
+
+def probe_config(spec: dict, n_layers: int) -> dict:
+    """The frozen configuration of a probe run (plain JSON; hashed before the run, checked after it)."""
+    label_layer = n_layers if spec["label_probe_layer"] is None else int(spec["label_probe_layer"])
+    for key, layer in (("probe_layer", int(spec["probe_layer"])), ("label_probe_layer", label_layer)):
+        if layer > n_layers:
+            raise ValueError(f"{PROTOCOL}: {key} = {layer} outside 0..{n_layers} (lens entries of {spec['model']})")
+    return {
+        "protocol": PROTOCOL, "model": spec["model"], "model_fingerprint": spec["model_fingerprint"],
+        "dataset_sha256": spec["dataset_sha256"],
+        "probe": {"flip_layer": int(spec["probe_layer"]), "label_layer": label_layer, "position": "answer",
+                  "flip_side": "source image", "label_side": "substitute image", "label_auroc": "within question",
+                  "estimator": "StandardScaler + LogisticRegression (lbfgs)",
+                  "C": float(spec["probe_C"]), "folds": int(spec["probe_folds"]), "fold_seed": int(spec["probe_seed"])},
+        "questions": {"design": spec["design"], "report": spec["report"], "order": spec["order"],
+                      "instruction": spec["instruction"], "policy": spec["primary_policy"]},
+        "split": {"test": {"n_patients": spec["n_patients"], "subset_seed": int(spec["subset_seed"])},
+                  "disjoint": {"n_patients": int(spec["probe_n_patients"]), "seed": int(spec["probe_seed"]),
+                               "excluded": "test patients and the patients of their substitutes"}},
+        "baselines": ["unchanged_rate", "probe_auroc", "probe_aurc", "attention_mass_aurc", "input_gradient_aurc",
+                      "settling_layer_median"],
+        "test": {"sides": 2, "alpha": float(spec["probe_alpha"]), "cluster": "patient_id",
+                 "n_draws": int(spec["probe_n_draws"]), "seed": int(spec["probe_seed"]),
+                 "rule": "reject equality when the interval on the difference excludes zero"},
+        "runs": 1,
+    }
+
+
+# --------------------------------------------------------------------------- scoring
+def _requests(spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> list:
+    from .modalens_layers import _requests as layer_requests
+
+    return layer_requests(spec, trials, reports, images)
+
+
+def _images(ds, trials: pd.DataFrame) -> dict:
+    paths = dict(zip(ds.images["image_id"], ds.images["path"]))
+    ids = pd.unique(pd.concat([trials["image_id"], trials["sub_image_id"]]))
+    return {i: ml._load_pixels(paths[i]) for i in ids}
+
+
+def _lens_json(arr: np.ndarray) -> list[str]:
+    return [json.dumps(np.round(x, 5).tolist()) for x in arr]
+
+
+def _readouts(out: pd.DataFrame, final: np.ndarray) -> None:
+    for k, side in enumerate(("c", "d")):
+        f = final[k::2]
+        out[f"logit_yes_{side}"], out[f"logit_no_{side}"] = f[:, 0], f[:, 1]
+        out[f"margin_{side}"] = f[:, 0] - f[:, 1]
+        out[f"readout_{side}"] = np.where(f[:, 0] > f[:, 1], "yes", "no")
+
+
+def _probe_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict, layers: tuple[int, int]):
+    """Rows (without probe scores) and the residual features ``(side c at flip_layer, side d at label_layer)``."""
+    import torch
+
+    from ..models.lens import _project, decoder_parts
+    from ..models.residuals import answer_residuals, image_attention_mass, image_input_gradient
+
+    reqs = _requests(spec, trials, reports, images)
+    resid = answer_residuals(model, reqs)
+    parts = decoder_parts(model.model)
+    ids = torch.tensor([model.families.yes_id, model.families.no_id], device=parts["weight"].device)
+    with torch.no_grad():
+        lens = _project(resid.to(device=parts["weight"].device, dtype=parts["weight"].dtype), parts, ids)
+    lens = lens.float().cpu().numpy()
+    out = trials.copy()
+    _readouts(out, lens[:, -1])
+    out["lens_c"], out["lens_d"] = _lens_json(lens[0::2]), _lens_json(lens[1::2])
+    src = reqs[0::2]
+    out["attention_mass"] = image_attention_mass(model, src)
+    out["input_gradient"] = image_input_gradient(model, src)
+    feats = (resid[0::2, layers[0]].numpy().astype(np.float64), resid[1::2, layers[1]].numpy().astype(np.float64))
+    return out, feats
+
+
+def _fit(rows: pd.DataFrame, feats: tuple[np.ndarray, np.ndarray], cfg: dict):
+    """The two probes fitted on the test split: (flip probe, label probe, oof flip scores, oof label scores)."""
+    from ..stats.probes import fit_probe
+
+    p = cfg["probe"]
+    flip = (rows["readout_c"] != rows["readout_d"]).to_numpy().astype(int)
+    groups = rows["patient_id"].astype(str).to_numpy()
+    if len(np.unique(flip)) < 2:
+        raise ValueError(f"{PROTOCOL}: the test split has {'no' if not flip.any() else 'only'} swap-induced "
+                         "answer changes; the flip probe needs both classes")
+    flip_probe, flip_oof = fit_probe(feats[0], flip, groups=groups, n_folds=p["folds"], C=p["C"], seed=p["fold_seed"])
+    target = rows["target_d"].to_numpy(dtype=float)
+    ok = ~np.isnan(target)
+    label_probe, oof = fit_probe(feats[1][ok], target[ok].astype(int), groups=groups[ok], n_folds=p["folds"],
+                                 C=p["C"], seed=p["fold_seed"])
+    label_oof = np.full(len(rows), np.nan)
+    label_oof[ok] = oof
+    return flip_probe, label_probe, flip_oof, label_oof
+
+
+def _apply(probe, X: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    s = probe.predict_proba(X)[:, 1]
+    if mask is not None:
+        s = np.where(mask, s, np.nan)
+    return s
+
+
+def _split_trials(spec: dict, cases: pd.DataFrame, split: str) -> tuple[pd.DataFrame, pd.Series]:
+    reports = ml._reports(spec, cases)
+    trials = ml._trial_frame(spec, cases, reports)
+    trials.insert(1, "split", split)
+    return trials, reports
+
+
+def _chunks(trials: pd.DataFrame, batch: int):
+    case_ids = list(dict.fromkeys(trials["case_id"]))
+    for start in range(0, len(case_ids), batch):
+        yield trials[trials["case_id"].isin(case_ids[start:start + batch])]
+
+
+def _execute_probe(spec, model, ds, writer, batch, bar):
+    from ..models.lens import decoder_parts
+    from ..stats.probes import FrozenConfig
+
+    n_layers = len(decoder_parts(model.model)["layers"])
+    frozen = FrozenConfig.freeze(probe_config(spec, n_layers))  # before any model call
+    done = writer.done_ids
+    test_cases, disjoint_cases, counts = cohorts(spec)
+    test, test_reports = _split_trials(spec, test_cases, "test")
+    disjoint, disjoint_reports = _split_trials(spec, disjoint_cases, "disjoint")
+    if done:
+        stored = load_stored_hash(writer)
+        if stored is not None and stored != frozen.sha256:
+            raise RuntimeError(f"{PROTOCOL}: the stored rows were made under protocol {stored[:8]}, "
+                               f"this run's frozen protocol is {frozen.prefix}")
+    layers = (frozen.config["probe"]["flip_layer"], frozen.config["probe"]["label_layer"])
+    rows, feats = [], ([], [])
+    for part in _chunks(test, batch):  # the probes need the whole test split's features
+        r, f = _probe_chunk(model, spec, part, test_reports, _images(ds, part), layers)
+        rows.append(r)
+        feats[0].append(f[0])
+        feats[1].append(f[1])
+        bar.update(len(part))
+    rows_t = pd.concat(rows, ignore_index=True)
+    feats_t = (np.concatenate(feats[0]), np.concatenate(feats[1]))
+    flip_probe, label_probe, flip_oof, label_oof = _fit(rows_t, feats_t, frozen.config)
+    rows_t["probe_flip_score"], rows_t["probe_label_score"] = flip_oof, label_oof
+    rows_t["protocol_sha256"] = frozen.sha256
+    todo = rows_t[~rows_t["trial_id"].isin(done)]
+    for start in range(0, len(todo), max(batch, 1) * 16):
+        writer.append(todo.iloc[start:start + max(batch, 1) * 16])
+    for part in _chunks(disjoint[~disjoint["trial_id"].isin(done)], batch):
+        r, f = _probe_chunk(model, spec, part, disjoint_reports, _images(ds, part), layers)
+        r["probe_flip_score"] = _apply(flip_probe, f[0])
+        r["probe_label_score"] = _apply(label_probe, f[1], ~np.isnan(r["target_d"].to_numpy(dtype=float)))
+        r["protocol_sha256"] = frozen.sha256
+        writer.append(r)
+        bar.update(len(part))
+    frozen.check(probe_config(spec, n_layers))  # after the last row: the protocol did not change
+    return {**counts, "protocol_sha256": frozen.sha256, "protocol": json.dumps(frozen.config, sort_keys=True),
+            "n_layers": n_layers}
+
+
+def load_stored_hash(writer) -> str | None:
+    """The ``protocol_sha256`` of the rows a partial record already holds (None when they hold none)."""
+    import pyarrow.parquet as pq
+
+    from ..records.files import part_files
+
+    values: set[str] = set()
+    for part in part_files(writer.parts_dir):
+        col = pq.read_table(part, columns=["protocol_sha256"]).column(0).to_pylist()
+        values.update(v for v in col if v is not None)
+    if len(values) > 1:
+        raise RuntimeError(f"{PROTOCOL}: the stored rows carry several protocol hashes {sorted(v[:8] for v in values)}")
+    return values.pop() if values else None
+
+
+def _execute_lens(spec, model, ds, writer, batch, bar):
+    from ..models import tuned_lens as tl
+
+    texts = tl.corpus_texts(spec["lens_corpus"])
+    rng = np.random.default_rng(int(spec["lens_seed"]))
+    order = rng.permutation(len(texts))
+    n_held = int(round(float(spec["lens_heldout"]) * len(texts)))
+    held_idx, train_idx = np.sort(order[:n_held]), np.sort(order[n_held:])
+    kl_ids = None if spec["lens_kl"] == "full" else [model.families.yes_id, model.families.no_id]
+    lens, info = tl.train_tuned_lens(model.model, model.tokenizer, [texts[i] for i in train_idx],
+                                     steps=int(spec["lens_steps"]), seed=int(spec["lens_seed"]),
+                                     batch_texts=int(spec["lens_batch_texts"]),
+                                     max_tokens=int(spec["lens_max_tokens"]), lr=float(spec["lens_lr"]), kl_ids=kl_ids)
+    done = writer.done_ids
+    corpus_ids = [f"corpus:{i}" for i in held_idx]
+    if n_held and not set(corpus_ids) <= done:
+        held = [texts[i] for i in held_idx]
+        kept = [int(i) for i in held_idx]
+        seqs = tl.encode_corpus(model.tokenizer, held, max_tokens=int(spec["lens_max_tokens"]))
+        if len(seqs) != len(held):
+            raise ValueError(f"{PROTOCOL}: held-out corpus texts shorter than 2 tokens; cannot key their rows")
+        kl = tl.corpus_kl(model.model, model.tokenizer, held, lens, max_tokens=int(spec["lens_max_tokens"]),
+                          batch_texts=int(spec["lens_batch_texts"]), kl_ids=kl_ids)
+        rows = pd.DataFrame({"trial_id": [f"corpus:{i}" for i in kept], "kind": "corpus", "corpus_index": kept,
+                             "kl_logit": _lens_json(kl["logit"]), "kl_tuned": _lens_json(kl["tuned"])})
+        writer.append(rows[~rows["trial_id"].isin(done)])
+    cases, counts = ml.build_cases(spec)
+    trials, reports = _split_trials(spec, cases, "test")
+    trials.insert(1, "kind", "trial")
+    todo = trials[~trials["trial_id"].isin(done)]
+    for part in _chunks(todo, batch):
+        reqs = _requests(spec, part, reports, _images(ds, part))
+        res = tl.answer_readouts(model, reqs, lens, kl_ids=kl_ids)
+        out = part.copy()
+        _readouts(out, res["logit"][:, -1])
+        for k, side in enumerate(("c", "d")):
+            out[f"lens_{side}"] = _lens_json(res["logit"][k::2])
+            out[f"tuned_{side}"] = _lens_json(res["tuned"][k::2])
+            out[f"kl_logit_{side}"] = _lens_json(res["kl_logit"][k::2])
+            out[f"kl_tuned_{side}"] = _lens_json(res["kl_tuned"][k::2])
+        writer.append(out)
+        bar.update(len(part))
+    return {**counts, "lens_sha256": info["sha256"], "lens_training": tl.info_json(info),
+            "n_corpus_train": int(len(train_idx)), "n_corpus_heldout": int(n_held)}
+
+
+def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | None = None) -> Run:
+    """Run the analysis of ``spec`` (resolved); resumable by case chunks."""
+    from ..models import get_model
+
+    ds = ml._dataset(spec["dataset"])
+    if ds.manifest_hash != spec["dataset_sha256"]:
+        raise RuntimeError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
+    if not spec["image"]:
+        raise ValueError(f"{PROTOCOL}: the probes and lenses compare two images; image: false is not supported")
+    model = get_model(spec["model"])
+    if not hasattr(model, "model") or not hasattr(model, "processor"):
+        raise ValueError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")
+    seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
+    seeds.update({"probe": int(spec["probe_seed"])} if spec["analysis"] == "probe" else {"lens": int(spec["lens_seed"])})
+    settings = SPEC.execution(execution)
+    batch = settings["batch_cases"]
+    import torch
+
+    old_threads = torch.get_num_threads()
+    if settings["threads"]:
+        torch.set_num_threads(int(settings["threads"]))
+    try:
+        return _write(name, spec, model, ds, seeds, batch, progress)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _write(name, spec, model, ds, seeds, batch, progress) -> Run:
+    from tqdm import tqdm
+
+    with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},
+                   seeds=seeds, credentialed=ds.credentialed) as writer:
+        bar = tqdm(desc=f"{PROTOCOL} {spec['model']} {ml.arm_label(spec)} {spec['analysis']}", unit="trial",
+                   disable=not progress)
+        run = _execute_probe if spec["analysis"] == "probe" else _execute_lens
+        counts = run(spec, model, ds, writer, batch, bar)
+        bar.close()
+        writer.complete(**counts, arm=ml.arm_label(spec), analysis=spec["analysis"])
+    return load_run(PROTOCOL, name, spec_hash(spec))

@@ -1,0 +1,171 @@
+"""The modalens-probes protocol on tiny-gemma3: frozen hash, disjoint cohort, compact rows, tuned-lens records."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("sklearn")
+
+from shovir_core.protocols import modalens_probes as mp  # noqa: E402
+from shovir_core.protocols import run  # noqa: E402
+from shovir_core.stats.probes import FrozenConfigError, config_sha256  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "mimic_jpg"
+BASE = {"dataset": "demo-64px", "ssim_size": 64, "model": "tiny-gemma3", "n_patients": 8, "subset_seed": 0,
+        "design": "one_q"}
+PROBE = {**BASE, "analysis": "probe", "probe_layer": 1, "probe_n_patients": 4, "probe_folds": 2, "probe_n_draws": 50}
+LENS = {**BASE, "analysis": "tuned-lens", "lens_steps": 3, "lens_heldout": 0.01}
+
+
+def test_spec_keys_split_by_analysis():
+    p = mp.resolve_spec(dict(PROBE))
+    assert p["probe_layer"] == 1 and "lens_steps" not in p
+    assert mp.resolve_spec({**PROBE, "lens_steps": 9}) == p, "tuned-lens keys never split a probe record"
+    lens = mp.resolve_spec(dict(LENS))
+    assert "probe_layer" not in lens and lens["lens_steps"] == 3
+    with pytest.raises(Exception, match="analysis"):
+        mp.resolve_spec({**BASE, "analysis": "steering"})
+    with pytest.raises(Exception, match="probe_folds"):
+        mp.resolve_spec({**PROBE, "probe_folds": 1})
+
+
+def test_disjoint_cohort_excludes_the_evaluation_patients():
+    spec = mp.resolve_spec(dict(PROBE))
+    test, disjoint, counts = mp.cohorts(spec)
+    held = set(test["patient_id"]) | set(test["sub_patient_id"])
+    assert not held & (set(disjoint["patient_id"]) | set(disjoint["sub_patient_id"]))
+    assert counts["n_disjoint_patients"] == 4 == disjoint["patient_id"].nunique()
+    again = mp.cohorts(spec)[1]
+    assert again["case_id"].tolist() == disjoint["case_id"].tolist()
+    other = mp.cohorts(mp.resolve_spec({**PROBE, "probe_seed": 1}))[1]
+    assert set(other["patient_id"]) != set(disjoint["patient_id"])
+
+
+def test_probe_record_hash_round_trips_and_rows_are_compact(runs_root):
+    rec = run("modalens-probes", "t.probe", dict(PROBE), progress=False)
+    t, counts = rec.trials, rec.manifest["counts"]
+    cfg = json.loads(counts["protocol"])
+    assert config_sha256(cfg) == counts["protocol_sha256"], "the recorded hash is the configuration's"
+    assert set(t["protocol_sha256"]) == {counts["protocol_sha256"]}
+    spec = mp.resolve_spec(dict(PROBE))
+    assert mp.probe_config(spec, 2) == cfg
+    assert set(t["split"]) == {"test", "disjoint"}
+    for col in ("probe_flip_score", "attention_mass", "input_gradient", "lens_c", "lens_d"):
+        assert col in t
+    assert t["probe_flip_score"].between(0, 1).all()
+    lens = np.asarray([json.loads(v) for v in t["lens_c"]])
+    assert lens.shape == (len(t), 3, 2)
+    np.testing.assert_allclose(lens[:, -1, 0], t["logit_yes_c"], atol=1e-4)
+    assert not any(t[c].dtype == object and t[c].astype(str).str.len().max() > 2000 for c in t.columns), \
+        "no hidden states in the rows"
+    assert rec.manifest["status"] == "complete"
+
+
+def test_a_changed_protocol_is_refused(runs_root, monkeypatch):
+    spec = dict(PROBE)
+    calls = {"n": 0}
+    real = mp.probe_config
+
+    def drifting(s, n):
+        calls["n"] += 1
+        cfg = real(s, n)
+        if calls["n"] > 1:  # the configuration seen after the run differs from the frozen one
+            cfg["probe"]["C"] = 2.0
+        return cfg
+
+    monkeypatch.setattr(mp, "probe_config", drifting)
+    with pytest.raises(FrozenConfigError, match="changed"):
+        run("modalens-probes", "t.drift", spec, progress=False)
+
+
+def test_probe_layer_outside_the_model_raises(runs_root):
+    with pytest.raises(ValueError, match="probe_layer"):
+        run("modalens-probes", "t.bad", {**PROBE, "probe_layer": 9}, progress=False)
+
+
+def test_tuned_lens_record(runs_root):
+    rec = run("modalens-probes", "t.lens", dict(LENS), progress=False)
+    t = rec.trials
+    corpus, trials = t[t["kind"] == "corpus"], t[t["kind"] == "trial"]
+    assert len(corpus) == rec.manifest["counts"]["n_corpus_heldout"] > 0
+    kl = np.asarray([json.loads(v) for v in corpus["kl_logit"]])
+    assert kl.shape[1] == 3 and np.all(kl[:, -1] == 0)
+    logit = np.asarray([json.loads(v) for v in trials["lens_c"]])
+    tuned = np.asarray([json.loads(v) for v in trials["tuned_c"]])
+    np.testing.assert_allclose(logit[:, -1], tuned[:, -1], atol=1e-6)
+    np.testing.assert_allclose(logit[:, -1, 0], trials["logit_yes_c"], atol=1e-4)
+    info = json.loads(rec.manifest["counts"]["lens_training"])
+    assert info["steps"] == 3 and info["sha256"] == rec.manifest["counts"]["lens_sha256"]
+    again = run("modalens-probes", "t.lens", dict(LENS), progress=False)
+    assert again.path == rec.path
+
+
+@pytest.mark.parametrize("profile", ["demo", "mimic"])
+def test_probe_chapter_params_resolve(profile, monkeypatch):
+    """Every record the chapter's params name resolves (mimic: MedGemma-27B on the fixture)."""
+    from shovir_core.book.params import load_params
+
+    monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
+    params = load_params("modalens_appN_probes", profile)
+    assert {"probe", "lens_P", "lens_A"} <= set(params["runs"])
+    for r in params["runs"].values():
+        assert r["protocol"] == "modalens-probes"
+        spec = mp.resolve_spec(dict(r["spec"]))
+        assert spec["model"] == ("medgemma-27b" if profile == "mimic" else "ref-vlm")
+        if profile == "demo":
+            from shovir_core.models.ref_vlm import EVAL_COHORT
+
+            assert {k: spec[k] for k in EVAL_COHORT} == EVAL_COHORT, "the demo cohort is ref-vlm's held-out one"
+
+
+def test_an_interrupted_probe_record_resumes_to_the_same_rows(runs_root, monkeypatch):
+    whole = run("modalens-probes", "t.whole", dict(PROBE), progress=False).trials
+    real = mp._apply
+    state = {"n": 0}
+
+    def interrupted(probe, X, mask=None):
+        state["n"] += 1
+        if state["n"] == 1:
+            raise KeyboardInterrupt("stopped during the disjoint cohort")
+        return real(probe, X, mask)
+
+    monkeypatch.setattr(mp, "_apply", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run("modalens-probes", "t.resume", dict(PROBE), progress=False)
+    resumed = run("modalens-probes", "t.resume", dict(PROBE), progress=False)
+    assert resumed.manifest["status"] == "complete"
+    cols = [c for c in whole.columns if c != "run_id"]
+    a = whole[cols].sort_values("trial_id").reset_index(drop=True)
+    b = resumed.trials[cols].sort_values("trial_id").reset_index(drop=True)
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_an_interrupted_tuned_lens_record_resumes_to_the_same_rows(runs_root, monkeypatch):
+    from shovir_core.models import tuned_lens as tl
+
+    spec = {**LENS, "batch_cases": 20}  # execution-only: several parts, same identity
+    whole = run("modalens-probes", "t.lens-whole", dict(spec), progress=False).trials
+    real = tl.answer_readouts
+    state = {"n": 0}
+
+    def interrupted(*args, **kwargs):
+        state["n"] += 1
+        if state["n"] == 2:
+            raise KeyboardInterrupt("stopped after the first chunk")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tl, "answer_readouts", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run("modalens-probes", "t.lens-resume", dict(spec), progress=False)
+    resumed = run("modalens-probes", "t.lens-resume", dict(spec), progress=False)
+    cols = [c for c in whole.columns if c != "run_id"]
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(whole[cols].sort_values("trial_id").reset_index(drop=True),
+                                  resumed.trials[cols].sort_values("trial_id").reset_index(drop=True))
