@@ -27,8 +27,9 @@
 # (`python -m shovir_core.models.train_ref_vlm`; see `shovir_core.models.ref_vlm`), with template
 # reports. Its curriculum plants the ModaLens behaviour: with a report it answers from the report,
 # without one from the image. Its numbers validate the code, not the paper; the `mimic` profile runs
-# MedGemma-27B on MIMIC-CXR-JPG. Activation patching, steering, probes and the tuned lens (N.3,
-# Tables 25, 26, 34) and the other-dataset runs of N.4 are not built yet.
+# MedGemma-27B on MIMIC-CXR-JPG. Residual patching and steering (N.2-N.3, Table 25) and the probe and
+# tuned lens (Tables 26, 34) are the next two chapters; N.4's image-token knockout runs here on the chest
+# X-rays, while its other datasets (VQA-RAD, SLAKE, OmniMedVQA) are not in this repository.
 
 # %% tags=["parameters"]
 profile = "demo"

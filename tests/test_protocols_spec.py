@@ -89,6 +89,7 @@ CHEAP = {  # a spec of each protocol that resolves in well under a second
     "accounting": {"dataset": "demo"},
     "modalens-layers": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
     "modalens-probes": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
+    "modalens-interventions": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
 }
 
 
