@@ -235,3 +235,30 @@ def test_protocol_on_mimic_fixture_is_credentialed(runs_root):
 
     with pytest.raises(CredentialedDataError):
         assert_aggregate(t[["reference_text"]], run)
+
+
+def test_batch_check_counts_reports_that_padding_changes(runs_root, monkeypatch):
+    """``batch_check``: reports generated in a batch are generated again alone and compared; the record
+    counts them. On tiny-gemma3 batched greedy reports equal one-at-a-time ones (0 differ); a model
+    whose output depends on its batch is caught."""
+    run = _run("tiny-gemma3", runs_root, max_per_class=1, ps=[0.0, 1.0], conditions=["Baseline", "OCO"],
+               batch_size=4, batch_check=3)
+    counts = run.manifest["counts"]
+    assert counts["batch_check_n_this_session"] == 3 and counts["batch_check_differing_this_session"] == 0
+    from shovir_core.models.hf import HFVLM
+
+    real = HFVLM.generate_reports
+
+    def padded_differently(self, images, **kw):
+        out = real(self, images, **kw)
+        return [t + " (batched)" for t in out] if len(images) > 1 else out
+
+    monkeypatch.setattr(HFVLM, "generate_reports", padded_differently)
+    other = protocols.run("shovir", "t-batch-differs", {**SMALL, "model": "tiny-gemma3", "max_per_class": 1,
+                                                        "ps": [0.0, 1.0], "conditions": ["Baseline", "OCO"],
+                                                        "subset_seed": 5, "batch_size": 4, "batch_check": 2},
+                          progress=False)
+    c = other.manifest["counts"]
+    # only batches generated afresh are checked (this record shares some inputs with the first one)
+    assert 1 <= c["batch_check_n_this_session"] <= 2
+    assert c["batch_check_differing_this_session"] == c["batch_check_n_this_session"]

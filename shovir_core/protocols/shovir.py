@@ -129,6 +129,9 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("batch_size", int, 8, range=(1, None), execution=True, doc="images per model call"),
     Field("chunk_size", int, 512, range=(1, None), execution=True,
           doc="trials per record part (resume granularity)"),
+    Field("batch_check", int, 0, range=(0, None), execution=True,
+          doc="reports generated in a batch that are generated again one at a time and compared "
+              "(counted in the record: batch_check_n_this_session, batch_check_differing_this_session)"),
 ])
 """The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`): every key, its type, range and
 default. ``batch_size`` and ``chunk_size`` are execution-only: they never enter the record's identity.
@@ -157,6 +160,11 @@ default. ``batch_size`` and ``chunk_size`` are execution-only: they never enter 
                        (:mod:`shovir_core.perturb.legacy`; needs the ``reference-code`` preset)
 ``batch_size``         images per model call (execution-only)
 ``chunk_size``         trials per record part, the resume granularity (execution-only)
+``batch_check``        up to this many reports generated in a batch of two or more are generated
+                       again alone, bypassing the inference cache, and compared; the record's counts
+                       ``batch_check_n_this_session`` / ``batch_check_differing_this_session`` say how many the
+                       session that completed the record checked and how many differ (left padding can
+                       change a model's greedy output; execution-only)
 """
 DEFAULTS: dict = {k: v for k, v in SPEC.defaults.items() if k not in ("dataset_sha256", "model_fingerprint")}
 """Every user-facing identity key and its default (the execution-only keys are in :data:`SPEC`)."""
@@ -490,6 +498,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                                         streams.rank(g["condition"], (g["image_id"], g["target"]))
                                         if (g["condition"], (g["image_id"], g["target"])) in streams else -1))
         gen_seconds = 0.0
+        audit = {"n": 0, "differing": 0, "left": int(settings["batch_check"])}
         total = sum(len(g["ps"]) for g in pending)
         bar = tqdm(total=total, desc=f"shovir {ds.name} x {spec['model']}", unit="trial", disable=not progress)
         image_cache: dict = {}
@@ -507,12 +516,19 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             for batch in _chunks(need, batch_size):
                 computed_before = model.computed
                 t0 = time.perf_counter()
-                texts = model.generate_reports(
-                    [r.pop("_pixels") for r in batch], prompt=spec["prompt"],
-                    max_new_tokens=spec["max_new_tokens"],
-                    boxes=[ds.boxes_of(r["image_id"]) for r in batch] if getattr(model, "uses_boxes", False)
-                    else None)
+                pixels = [r.pop("_pixels") for r in batch]
+                boxes = [ds.boxes_of(r["image_id"]) for r in batch] if getattr(model, "uses_boxes", False) else None
+                texts = model.generate_reports(pixels, prompt=spec["prompt"], max_new_tokens=spec["max_new_tokens"],
+                                               boxes=boxes)
                 elapsed = time.perf_counter() - t0
+                if audit["left"] > 0 and len(batch) > 1 and model.computed - computed_before == len(batch):
+                    # the batch's first report again, alone and past the cache: does padding change it?
+                    alone = model.model.generate_reports(pixels[:1], prompt=spec["prompt"],
+                                                         max_new_tokens=spec["max_new_tokens"],
+                                                         boxes=boxes[:1] if boxes else None)[0]
+                    audit["n"] += 1
+                    audit["left"] -= 1
+                    audit["differing"] += int(str(alone) != str(texts[0]))
                 gen_seconds += elapsed
                 if model.computed - computed_before == len(batch):  # all generated now, none from the cache
                     timing.update((r["input_sha256"], elapsed / len(batch)) for r in batch)
@@ -581,5 +597,6 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             n_items=plan["n_items"], n_model_calls_this_session=model.computed,
             generation_seconds_this_session=round(gen_seconds, 3), preset=preset.to_dict(),
             n_unique_inputs=int(stored["input_sha256"].nunique()),
+            batch_check_n_this_session=audit["n"], batch_check_differing_this_session=audit["differing"],
         )
     return shards.result(writer)
