@@ -98,7 +98,9 @@ book.show(t26, runs=runs, name="ml-appn-t26")
 pv = t26.values
 assert pv["n_draws"] == fz["n_draws"], "the test uses the frozen number of draws, not a notebook parameter"
 assert pv["n_test_flips"] > 0 and pv["n_disjoint_flips"] > 0, "both splits have swap-induced changes"
-book.glue_values("mlnp.t26", pv, runs=runs)
+if model == "ref-vlm":  # the prose below reports a negative result: it must still be one
+    assert not pv["label_probe_auroc.above_chance"], "the label probe now beats chance: rewrite the paragraph below"
+book.glue_values("mlnp.t26", {k: v for k, v in pv.items() if not isinstance(v, bool)}, runs=runs)
 
 # %% [markdown]
 # On {glue:text}`mlnp.t26.n_test_trials` test-split trials ({glue:text}`mlnp.t26.n_test_patients`
@@ -118,7 +120,7 @@ book.glue_values("mlnp.t26", pv, runs=runs)
 # disjoint patients. It does not: the label probe's within-question AUROC is
 # {glue:text}`mlnp.t26.label_probe_auroc.disjoint:.3f`
 # [{glue:text}`mlnp.t26.label_probe_auroc.lo:.3f`, {glue:text}`mlnp.t26.label_probe_auroc.hi:.3f`]
-# (above chance: {glue:text}`mlnp.t26.label_probe_auroc.above_chance`), and the model's own margin reaches
+# (its interval includes 0.5, which the page checks), and the model's own margin reaches
 # {glue:text}`mlnp.t26.margin_label_auroc.disjoint:.3f`
 # [{glue:text}`mlnp.t26.margin_label_auroc.lo:.3f`, {glue:text}`mlnp.t26.margin_label_auroc.hi:.3f`]
 # on the same trials: the planted image signal is the pooled balanced accuracy of the Appendix N page,
