@@ -67,7 +67,8 @@ def test_execution_keys_leave_the_identity():
     assert "chunk_size" not in spec and "batch_size" not in spec
     assert shovir.resolve_spec({**SMALL, "chunk_size": 3, "batch_size": 1}) == spec
     assert protocols.run_id("shovir", "x", {**SMALL, "batch_size": 1}) == protocols.run_id("shovir", "x", SMALL)
-    assert shovir.SPEC.execution(SMALL) == {"batch_size": 8, "chunk_size": 16}
+    assert shovir.SPEC.execution(SMALL) == {"batch_size": 8, "chunk_size": 16, "batch_check": 0}
+    assert shovir.resolve_spec({**SMALL, "batch_check": 5}) == spec
 
 
 def test_class_subsets_min_count_and_truncation():
