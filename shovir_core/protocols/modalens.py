@@ -54,7 +54,7 @@ from ..data import mimic_jpg as _mimic_jpg  # noqa: F401  (registers the "mimic-
 from ..data.template_reports import template_fingerprint, template_reports
 from ..vocab import COMPOSITE, DESIGNS, ORDERS, REPORT_CONDITIONS
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13, POLICIES, apply_policy
-from ..records import Run, RunWriter, load_run, spec_hash
+from ..records import Run, RunWriter
 from .datasets import load_dataset
 from . import shards
 from .spec import Field, SpecSchema
