@@ -118,6 +118,13 @@ def auto_batch_size(config, *, prompt_tokens: int, new_tokens: int, free_bytes: 
     return int(max(1, min(limit, (fraction * free_bytes) // max(1, per_row))))
 
 
+def _batch_setting(model: str, name: str, value):
+    """A batch-size setting: ``None``, ``"auto"`` or an integer >= 1 (else ``ValueError`` naming it)."""
+    if not (value in (None, "auto") or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)):
+        raise ValueError(f"{model}: {name}={value!r}; use None, 'auto' or an integer >= 1")
+    return value
+
+
 def _has_recurrent_layers(model) -> bool:
     """True when the text model has linear-attention (recurrent-state) layers, e.g. Qwen3.5's."""
     config = getattr(model, "config", None)
@@ -173,11 +180,7 @@ class HFVLM(VLM):
         # a recurrent (linear-attention) state cannot be shared and then extended by right-padded
         # suffixes, so hybrid models (Qwen3.5's gated delta-net layers) score every request in full
         self.prefix_reuse = bool(prefix_reuse) and not _has_recurrent_layers(model)
-        if not (report_batch_size in (None, "auto") or (isinstance(report_batch_size, int)
-                                                       and not isinstance(report_batch_size, bool)
-                                                       and report_batch_size >= 1)):
-            raise ValueError(f"{spec.name}: report_batch_size={report_batch_size!r}; use None, 'auto' or an integer >= 1")
-        self.report_batch_size = report_batch_size
+        self.report_batch_size = _batch_setting(spec.name, "report_batch_size", report_batch_size)
         self.answer_batch_size = answer_batch_size
         self.trie_min_saved_tokens = 16
         """A shared stretch becomes its own prefix-trie node only if it saves at least this many
@@ -199,9 +202,13 @@ class HFVLM(VLM):
 
     @answer_batch_size.setter
     def answer_batch_size(self, value) -> None:
-        if not (value in (None, "auto") or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)):
-            raise ValueError(f"{self.spec.name}: answer_batch_size={value!r}; use None, 'auto' or an integer >= 1")
-        self._answer_batch_size = value
+        self._answer_batch_size = _batch_setting(self.spec.name, "answer_batch_size", value)
+
+    def _memory_fit(self, prompt_tokens: int, new_tokens: int) -> int:
+        """Rows per batch that fit in the accelerator's free memory (:func:`auto_batch_size`); call on CUDA only."""
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return auto_batch_size(self.model.config, prompt_tokens=prompt_tokens, new_tokens=max(1, new_tokens),
+                               free_bytes=int(free), dtype_bytes=torch.finfo(self.dtype).bits // 8)
 
     def _answer_batch(self, prompt_tokens: int, new_tokens: int) -> int:
         """Requests per scoring batch (see ``answer_batch_size``)."""
@@ -209,9 +216,7 @@ class HFVLM(VLM):
         if isinstance(setting, int):
             return setting
         if setting == "auto" and self.device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(self.device)
-            return auto_batch_size(self.model.config, prompt_tokens=prompt_tokens, new_tokens=max(1, new_tokens),
-                                   free_bytes=int(free), dtype_bytes=torch.finfo(self.dtype).bits // 8)
+            return self._memory_fit(prompt_tokens, new_tokens)
         return self.batch_size
 
     # construction --------------------------------------------------------------------------
@@ -404,9 +409,7 @@ class HFVLM(VLM):
         before their instructions differ) is prefilled once on a copy of its parent's cache, and each
         request runs only what is its own. The suffixes are right-padded after their node; with
         ``answer_tokens`` the batch then decodes greedily, each row at its own RoPE positions with its
-        padding masked out. (Sliding-window layers count cache slots, so a generated token of a padded
-        row sees a window shifted by that row's padding; this matters only for prompts longer than
-        the window.)
+        padding masked out (past a sliding window, rows of equal length only: :meth:`_score_suffixes`).
         """
         texts = [self.render(r) for r in requests]
         pil = None if requests[0].image is None else _pil(requests[0].image)
@@ -498,7 +501,7 @@ class HFVLM(VLM):
 
     def _score_suffixes(self, cache, n: int, ids: list[list[int]], requests: list[ScoreRequest], answer_tokens: int,
                         deltas) -> list[dict]:
-        """Readouts of requests whose first ``n`` tokens are in ``cache``: suffix batches of ``batch_size``.
+        """Readouts of requests whose first ``n`` tokens are in ``cache``: suffix batches of the answer batch size.
 
         Where generated tokens could reach past a sliding attention window, rows are batched only
         with rows of the same suffix length: right padding leaves empty cache slots, and a window
@@ -606,11 +609,11 @@ class HFVLM(VLM):
         for i in rest:
             by_kind[requests[i].image is None].append(i)
         for idx in by_kind.values():
-            step = self.batch_size
-            if self.answer_batch_size is not None:  # the longest prompt sets the memory per row
+            longest = 0
+            if self.answer_batch_size == "auto" and self.device.type == "cuda":  # the longest prompt sets the memory
                 longest = max(len(self.tokenizer(self.render(requests[i]))["input_ids"]) for i in idx)
-                step = self._answer_batch(longest + int(getattr(self.processor, "image_seq_length", 0) or 0),
-                                          answer_tokens)
+                longest += int(getattr(self.processor, "image_seq_length", 0) or 0)
+            step = self._answer_batch(longest, answer_tokens)
             for start in range(0, len(idx), step):
                 chunk = idx[start:start + step]
                 for i, res in zip(chunk, self._score_naive([requests[i] for i in chunk], answer_tokens)):
@@ -623,9 +626,7 @@ class HFVLM(VLM):
         if isinstance(setting, int):
             return setting
         if self.device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(self.device)
-            fit = auto_batch_size(self.model.config, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
-                                  free_bytes=int(free), dtype_bytes=torch.finfo(self.dtype).bits // 8)
+            fit = self._memory_fit(prompt_tokens, new_tokens)
             return fit if setting == "auto" else max(1, min(n_images, fit))
         return self.batch_size if setting == "auto" else max(1, n_images)
 
