@@ -32,7 +32,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .lens import decoder_parts
+from .lens import decoder_parts, request_chunks
 from .protocol import ScoreRequest
 
 __all__ = ["residuals", "patched_logits", "steered_logits", "readout_logits", "common_suffix", "token_ids",
@@ -57,16 +57,6 @@ def _check_layers(layers: Sequence[int], n_layers: int, what: str) -> list[int]:
     if bad:
         raise ValueError(f"{what}: layers {bad} outside 0..{n_layers - 1}")
     return out
-
-
-def _chunks(vlm, requests: Sequence[ScoreRequest]):
-    """Index chunks of ``requests`` that batch together (all with an image or all without)."""
-    groups: dict[bool, list[int]] = {}
-    for i, r in enumerate(requests):
-        groups.setdefault(r.image is None, []).append(i)
-    for idx in groups.values():
-        for start in range(0, len(idx), vlm.batch_size):
-            yield idx[start:start + vlm.batch_size]
 
 
 def _forward(vlm, requests: Sequence[ScoreRequest], chunk: list[int], hooks, ids_t: torch.Tensor) -> torch.Tensor:
@@ -105,7 +95,7 @@ def readout_logits(vlm, requests: Sequence[ScoreRequest], *, token_ids: Sequence
     ids_t = torch.tensor(_ids(vlm, token_ids), device=vlm.device)
     requests = list(requests)
     out = np.zeros((len(requests), len(ids_t)), dtype=np.float32)
-    for chunk in _chunks(vlm, requests):
+    for chunk in request_chunks(vlm, requests):
         out[np.asarray(chunk)] = _forward(vlm, requests, chunk, lambda length: [], ids_t).cpu().numpy()
     return out
 
@@ -132,7 +122,7 @@ def residuals(vlm, requests: Sequence[ScoreRequest], *, layers: Sequence[int], l
     out = torch.zeros((len(requests), len(layers), last, d), dtype=dtype, device=store or vlm.device)
     ids_t = torch.tensor(_ids(vlm, None), device=vlm.device)
     logits = np.zeros((len(requests), len(ids_t)), dtype=np.float32)
-    for chunk in _chunks(vlm, requests):
+    for chunk in request_chunks(vlm, requests):
         captured: dict[int, torch.Tensor] = {}
 
         def hooks(length, captured=captured):
@@ -184,7 +174,7 @@ def patched_logits(vlm, requests: Sequence[ScoreRequest], *, layer: int, donor: 
                          f"{sorted(set(n_pos[(n_pos < 0) | (n_pos > k)].tolist()))}")
     ids_t = torch.tensor(_ids(vlm, token_ids), device=vlm.device)
     out = np.zeros((len(requests), len(ids_t)), dtype=np.float32)
-    for chunk in _chunks(vlm, requests):
+    for chunk in request_chunks(vlm, requests):
         rows = torch.as_tensor(chunk, device=donor.device)
         counts = torch.as_tensor(n_pos[chunk], device=vlm.device)
 
@@ -225,7 +215,7 @@ def steered_logits(vlm, requests: Sequence[ScoreRequest], *, vectors: torch.Tens
         raise ValueError(f"steered_logits: vectors {tuple(vec.shape)}, need ({len(requests)}, {d}) or ({d},)")
     ids_t = torch.tensor(_ids(vlm, token_ids), device=vlm.device)
     out = np.zeros((len(requests), len(ids_t)), dtype=np.float32)
-    for chunk in _chunks(vlm, requests):
+    for chunk in request_chunks(vlm, requests):
         add = vec[torch.as_tensor(chunk, device=vlm.device)]
 
         def hooks(length, add=add):

@@ -29,7 +29,8 @@ import torch
 
 from .protocol import ScoreRequest
 
-__all__ = ["decoder_parts", "layer_logits", "token_spans", "Knockout", "SPANS", "SCOPES", "knockout_hooks"]
+__all__ = ["decoder_parts", "layer_logits", "token_spans", "Knockout", "SPANS", "SCOPES", "knockout_hooks",
+           "request_chunks", "answer_stream"]
 
 SPANS = ("report", "question", "image", "image_matched", "report_matched", "random_matched", "none")
 """Key spans a knockout can block: the ``Report: ...`` line, the ``Question: ...`` line (with the
@@ -252,6 +253,44 @@ def _rows(spans: list[dict], knockout: Knockout | None, pads: list[int]) -> list
     return out
 
 
+def request_chunks(vlm, requests: Sequence[ScoreRequest]):
+    """Index chunks of ``requests`` that run as one padded batch: at most ``vlm.batch_size`` each, requests
+    with and without an image apart (the processor batches one kind at a time)."""
+    groups: dict[bool, list[int]] = {}
+    for i, r in enumerate(requests):
+        groups.setdefault(r.image is None, []).append(i)
+    for idx in groups.values():
+        for start in range(0, len(idx), vlm.batch_size):
+            yield idx[start:start + vlm.batch_size]
+
+
+def answer_stream(vlm, batch: dict) -> torch.Tensor:
+    """The residual stream at the answer (last) position of an encoded batch: ``(b, n_layers + 1, d)``.
+
+    Entry ``[:, 0]`` is the embedding (the first decoder layer's input), ``[:, l]`` the residual after
+    decoder layer ``l - 1``; hooks installed by the caller around this call (a knockout) act on it.
+    """
+    parts = decoder_parts(vlm.model)
+    captured: list[torch.Tensor] = []
+
+    def pre(module, args, kwargs):
+        hs = kwargs.get("hidden_states", args[0] if args else None)
+        captured.append(hs[:, -1].clone())
+
+    def post(module, args, output):
+        hs = output[0] if isinstance(output, tuple) else output
+        captured.append(hs[:, -1].clone())
+
+    handles = [parts["layers"][0].register_forward_pre_hook(pre, with_kwargs=True)]
+    handles += [layer.register_forward_hook(post) for layer in parts["layers"]]
+    try:
+        vlm.model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1)
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.stack(captured, dim=1)
+
+
 @torch.inference_mode()
 def layer_logits(vlm, requests: Sequence[ScoreRequest], *, token_ids: Sequence[int] | None = None,
                  knockout: Knockout | None = None, spans: Sequence[dict] | None = None) -> np.ndarray:
@@ -269,40 +308,17 @@ def layer_logits(vlm, requests: Sequence[ScoreRequest], *, token_ids: Sequence[i
     ids_t = torch.tensor(ids, device=vlm.device)
     requests = list(requests)
     out = np.zeros((len(requests), len(parts["layers"]) + 1, len(ids)), dtype=np.float32)
-    groups: dict[bool, list[int]] = {}
-    for i, r in enumerate(requests):
-        groups.setdefault(r.image is None, []).append(i)
-    for idx in groups.values():
-        for start in range(0, len(idx), vlm.batch_size):
-            chunk = idx[start:start + vlm.batch_size]
-            batch = vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
-            length = int(batch["input_ids"].shape[1])
-            pads = (length - batch["attention_mask"].sum(dim=1)).tolist()
-            if knockout is None:
-                chunk_spans = [{}] * len(chunk)
-            elif spans is not None:
-                chunk_spans = [spans[i] for i in chunk]
-            else:
-                chunk_spans = [token_spans(vlm, requests[i]) for i in chunk]
-            captured: list[torch.Tensor] = []
-
-            def pre(module, args, kwargs):
-                hs = kwargs.get("hidden_states", args[0] if args else None)
-                captured.append(hs[:, -1].clone())
-
-            def post(module, args, output):
-                hs = output[0] if isinstance(output, tuple) else output
-                captured.append(hs[:, -1].clone())
-
-            handles = [parts["layers"][0].register_forward_pre_hook(pre, with_kwargs=True)]
-            handles += [layer.register_forward_hook(post) for layer in parts["layers"]]
-            try:
-                with knockout_hooks(vlm.model, knockout, _rows(chunk_spans, knockout, pads), length=length):
-                    vlm.model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1)
-            finally:
-                for h in handles:
-                    h.remove()
-            resid = torch.stack(captured, dim=1)  # (b, L + 1, d)
-            proj = _project(resid, parts, ids_t).float().cpu().numpy()
-            out[np.asarray(chunk)] = proj
+    for chunk in request_chunks(vlm, requests):
+        batch = vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
+        length = int(batch["input_ids"].shape[1])
+        pads = (length - batch["attention_mask"].sum(dim=1)).tolist()
+        if knockout is None:
+            chunk_spans = [{}] * len(chunk)
+        elif spans is not None:
+            chunk_spans = [spans[i] for i in chunk]
+        else:
+            chunk_spans = [token_spans(vlm, requests[i]) for i in chunk]
+        with knockout_hooks(vlm.model, knockout, _rows(chunk_spans, knockout, pads), length=length):
+            resid = answer_stream(vlm, batch)  # (b, L + 1, d)
+        out[np.asarray(chunk)] = _project(resid, parts, ids_t).float().cpu().numpy()
     return out

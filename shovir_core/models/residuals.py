@@ -24,21 +24,16 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .lens import _image_ids, decoder_parts
+from .lens import _image_ids, answer_stream, decoder_parts, request_chunks
 from .protocol import ScoreRequest
 
 __all__ = ["answer_residuals", "image_attention_mass", "image_input_gradient", "eager_attention"]
 
 
 def _batches(vlm, requests: Sequence[ScoreRequest]):
-    """(indices, encoded batch) chunks of at most ``vlm.batch_size`` requests, with and without image apart."""
-    groups: dict[bool, list[int]] = {}
-    for i, r in enumerate(requests):
-        groups.setdefault(r.image is None, []).append(i)
-    for idx in groups.values():
-        for start in range(0, len(idx), vlm.batch_size):
-            chunk = idx[start:start + vlm.batch_size]
-            yield chunk, vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
+    """(indices, encoded batch) per :func:`~shovir_core.models.lens.request_chunks` chunk."""
+    for chunk in request_chunks(vlm, requests):
+        yield chunk, vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
 
 
 @torch.inference_mode()
@@ -52,24 +47,7 @@ def answer_residuals(vlm, requests: Sequence[ScoreRequest]) -> torch.Tensor:
     requests = list(requests)
     out: torch.Tensor | None = None
     for chunk, batch in _batches(vlm, requests):
-        captured: list[torch.Tensor] = []
-
-        def pre(module, args, kwargs):
-            hs = kwargs.get("hidden_states", args[0] if args else None)
-            captured.append(hs[:, -1].float().cpu())
-
-        def post(module, args, output):
-            hs = output[0] if isinstance(output, tuple) else output
-            captured.append(hs[:, -1].float().cpu())
-
-        handles = [parts["layers"][0].register_forward_pre_hook(pre, with_kwargs=True)]
-        handles += [layer.register_forward_hook(post) for layer in parts["layers"]]
-        try:
-            vlm.model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1)
-        finally:
-            for h in handles:
-                h.remove()
-        resid = torch.stack(captured, dim=1)
+        resid = answer_stream(vlm, batch).float().cpu()
         if out is None:
             out = torch.zeros((len(requests), *resid.shape[1:]), dtype=torch.float32)
         out[torch.as_tensor(chunk)] = resid
