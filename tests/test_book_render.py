@@ -144,6 +144,14 @@ def test_intervals_print_inside_their_estimate():
         render.format_frame(frame, intervals={"paper": ("lo", "hi")})
 
 
+def test_an_interval_with_no_bounds_at_all_is_dropped_with_its_columns(outdir):
+    frame = pd.DataFrame({"quantity": ["a", "b"], "paper": [0.1, 0.2], "paper_lo": [np.nan, np.nan],
+                          "paper_hi": [np.nan, np.nan], "run": [0.3, 0.4]})
+    md = render.table_markdown(TableResult(frame, metrics={"paper": "share", "run": "share"}, caption="Side."),
+                               name="no-bounds", intervals={"paper": ("paper_lo", "paper_hi")}).markdown
+    assert "10.0%" in md and "[95% CI]" not in md and "Not shown, no value in this run" in md
+
+
 def test_collapsed_sections_are_dropdowns(outdir):
     long = pd.DataFrame({"kind": ["a"] * 3 + ["b"] * 2, "value": range(5)})
     md = render.table_markdown(TableResult(long, caption="Every check."), name="every", groups="kind",

@@ -55,10 +55,8 @@ def paper_section(namespace: str, values: Mapping, keys: Mapping[str, str], *, r
 
     side = pvr.beside(values, keys, same_setting=reproduces_paper, runs=runs, optional=tuple(optional),
                       show_missing=show_missing)
-    # a section whose published values print no interval has no interval columns to show
-    has_ci = "paper_lo" in side.frame.columns and bool(side.frame["paper_lo"].notna().any())
-    show(side, runs=runs, name=name, groups="section",
-         intervals={"paper": ("paper_lo", "paper_hi")} if has_ci else None, missing={"run": "not run"})
+    show(side, runs=runs, name=name, groups="section", intervals={"paper": ("paper_lo", "paper_hi")},
+         missing={"run": "not run"})
     glue_values(f"{namespace}.paper", side.values, runs=runs)
     if reproduces_paper:
         failed = pvr.not_held(side, must_hold)

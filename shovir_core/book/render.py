@@ -448,6 +448,8 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         if empty and len(empty) < frame.shape[1]:
             dropped = [_header(c, labels, metrics) for c in empty]
             frame = frame.drop(columns=empty)
+            if intervals:  # an interval whose bounds are all missing has nothing to print
+                intervals = {c: pair for c, pair in intervals.items() if not set(pair) & set(empty)}
     n_keys = frame.index.nlevels if (not isinstance(frame.index, pd.RangeIndex) or frame.index.name) else 0
     sections: list[tuple[str | None, pd.DataFrame]]
     if groups is not None:
