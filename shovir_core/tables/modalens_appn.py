@@ -184,8 +184,8 @@ def knockout_overlap(arms: Mapping[str, pd.DataFrame], pairs, *, n_perm: int, se
             key = f"{a}.{b}.L{layer}"
             values.update({f"{key}.jaccard": j, f"{key}.phi": ph, f"{key}.phi_p": p, f"{key}.both": int((x & y).sum())})
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values=values, metrics={"jaccard": "share", "phi": "value", "phi_p": "value"},
-                       labels={"pair": "arms", "start_layer": "start layer", "n_trials": "trials",
+    return TableResult(frame, values=values, metrics={"jaccard": "share", "phi": "phi", "phi_p": "p_value"},
+                       labels={"pair": "arms", "start_layer": "start layer", "n_trials": "n",
                                "flips_a": "flips (first)", "flips_b": "flips (second)", "both": "flip in both",
                                "jaccard": "Jaccard", "phi": "φ", "phi_p": "φ p (shuffled pairing)"},
                        caption="Overlap of the flipped-case sets of two knockout arms by start layer.")
@@ -232,7 +232,7 @@ def settling_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_perm: int, 
              "null": 0.0, "p": values["paired_mean_diff_p"]},
             {"quantity": "median per-trial |difference| (layers)", "value": values["median_abs_diff"],
              "null": values["median_abs_diff_null_mean"], "p": values["median_abs_diff_p"]}]
-    return TableResult(pd.DataFrame(rows), values=values, metrics={"value": "value", "null": "value", "p": "value"},
+    return TableResult(pd.DataFrame(rows), values=values, metrics={"value": "value", "null": "value", "p": "p_value"},
                        labels={"value": "observed", "null": "null mean", "p": "two-sided p"}, index=("quantity",),
                        caption="Settling depth with and without the report on the same trials, against "
                                "sign-flip and shuffled-pairing nulls.")
