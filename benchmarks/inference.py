@@ -104,8 +104,13 @@ def main(argv: list[str] | None = None) -> dict:
     diff = max(abs(a[k] - b[k]) for a, b in zip(naive, reuse) for k in ("logit_yes", "logit_no", "family_logit_yes"))
 
     n_text = sum(p.numel() for n, p in model.model.named_parameters() if "vision" not in n and "embed_tokens" not in n)
+    gpu = None
+    if args.device.startswith("cuda"):
+        import torch
+
+        gpu = torch.cuda.get_device_name(0)
     result = {
-        "model": args.model, "dims": "medgemma-4b" if dims else "tiny", "device": args.device, "dtype": args.dtype,
+        "benchmark": "inference", "gpu": gpu, "model": args.model, "dims": "medgemma-4b" if dims else "tiny", "device": args.device, "dtype": args.dtype,
         "cases": args.cases, "trials": len(requests), "image_tokens": args.image_tokens,
         "answer_tokens": args.answer_tokens,
         "same_generated_answers": all(a["generated"] == b["generated"] for a, b in zip(naive, reuse)),

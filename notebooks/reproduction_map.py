@@ -59,13 +59,11 @@ book.glue_values("repro", result.values, runs=runs)
 # tiny transformer took {glue:}`repro.shovir.s_per_trial_tiny_cpu` s and a ModaLens trial
 # {glue:}`repro.modalens.s_per_trial_tiny_cpu` s (median over chapters; "not measured" where no record
 # of a tiny model carries its writer time). GPU benchmark outputs found: {glue:}`repro.n_gpu_benchmarks`;
-# without one the GPU-hours column stays empty. Make one on a GPU with
+# without one the GPU-hours column stays empty. Make them on a GPU with one script (a random-initialised
+# Gemma3 of MedGemma-4B's dimensions, no weights needed):
 #
 # ```bash
-# python benchmarks/generation.py --medgemma-4b-dims --device cuda --dtype bfloat16 --images 32 \
-#     --batch-size 32 --max-new-tokens 128 --json benchmarks/results/generation-medgemma-4b.json
-# python benchmarks/inference.py --medgemma-4b-dims --device cuda --dtype bfloat16 --cases 16 \
-#     --batch-size 14 --json benchmarks/results/inference-medgemma-4b.json
+# bash benchmarks/gpu.sh    # generation.py and inference.py (with and without generated answers) -> benchmarks/results/
 # ```
 #
 # and rebuild this page. Every command below splits each record into

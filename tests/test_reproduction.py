@@ -23,6 +23,23 @@ def test_catalog_covers_both_papers():
     assert sum(1 for p, i in keys if p == "modalens" and i.startswith("Appendix N.")) == 4  # N chapters + N.4 other data
 
 
+def test_catalog_names_every_chapter_and_only_real_params():
+    """A chapter added to the book must appear in the map, and a catalog entry must not go stale."""
+    from shovir_core.book import toc_notebooks
+    from shovir_core.book.params import profiles_of
+
+    items = reproduction.load_catalog()
+    named = {i["notebook"] for i in items if i.get("notebook")}
+    chapters = set(toc_notebooks()) - {"reproduction_map"}
+    assert chapters - named == set(), "chapters missing from resources/reproduction.yaml"
+    assert named - chapters == set(), "catalog names notebooks that are not chapters"
+    for it in items:
+        missing = set(it.get("profiles") or []) - set(profiles_of(it["notebook"]) if it.get("notebook") else [])
+        assert not missing, f"{it['paper']} {it['item']}: no params/{it.get('notebook')}/<profile>.yaml for {missing}"
+        if it["work"] != "none" and it.get("notebook"):
+            assert it.get("trials"), f"{it['paper']} {it['item']}: model work without a trial count"
+
+
 def test_paper_trials_come_from_published_values(runs_root):
     table = reproduction.reproduction_table({}, shards=4, benchmarks=runs_root / "none").frame.set_index(["paper", "item"])
     v = load_values("shovir")
@@ -37,7 +54,7 @@ def test_paper_trials_come_from_published_values(runs_root):
     assert table.loc[("modalens", "Table 4"), "gpu_hours"] == 0  # reuses the Table 2 records
     cmd = table.loc[("shovir", "Table 1"), "command"]
     assert "shovir run shovir_table1 --profile mimic --shards 4 --executor slurm" in cmd and "--profile padchest" in cmd
-    assert table.loc[("modalens", "Figure 3"), "notebook"] == "not built yet"
+    assert table.loc[("modalens", "Figure 1"), "notebook"] == "not built yet"  # a diagram: no chapter
 
 
 def test_projection_from_a_gpu_benchmark_output(tmp_path):
