@@ -132,3 +132,9 @@ vs_paper, _ = paper_section("mle", v12, te.PAPER_KEYS, reproduces_paper=reproduc
 
 # %%
 assert (checks["status"] == "passed").all()
+
+# %% [markdown]
+# ## Records read
+
+# %%
+book.show(book.runs_table(runs), runs=runs)

@@ -207,3 +207,9 @@ vs_paper, _ = paper_section("mlf", mine, tf.PAPER_KEYS, reproduces_paper=reprodu
 assert (checks["status"] == "passed").sum() >= len(checks) - 2, "the audit flags at most the known items"
 assert reproduces_paper or vs_paper.values["n_missing"] == len(tf.PAPER_KEYS), "the demo has none of the paper's models"
 book.glue("mlf.n_checks", int(len(checks)), runs=runs)
+
+# %% [markdown]
+# ## Records read
+
+# %%
+book.show(book.runs_table(runs), runs=runs)

@@ -114,3 +114,9 @@ book.show(checks, runs=runs)
 
 # %%
 assert (checks["status"] == "passed").all()
+
+# %% [markdown]
+# ## Records read
+
+# %%
+book.show(book.runs_table(runs), runs=runs)

@@ -278,3 +278,9 @@ book.glue_values("mln.n4", n4v, runs=runs)
 #
 # Residual patching and steering (Table 25), and probes and the tuned lens (Tables 26, 34), are the
 # following chapters.
+
+# %% [markdown]
+# ## Records read
+
+# %%
+book.show(book.runs_table(runs), runs=runs)

@@ -208,3 +208,9 @@ vs_paper, _ = paper_section("mlnp", mine, tp.PAPER_KEYS, reproduces_paper=reprod
 # The paper's probe used four probe findings; this chapter's probe reads every question of the
 # one-question design. On MIMIC-CXR the disjoint cohort is drawn from the trials of the dataset the
 # adapter loads, not from the training split of the paper's protocol.
+
+# %% [markdown]
+# ## Records read
+
+# %%
+book.show(book.runs_table(runs), runs=runs)

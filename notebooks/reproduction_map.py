@@ -74,3 +74,9 @@ book.glue_values("repro", result.values, runs=runs)
 # %%
 with pd.option_context("display.max_rows", None, "display.max_colwidth", None):
     book.show(result.display(), runs=runs)
+
+# %% [markdown]
+# ## Records read
+
+# %%
+book.show(book.runs_table(runs), runs=runs)

@@ -143,6 +143,11 @@ class LinkGluedValues(SphinxPostTransform):
                     uri = self._uri(f"_records/{runs[0]['run_id']}/manifest.json")
                 elif runs:
                     doc = f"{app.config.shovir_book_dir}/{entry['notebook']}"
+                    if doc == self.env.docname and RECORDS_SECTION not in self.document.ids:
+                        logger.warning(f"glued value {key!r} comes from {len(runs)} records and links to this "
+                                       f"chapter's '#{RECORDS_SECTION}' section, which the chapter lacks (end it "
+                                       "with '## Records read' and book.runs_table(runs))", location=node,
+                                       type="shovir", subtype="records_section")
                     uri = self._uri(app.builder.get_target_uri(doc)) + f"#{RECORDS_SECTION}"
                 else:
                     node.replace_self(nodes.abbreviation("", "", *node.children, explanation=title,
