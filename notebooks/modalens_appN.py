@@ -123,8 +123,7 @@ for arm, style in (("present", "-o"), ("absent", "--s")):
 axes[0].set_title("A: disagreement c vs d")
 axes[1].set_title("B: mean |Δ margin|")
 axes[2].set_title("C: agreement with final")
-for ax in axes:
-    ax.set_xlabel("layer")
+fig.supxlabel("residual stream after k decoder layers (k = 0: the embeddings)", fontsize=11)
 axes[0].legend(fontsize=9)
 fig.tight_layout()
 book.show(fig, runs=runs, name="ml-appn-lens",
@@ -191,14 +190,20 @@ book.glue_values("mln.ko", kv, runs=runs)
 book.glue_values("mln.ko_base", bv, runs=runs)
 
 # %%
+ko_labels = {"report_answer": "report, answer query", "report_all": "report, every text query",
+             "report_matched": "report start (question-sized)", "question": "question line",
+             "image_matched": "image tokens (report-sized)"}
 fig, ax = plt.subplots(figsize=figures.column_figsize(4.5))
-for arm, f in ko.frame.groupby("arm", sort=False):
-    ax.errorbar(f["start_layer"], f["flip_rate"], yerr=[f["flip_rate"] - f["lo"], f["hi"] - f["flip_rate"]],
-                marker="o", capsize=3, label=arm)
-ax.axhline(bv["present.flip_rate"], color="black", lw=1, label="no knockout, report present")
-ax.axhline(bv["absent.flip_rate"], color="black", lw=1, ls="--", label="report absent")
-ax.set_xlabel("knockout start layer (cumulative to the last layer)")
-ax.set_ylabel("flip rate")
+groups = list(ko.frame.groupby("arm", sort=False))
+for k, ((arm, f), marker) in enumerate(zip(groups, "osD^v")):
+    x = f["start_layer"] + 0.08 * (k - (len(groups) - 1) / 2)  # dodged so overlapping arms stay visible
+    ax.errorbar(x, 100 * f["flip_rate"], yerr=[100 * (f["flip_rate"] - f["lo"]), 100 * (f["hi"] - f["flip_rate"])],
+                marker=marker, capsize=3, label=ko_labels.get(arm, arm))
+ax.axhline(100 * bv["present.flip_rate"], color="black", lw=1, label="no knockout, report present")
+ax.axhline(100 * bv["absent.flip_rate"], color="black", lw=1, ls="--", label="report absent")
+ax.set_xticks(sorted(ko.frame["start_layer"].unique()))
+ax.set_xlabel("knockout start decoder layer, 0-based (blocked to the last layer)")
+ax.set_ylabel("flip rate (%)")
 ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))
 fig.tight_layout()
 book.show(fig, runs=runs, name="ml-appn-knockout",

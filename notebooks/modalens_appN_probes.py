@@ -164,8 +164,7 @@ axes[0].set_title("A: held-out corpus KL")
 axes[1].set_title("B: agreement, report present")
 axes[2].set_title("C: agreement, report absent")
 axes[1].set_ylabel("agreement with final answer")
-for ax in axes:
-    ax.set_xlabel("layer")
+fig.supxlabel("residual stream after k decoder layers (k = 0: the embeddings)", fontsize=11)
 axes[0].legend(fontsize=9)
 fig.tight_layout()
 book.show(fig, runs=runs, name="ml-appn-tuned-lens",
