@@ -556,8 +556,10 @@ def occluded_area(trials: pd.DataFrame, *, p: float = 1.0) -> TableResult:
     random boxes whose sizes are drawn from the dataset-wide box-size distribution (ShoViR §3.3), placed
     away from every annotated box. RO so controls for *adding* noise patches of typical size, not for the
     area of the target's boxes: for a class whose boxes are smaller than the dataset's typical box, RO
-    covers more of the image than OCO. The trials of the first model are read (every model sees the same
-    inputs). Columns ``condition, class, n_items, area_mean, area_median, boxes_mean``; ``values``:
+    covers more of the image than OCO. A drawn RO box that touches an annotated box is drawn again (size and
+    position, :func:`shovir_core.perturb.boxes.random_boxes`), so images with large annotated boxes end up
+    with smaller RO boxes than the dataset's typical one. The trials of the first model are read (every
+    model sees the same inputs). Columns ``condition, class, n_items, area_mean, area_median, boxes_mean``; ``values``:
     ``area.<condition>.<class>`` (mean share) and ``area.<condition>.all``.
     """
     import json
