@@ -167,7 +167,7 @@ bl = bleu.frame.set_index(["model", "condition"])
 assert np.allclose(bl["bleu1"], table.stack(level=0, future_stack=True).loc[bl.index, "bleu1"]), \
     "the breakdown's BLEU-1 is Table 1's"
 assert np.allclose(bl["bleu1"], bl["brevity_penalty"] * bl["precision_1"]), "BLEU-1 = BP × unigram precision"
-if "ref-image-classifier" in table.index:
+if profile == "demo" and "ref-image-classifier" in table.index:  # the sentence below
     ic = bl.loc["ref-image-classifier"]
     # the classifier's BLEU rises under Full Noise because its reports get longer, not more precise
     assert ic.loc["FullNoise", "bleu1"] > ic.loc["Baseline", "bleu1"]
