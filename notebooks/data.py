@@ -63,7 +63,9 @@ book.glue_values("data", cohorts.values, runs=runs)
 prevalence = {key: tables.prevalence_table(t, key=key).with_runs(runs)
               for key, t in (("boxes", boxes_trials), ("multi", multi_trials))}
 prev = {key: table.frame for key, table in prevalence.items()}
-book.show(prevalence["multi"], runs=runs, name="data-prevalence-multi")
+book.show(prevalence["multi"], runs=runs, name="data-prevalence-multi",
+          caption=f"Label counts and prevalence per CheXpert class in the multi-study set (64 px): "
+                  f"{counts['multi.n_images']:,} images of {counts['multi.n_patients']:,} patients.")
 
 # %%
 fig, ax = plt.subplots(figsize=figures.column_figsize(4.5))

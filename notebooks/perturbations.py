@@ -129,7 +129,11 @@ book.glue("pt.boxes.iou_threshold", float(spec["iou_threshold"]), runs=runs)
 
 # %% tags=["nbval-check-output"]
 tiers = tables.tier_counts(trials).with_runs(runs)
-book.show(tiers, runs=runs, name="pt-tiers")
+cohort = run.manifest["dataset"]["cohort"]
+book.show(tiers, runs=runs, name="pt-tiers",
+          caption=f"Image-swap substitutes by tier, with the SSIM quartiles of each tier's pairs, on the cohort "
+                  f"{cohort['name']} (the 64-px multi-study set): {tiers.values['swap.n_cases']:,} source cases from "
+                  f"{cohort['n_images']:,} images of {cohort['n_patients']:,} patients.")
 
 # %%
 subs = trials[trials["kind"] == "substitute"]

@@ -49,6 +49,15 @@ def test_accounting_padchest_and_demo(runs_root):
     assert (f["images"].diff().fillna(0) <= 0).all()
     kept = sup.class_counts(demo).frame
     assert ((kept["images"] >= 20) == kept["kept"]).all()
+    # NIH boxes exist for a few classes only: classes with labels but no box count fn alone
+    c = sup.consistency(demo).values
+    assert c["n_classes_without_boxes"] > 0 and c["fn_without_boxes"] > 0
+    assert c["f1_boxed"] > c["f1"] and c["fn"] == c["fn_boxed"] + c["fn_without_boxes"]
+    maps = sup.label_maps(demo).values
+    assert maps["nih.aliases"] == 1 and maps["nih.distinct"] == maps["nih.labels"] - 1
+    assert maps["nih.unmapped"] == "Emphysema, Fibrosis, Hernia"
+    assert maps["padchest.labels"] == maps["padchest.mapped"] < papers.published_value(
+        "shovir", id="a1.padchest.finding_labels")
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +80,11 @@ def test_occluder_checks_hold_for_the_context_model_and_can_fail(ablation_runs):
     checks = sup.occluder_checks(table, ablation_runs)
     assert set(checks) == {"context_oco_unchanged", "context_flat_fills_equal", "context_texture_turns_calls_off"}
     assert all(checks.values()), checks
+    f = table.frame
+    assert (f["fr_oco_clean"] == 0.0).all(), "OCO never moves the context model's call against the clean image"
+    moved = ~np.isclose(f["fr_oco"], f["fr_oco_clean"], equal_nan=True)
+    assert (f.loc[moved, "ro_changed"] > 0).all(), "FR against RO differs only where RO changed a call"
+    assert f["n_images"].nunique() == 1 and table.values["n_items"] == f["n_items"].iloc[0]
     doctored = TableResult(table.frame.assign(oco_unchanged=0.5, fn_positive_calls=1))
     bad = sup.occluder_checks(doctored, ablation_runs)
     assert not bad["context_oco_unchanged"] and not bad["context_texture_turns_calls_off"]
@@ -89,11 +103,9 @@ def test_prompt_sensitivity_and_compute_cost(runs_root):
     timed = runs["a"].trials["gen_seconds"].dropna()
     assert row["reports_timed"] == len(timed) > 0
     assert row["seconds_per_report"] == pytest.approx(timed.mean())
-    counts = runs["a"].manifest["counts"]
-    items = sum(counts["class_counts"][c] for c in counts["classes"])
-    assert row["grid_inputs"] == 2 * runs["a"].manifest["dataset"]["n_images"] + 15 * items
-    assert row["projected_hours"] == pytest.approx(row["grid_inputs"] * row["seconds_per_report"] / 3600)
+    assert np.isnan(row["grid_inputs"]), "a Baseline-only record alone cannot count DOCO's eligible items"
     assert np.isfinite(row["reports_per_hour"])
+    assert cost.metrics["seconds_per_report"] == "seconds_per_report" and cost.metrics["projected_hours"] == "hours"
     assert row["model_calls"] > 0 and cost.values["n_untimed"] == 0
     # the same record again under another name: every report comes from the inference cache, nothing is timed
     again = protocols.run("shovir", "p-default-again", base, progress=False)
@@ -114,4 +126,24 @@ def test_params_of_the_supplementary(notebook, profile):
         if "prompt" in spec:
             assert spec["prompt"] == SHARED_MINIMAL_PROMPT
         if notebook == "shovir_suppl_b":
-            assert sup.resolve_preset_name(spec["preset"]) in sup.OCCLUDERS
+            assert sup.resolve_preset_name(spec.get("preset", "paper")) in sup.OCCLUDERS
+
+
+def test_full_grid_counts_doco_on_its_eligible_items_only(runs_root):
+    """The paper grid counts DOCO where the protocol runs it (items with a co-finding box), not on every item."""
+    full = protocols.run("shovir", "grid-full", {k: v for k, v in SMALL.items() if k != "max_per_class"}
+                         | {"model": "ref-blind-prior", "ps": [0.0, 1.0]}, progress=False)
+    counts = full.manifest["counts"]
+    items = sum(counts["class_counts"][c] for c in counts["classes"])
+    dropped = sum(counts["doco_dropped"].get(c, 0) for c in counts["classes"])
+    assert dropped > 0
+    n_images = full.manifest["dataset"]["n_images"]
+    grid = sup.paper_grid_inputs(full)
+    assert grid == 2 * n_images + 5 * (2 * items + items - dropped) < 2 * n_images + 15 * items
+    base = protocols.run("shovir", "grid-base", {**SMALL, "model": "ref-blind-prior", "conditions": ["Baseline"]},
+                         progress=False)
+    with pytest.raises(ValueError, match="DOCO"):
+        sup.paper_grid_inputs(base)
+    assert sup.paper_grid_inputs(base, full=full) == grid
+    cost = sup.compute_cost({"full": full, "base": base}).frame.set_index("record")
+    assert cost.loc["base", "grid_inputs"] == cost.loc["full", "grid_inputs"] == grid

@@ -158,3 +158,72 @@ def test_glue_values_and_run_ids_follow_the_tables(check_table):
     assert list(shown.columns) == ["items", "Δ_X", "FR"] and shown.index.names == ["model", "arm"]
     with pytest.raises(ValueError, match="uncertain"):
         sv.per_class(trials, uncertain="ignore")
+
+
+def _context_trials(*, n: int = 30, n_doco: int = 2, ro_flips: int = 10) -> pd.DataFrame:
+    """ref-context-shortcut-like items: OCO never moves a call; RO at p = 1 turns off the first ``ro_flips``
+    calls (items without a co-finding box); DOCO exists for the last ``n_doco`` items and turns them off."""
+    m, rows = "ref-context-shortcut", []
+    for i in range(n):
+        img = f"img{i:03d}"
+        for cond in ("RO", "OCO"):
+            rows.append(_row(m, cond, 0.0, img, "Edema", 1.0, 1.0))
+        rows.append(_row(m, "OCO", 1.0, img, "Edema", 1.0, 1.0))
+        rows.append(_row(m, "RO", 1.0, img, "Edema", 0.0 if i < ro_flips else 1.0, 1.0))
+        if i >= n - n_doco:
+            rows.append(_row(m, "DOCO", 0.0, img, "Edema", 1.0, 1.0))
+            rows.append(_row(m, "DOCO", 1.0, img, "Edema", 0.0, 1.0))
+    return pd.DataFrame(rows)
+
+
+def test_reference_checks_need_enough_items_and_fall_back_from_a_tiny_doco_set():
+    few = sv.reference_checks(_context_trials(n_doco=2))
+    assert few.values["checks.context.design"] == "RO without co-finding boxes"
+    assert few.values["checks.context.n_doco"] == 2
+    assert few.values["checks.context.fr_oco_clean"] == 0.0
+    assert few.values["checks.context.fr_ro_no_cofinding"] == pytest.approx(10 / 28)
+    assert few.frame["holds"].all() and (few.frame["n"] >= sv.MIN_FR_ITEMS).all()
+    # the context noise check can fail: RO changes no call
+    flat = sv.reference_checks(_context_trials(n_doco=2, ro_flips=0))
+    assert not flat.frame["holds"].iloc[-1]
+    # with enough DOCO items the paper's arm decides
+    many = sv.reference_checks(_context_trials(n_doco=15, ro_flips=0))
+    assert many.values["checks.context.design"] == "DOCO"
+    assert "FR(DOCO) > FR(OCO)" in set(many.frame["check"]) and many.frame["holds"].all()
+    # and a rate over fewer than the minimum cannot decide a check
+    tiny = sv.reference_checks(_context_trials(n=8, n_doco=2, ro_flips=4))
+    assert not tiny.frame["holds"].any()
+
+
+def test_occluded_area_is_the_union_of_the_recorded_boxes():
+    import json
+
+    def trial(cond, target, boxes):
+        return {"model": "m", "level": "disease", "condition": cond, "p": 1.0, "target": target,
+                "perturbation": json.dumps({"boxes": [dict(zip(("x1", "y1", "x2", "y2"), b)) for b in boxes],
+                                            "noise": {"n_pixels": 100 * 100}})}
+
+    t = pd.DataFrame([trial("OCO", "Lung Lesion", [(0, 0, 10, 10)]),
+                      trial("RO", "Lung Lesion", [(0, 0, 20, 10), (10, 0, 30, 10)]),  # overlap: 30 x 10
+                      trial("OCO", "Lung Lesion", [(50, 50, 60, 70)])])
+    a = sv.occluded_area(t)
+    assert a.values["area.OCO.Lung_Lesion"] == pytest.approx((0.01 + 0.02) / 2)
+    assert a.values["area.RO.Lung_Lesion"] == pytest.approx(0.03)
+    assert a.frame.set_index(["condition", "class"]).loc[("OCO", "Lung Lesion"), "n_items"] == 2
+
+
+def test_bleu_breakdown_separates_brevity_from_precision():
+    ref = "there is pleural effusion . there is atelectasis . no pneumothorax . no edema ."
+    rows = []
+    for i in range(5):
+        rows.append({"model": "m", "level": "image", "condition": "Baseline", "image_id": f"i{i}",
+                     "generated": "there is pleural effusion .", "reference_text": ref})
+        rows.append({"model": "m", "level": "image", "condition": "FullNoise", "image_id": f"i{i}",
+                     "generated": "there is pleural effusion . there is consolidation . there is edema .",
+                     "reference_text": ref})
+    b = sv.bleu_breakdown(pd.DataFrame(rows)).frame.set_index("condition")
+    assert np.allclose(b["bleu1"], b["brevity_penalty"] * b["precision_1"])
+    # every clean word is in the reference, yet the longer noise report scores a higher BLEU-1
+    assert b.loc["Baseline", "precision_1"] == 1.0 > b.loc["FullNoise", "precision_1"]
+    assert b.loc["FullNoise", "bleu1"] > b.loc["Baseline", "bleu1"]
+    assert b.loc["FullNoise", "brevity_penalty"] > b.loc["Baseline", "brevity_penalty"]

@@ -21,10 +21,10 @@ from .report import ReportScores, report_metrics
 from .schema import MetricSpec, display_frame, format_metric, metric_schema, metric_spec
 from .shovir import (delta_fn, delta_x, flip_indicators, flip_rate_by_class, flip_rate_from_counts, mu_f1_from_counts,
                      pooled_flip_rate, shortcut_counts, shortcut_from_counts, shortcut_scores)
-from .text import bleu, nlg_metrics, rouge_l
+from .text import bleu, bleu_parts, nlg_metrics, rouge_l
 
 __all__ = [
-    "bleu", "rouge_l", "nlg_metrics",
+    "bleu", "bleu_parts", "rouge_l", "nlg_metrics",
     "CLASS_SETS", "binarize", "confusion_by_class", "per_class_f1", "f1_score", "f1_chexbert",
     "report_label_f1", "mu_f1", "f1_from_counts", "prf_from_counts", "weighted_mean",
     "delta_fn", "delta_x", "flip_indicators", "flip_rate_from_counts", "mu_f1_from_counts", "shortcut_counts",

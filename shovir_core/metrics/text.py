@@ -27,7 +27,7 @@ import numpy as np
 # rouge-score imports nltk (seconds): both scorers load on first use, so importing the
 # metrics package stays light.
 
-__all__ = ["bleu", "rouge_l", "nlg_metrics", "TEXT_CONVENTIONS"]
+__all__ = ["bleu", "bleu_parts", "rouge_l", "nlg_metrics", "TEXT_CONVENTIONS"]
 
 TEXT_CONVENTIONS: dict[str, dict] = {
     "project": {"lowercase": True, "smooth": "exp", "use_stemmer": True},
@@ -80,6 +80,30 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str], *, max_order: int
     metric = BLEU(max_ngram_order=max_order, lowercase=lowercase, tokenize=tokenize,
                   effective_order=False, smooth_method=smooth)
     return float(metric.corpus_score(hyps, [refs]).score / 100.0)
+
+
+def bleu_parts(hypotheses: Sequence[str], references: Sequence[str], *, max_order: int = 1,
+               lowercase: bool = True, tokenize: str = "13a", smooth: str = "exp") -> dict[str, float]:
+    """What a corpus-level BLEU-n is made of: ``bleu``, ``brevity_penalty``, ``precision_1`` (unigram
+    precision, 0-1), ``hyp_tokens``, ``ref_tokens`` and ``length_ratio`` (hypothesis / reference tokens).
+
+    BLEU = BP · exp(mean log p_n) with BP = exp(1 − r/h) when the hypotheses are shorter than the
+    references (Papineni et al. 2002, §2.2.2): short reports lose score to the brevity penalty even when
+    every word they write is in the reference.
+
+    >>> parts = bleu_parts(["there is x"], ["there is x and y"])
+    >>> round(parts["precision_1"], 3), round(parts["brevity_penalty"], 3), parts["length_ratio"]
+    (1.0, 0.513, 0.6)
+    """
+    hyps, refs = _pairs(hypotheses, references)
+    from sacrebleu.metrics import BLEU
+
+    score = BLEU(max_ngram_order=max_order, lowercase=lowercase, tokenize=tokenize, effective_order=False,
+                 smooth_method=smooth).corpus_score(hyps, [refs])
+    return {"bleu": float(score.score / 100.0), "brevity_penalty": float(score.bp),
+            "precision_1": float(score.precisions[0] / 100.0), "hyp_tokens": int(score.sys_len),
+            "ref_tokens": int(score.ref_len),
+            "length_ratio": float(score.sys_len / score.ref_len) if score.ref_len else float("nan")}
 
 
 def rouge_l(hypotheses: Sequence[str], references: Sequence[str], *, use_stemmer: bool = True,

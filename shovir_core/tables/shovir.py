@@ -43,8 +43,9 @@ from .result import TableResult, frame_of, run_ids_of
 
 __all__ = [
     "trials_of", "image_level", "table1", "per_class", "mu_f1_curves",
-    "shortcut_items", "shortcut_metrics", "per_class_across_models", "external_metric_status",
-    "TABLE1_METRICS", "UNCERTAIN", "pipeline_check", "run_counts", "doco_counts", "key_part", "text_convention",
+    "shortcut_items", "shortcut_metrics", "per_class_across_models", "occluded_area", "MIN_FR_ITEMS",
+    "reference_checks", "external_metric_status",
+    "TABLE1_METRICS", "UNCERTAIN", "pipeline_check", "bleu_breakdown", "run_counts", "doco_counts", "key_part", "text_convention",
 ]
 
 TABLE1_METRICS = ("f1_14_micro", "f1_5_micro", "f1_radgraph", "green", "bleu1", "bleu4", "rouge_l")
@@ -220,6 +221,49 @@ def pipeline_check(trials: pd.DataFrame, models: Sequence[str]) -> TableResult:
                        caption="Pipeline check: what the random-weight transformer generated.")
 
 
+def bleu_breakdown(trials: pd.DataFrame) -> TableResult:
+    """BLEU-1 of the image-level conditions taken apart: brevity penalty, unigram precision and length ratio.
+
+    Corpus BLEU-1 = BP · p_1 (:func:`shovir_core.metrics.bleu_parts`, the records' text convention): a model
+    whose clean reports are much shorter than the references loses most of its BLEU to the brevity penalty,
+    so longer reports under the Full Noise Image can raise BLEU while the findings they state are wrong.
+    One row per (model, condition); ``values``: ``bleu.<model>.<condition>.{bleu1,brevity_penalty,precision_1,
+    length_ratio,mean_words}``.
+    """
+    from ..metrics import bleu_parts
+    from ..metrics.text import TEXT_CONVENTIONS
+
+    img = trials[trials["level"] == "image"]
+    if img.empty:
+        raise ValueError("no image-level trials (conditions Baseline / FullNoise) in these records")
+    c = TEXT_CONVENTIONS[text_convention(img)]
+    rows = []
+    for (model, cond), g in img.groupby(["model", "condition"], sort=False):
+        g = g.sort_values("image_id")
+        hyps = g["generated"].fillna("").tolist()
+        parts = bleu_parts(hyps, g["reference_text"].tolist(), max_order=1, lowercase=c["lowercase"],
+                           smooth=c["smooth"])
+        rows.append({"model": model, "condition": cond, "n_images": int(len(g)), "bleu1": parts["bleu"],
+                     "brevity_penalty": parts["brevity_penalty"], "precision_1": parts["precision_1"],
+                     "length_ratio": parts["length_ratio"], "n_distinct": int(pd.Series(hyps).nunique()),
+                     "mean_words": float(np.mean([len(h.split()) for h in hyps]))})
+    frame = pd.DataFrame(rows)
+    values = {}
+    for r in frame.to_dict("records"):
+        stem = f"bleu.{key_part(r['model'])}.{r['condition']}"
+        for k in ("bleu1", "brevity_penalty", "precision_1", "length_ratio", "mean_words"):
+            values[f"{stem}.{k}"] = float(r[k])
+        values[f"{stem}.n_distinct"] = int(r["n_distinct"])
+    return TableResult(frame, values, metrics={"n_images": "count", "bleu1": "bleu1", "brevity_penalty": "value",
+                                               "precision_1": "precision", "length_ratio": "value",
+                                               "n_distinct": "count", "mean_words": "value"},
+                       labels={"n_images": "images", "brevity_penalty": "brevity penalty",
+                               "precision_1": "unigram precision", "length_ratio": "words / reference words",
+                               "n_distinct": "distinct reports", "mean_words": "mean words", **_ARM_LABELS},
+                       index=("model", "condition"),
+                       caption="BLEU-1 = brevity penalty × unigram precision, per model and image-level condition.")
+
+
 def table1(trials: pd.DataFrame, *, uncertain: str = "negative") -> TableResult:
     """ShoViR Table 1: Baseline and Full Noise metrics per model, with Δ_FN for F1_14 and F1_5.
 
@@ -393,6 +437,87 @@ def shortcut_metrics(trials: pd.DataFrame, *, p: float = 1.0, n_draws: int = 200
                                f"{level:.0%} percentile bootstrap intervals.")
 
 
+MIN_FR_ITEMS = 10
+"""Fewest eligible items (target positive and called by the reference arm) a flip rate may rest on to be
+headlined or to decide a validation check; rates over fewer items are shown with their n only."""
+
+
+def _fr(items: pd.DataFrame) -> tuple[float, int]:
+    if items.empty:
+        return float("nan"), 0
+    s = ms.shortcut_scores(items["target"], y=items["y"], ref=items["ref"], pred_ro=items["pred_ro"],
+                           pred_x=items["pred_x"])
+    return s["fr"], s["n_eligible"]
+
+
+def reference_checks(trials: pd.DataFrame, *, p: float = 1.0, min_items: int = MIN_FR_ITEMS) -> TableResult:
+    """The reference models' planted behaviour in the disease-level trials, each check with the items it rests on.
+
+    * ``ref-blind-prior``: Δ_FN (F1_14) = 0 and no flip under RO, OCO or DOCO (against RO at ``p``).
+    * ``ref-image-classifier``: FR(OCO) > FR(RO-control) (RO at ``p`` against the clean image).
+    * ``ref-context-shortcut`` (it reads a finding from the pixels outside its own boxes): FR_OCO against
+      the clean image (OCO at p = 0) is 0; and context noise turns calls off. The latter is FR(DOCO) >
+      FR(OCO) where DOCO and OCO each have at least ``min_items`` eligible items; otherwise it is tested on
+      the items without a co-finding box (their context region is the whole image outside the target's
+      boxes, where the RO boxes land): FR(RO-control) on those items > FR_OCO against the clean image.
+
+    A check whose flip rates rest on fewer than ``min_items`` eligible items does not hold (it cannot be
+    decided). Columns ``model, check, n`` (the fewest eligible items of the rates it compares; images for
+    Δ_FN), ``holds``; ``values``: ``checks.n``, ``checks.n_hold``,
+    ``checks.min_items``, ``checks.context.design`` (``"DOCO"`` or ``"RO without co-finding boxes"``) and the
+    rates and n of the context model's checks.
+    """
+    dis = trials[trials["level"] == "disease"]
+    models = set(dis["model"])
+    rows, values = [], {"checks.min_items": int(min_items)}
+    if "ref-blind-prior" in models:
+        t1 = table1(trials[trials["model"] == "ref-blind-prior"])
+        rows.append(("ref-blind-prior", "Δ_FN (F1_14) = 0 (n: images)", int(t1.values["t1.n_images_max"]),
+                     bool(float(t1.frame[(_DELTA_FN, "f1_14_micro")].iloc[0]) == 0.0)))
+        flips, n = 0, 0
+        for arm in (_OCO, _DOCO):
+            items = shortcut_items(trials, model="ref-blind-prior", arm=arm, p=p)
+            if len(items):
+                s = ms.shortcut_scores(items["target"], y=items["y"], ref=items["ref"], pred_ro=items["pred_ro"],
+                                       pred_x=items["pred_x"])
+                flips, n = flips + s["n_flipped"], n + s["n_eligible"]
+        rows.append(("ref-blind-prior", "no flips under OCO or DOCO (against RO)", int(n), flips == 0 and n > 0))
+    if "ref-image-classifier" in models:
+        fr_oco, n_oco = _fr(shortcut_items(trials, model="ref-image-classifier", arm=_OCO, p=p))
+        fr_ro, n_ro = _fr(shortcut_items(trials, model="ref-image-classifier", arm=_RO, ref_arm=_RO, p=p, ref_p=0.0))
+        rows.append(("ref-image-classifier", "FR(OCO) > FR(RO-control)", int(min(n_oco, n_ro)),
+                     bool(min(n_oco, n_ro) >= min_items and fr_oco > fr_ro)))
+    if "ref-context-shortcut" in models:
+        m = "ref-context-shortcut"
+        fr_clean, n_clean = _fr(shortcut_items(trials, model=m, arm=_OCO, ref_arm=_OCO, p=p, ref_p=0.0))
+        rows.append((m, "FR_OCO against the clean image = 0", int(n_clean),
+                     bool(n_clean >= min_items and fr_clean == 0.0)))
+        fr_doco, n_doco = _fr(shortcut_items(trials, model=m, arm=_DOCO, p=p))
+        fr_oco, n_oco = _fr(shortcut_items(trials, model=m, arm=_OCO, p=p))
+        values.update({"checks.context.fr_oco_clean": fr_clean, "checks.context.n_oco_clean": int(n_clean),
+                       "checks.context.n_doco": int(n_doco)})
+        if n_doco >= min_items and n_oco >= min_items:
+            values["checks.context.design"] = "DOCO"
+            rows.append((m, "FR(DOCO) > FR(OCO)", int(min(n_doco, n_oco)), bool(fr_doco > fr_oco)))
+        else:
+            values["checks.context.design"] = "RO without co-finding boxes"
+            doco_ids = set(map(tuple, dis.loc[(dis["model"] == m) & (dis["condition"] == _DOCO),
+                                              ["image_id", "target"]].to_numpy()))
+            ro = shortcut_items(trials, model=m, arm=_RO, ref_arm=_RO, p=p, ref_p=0.0)
+            ro = ro[[(i, c) not in doco_ids for i, c in zip(ro["image_id"], ro["target"])]]
+            fr_ro, n_ro = _fr(ro)
+            values.update({"checks.context.fr_ro_no_cofinding": fr_ro, "checks.context.n_ro_no_cofinding": int(n_ro)})
+            rows.append((m, f"DOCO has {n_doco} eligible items (< {min_items}); instead, on the items without a "
+                            "co-finding box: FR(RO-control) > FR_OCO against the clean image", int(min(n_ro, n_clean)),
+                         bool(min(n_ro, n_clean) >= min_items and fr_ro > fr_clean)))
+    frame = pd.DataFrame(rows, columns=["model", "check", "n", "holds"])
+    values.update({"checks.n": int(len(frame)), "checks.n_hold": int(frame["holds"].sum())})
+    return TableResult(frame, values, metrics={"n": "count"},
+                       labels={"check": "expected behaviour", "n": "n (fewest eligible items)"},
+                       caption=f"The reference models' planted behaviour at p = {p:g}; a flip rate decides a check "
+                               f"only over at least {min_items} eligible items.")
+
+
 def per_class_across_models(per_class_table, *, p: float = 1.0, exclude_models: Sequence[str] = ()) -> TableResult:
     """Figure 3(b): per-class F1 averaged across models for Baseline, RO, OCO and DOCO at ``p``.
 
@@ -421,6 +546,56 @@ def per_class_across_models(per_class_table, *, p: float = 1.0, exclude_models: 
                        labels={"f1_mean": "F1 (mean over models)", "f1_sd": "F1 (SD over models)", **_COUNT_LABELS},
                        run_ids=run_ids_of(per_class_table), index=("class", "condition"),
                        caption=f"Figure 3(b): per-class F1 at p = {p:g}, averaged across models.")
+
+
+def occluded_area(trials: pd.DataFrame, *, p: float = 1.0) -> TableResult:
+    """Share of the image each disease-level arm occludes, per (condition, class), from the boxes recorded
+    with each trial (``perturbation``: the boxes blended and the image's pixel count).
+
+    OCO covers the target's own boxes B_c, DOCO the co-finding boxes B_c̄, RO k ~ U{1, …, |B_c ∪ B_c̄|}
+    random boxes whose sizes are drawn from the dataset-wide box-size distribution (ShoViR §3.3), placed
+    away from every annotated box. RO so controls for *adding* noise patches of typical size, not for the
+    area of the target's boxes: for a class whose boxes are smaller than the dataset's typical box, RO
+    covers more of the image than OCO. A drawn RO box that touches an annotated box is drawn again (size and
+    position, :func:`shovir_core.perturb.boxes.random_boxes`), so images with large annotated boxes end up
+    with smaller RO boxes than the dataset's typical one. The trials of the first model are read (every
+    model sees the same inputs). Columns ``condition, class, n_items, area_mean, area_median, boxes_mean``; ``values``:
+    ``area.<condition>.<class>`` (mean share) and ``area.<condition>.all``.
+    """
+    import json
+
+    dis = trials[(trials["level"] == "disease") & np.isclose(trials["p"], p)]
+    if dis.empty:
+        raise ValueError(f"no disease-level trials at p = {p:g}")
+    dis = dis[dis["model"] == dis["model"].iloc[0]]
+    rows = []
+    for r in dis[["condition", "target", "perturbation"]].itertuples(index=False):
+        info = json.loads(r.perturbation)
+        boxes = info.get("boxes") or []
+        n_pix = int(info["noise"]["n_pixels"])
+        covered = 0
+        if boxes:
+            h = int(np.ceil(max(b["y2"] for b in boxes))) + 1
+            w = int(np.ceil(max(b["x2"] for b in boxes))) + 1
+            from ..perturb.boxes import union_mask
+
+            covered = int(union_mask([("x", b["x1"], b["y1"], b["x2"], b["y2"]) for b in boxes], (h, w)).sum())
+        rows.append({"condition": r.condition, "class": r.target, "area": covered / n_pix, "boxes": len(boxes)})
+    long = pd.DataFrame(rows)
+    out = (long.groupby(["condition", "class"])
+           .agg(n_items=("area", "size"), area_mean=("area", "mean"), area_median=("area", "median"),
+                boxes_mean=("boxes", "mean")).reset_index())
+    order = {c: i for i, c in enumerate(FINDINGS_13)}
+    out = (out.assign(_c=out["condition"].map({c: i for i, c in enumerate(_DISEASE)}), _o=out["class"].map(order))
+           .sort_values(["_c", "_o"]).drop(columns=["_c", "_o"]).reset_index(drop=True))
+    values = {f"area.{r['condition']}.{key_part(r['class'])}": float(r["area_mean"]) for r in out.to_dict("records")}
+    values.update({f"area.{c}.all": float(g["area"].mean()) for c, g in long.groupby("condition")})
+    return TableResult(out, values=values, metrics={"n_items": "count", "area_mean": "relative_area",
+                                                    "area_median": "relative_area", "boxes_mean": "value"},
+                       labels={"n_items": "items", "area_mean": "occluded share (mean)",
+                               "area_median": "occluded share (median)", "boxes_mean": "boxes (mean)"},
+                       index=("condition", "class"),
+                       caption=f"Share of the image occluded at p = {p:g}, per arm and class.")
 
 
 # --------------------------------------------------------------------------- counts

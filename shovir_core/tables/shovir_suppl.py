@@ -20,7 +20,7 @@ from ..records import Run
 from .result import TableResult
 from .shovir import _labels, image_level, mu_f1_curves, per_class, shortcut_metrics, trials_of
 
-__all__ = ["funnel", "class_counts", "consistency", "validation_sample", "label_maps", "OCCLUDERS",
+__all__ = ["funnel", "class_counts", "consistency", "validation_sample", "label_maps", "NIH_LABEL_ALIASES", "OCCLUDERS",
            "occluder_of", "resolve_preset_name", "occluder_ablation", "occluder_checks", "PLANTED_EXPECTATIONS",
            "prompt_sensitivity", "compute_cost", "paper_grid_inputs", "glue_key"]
 
@@ -73,8 +73,17 @@ def consistency(run: Run) -> TableResult:
     frame["f1"] = np.where(denom > 0, 2 * frame["tp"] / denom.where(denom > 0, 1), np.nan)
     tp, fp, fn = int(frame["tp"].sum()), int(frame["fp"].sum()), int(frame["fn"].sum())
     micro = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else float("nan")
-    values = {"f1": float(micro), "tp": tp, "fp": fp, "fn": fn, "n_images": int(c["images"].max())}
+    frame["has_boxes"] = (frame["tp"] + frame["fp"]) > 0
+    boxed = frame[frame["has_boxes"]]
+    btp, bfp, bfn = int(boxed["tp"].sum()), int(boxed["fp"].sum()), int(boxed["fn"].sum())
+    boxed_f1 = 2 * btp / (2 * btp + bfp + bfn) if (2 * btp + bfp + bfn) else float("nan")
+    no_box = frame[~frame["has_boxes"] & (frame["fn"] > 0)]
+    values = {"f1": float(micro), "tp": tp, "fp": fp, "fn": fn, "n_images": int(c["images"].max()),
+              "f1_boxed": float(boxed_f1), "n_classes_boxed": int(len(boxed)), "fn_boxed": bfn,
+              "n_classes_without_boxes": int(len(no_box)), "fn_without_boxes": int(no_box["fn"].sum()),
+              "classes_without_boxes": ", ".join(no_box["class"])}
     return TableResult(frame, values, metrics={"f1": "f1_class"},
+                       labels={"has_boxes": "class has boxes"},
                        caption="Agreement of image labels with box classes (micro F1 pooled over classes)."
                        ).with_runs(run)
 
@@ -91,8 +100,18 @@ def validation_sample(run: Run) -> TableResult:
     return out
 
 
+NIH_LABEL_ALIASES = {"Infiltrate": "Infiltration"}
+"""Labels of the NIH lookup that spell another NIH label differently: the box list (BBox_List_2017.csv) writes
+``Infiltrate`` where the image labels (Data_Entry_2017.csv) write ``Infiltration``."""
+
+
 def label_maps(run: Run) -> TableResult:
-    """The static label lookups (NIH and PadChest labels -> CheXpert class) the adapters use."""
+    """The static label lookups (NIH and PadChest labels -> CheXpert class) the adapters use.
+
+    ``values``: per source ``labels`` (entries of the lookup), ``mapped`` (entries with a CheXpert class),
+    ``unmapped`` (their names); for NIH also ``aliases`` (:data:`NIH_LABEL_ALIASES`) and ``distinct``
+    (labels less aliases: the dataset's findings and No Finding). The PadChest lookup lists mapped labels only;
+    how many PadChest-GR labels exist is the paper's count, not the lookup's."""
     run = _one(run, "accounting")
     m = _kind(run, "mapping")
     frame = m[["source", "source_label", "chexpert"]].reset_index(drop=True)
@@ -101,6 +120,12 @@ def label_maps(run: Run) -> TableResult:
               (("nih", "NIH ChestX-ray14"), ("padchest", "PadChest"))}
     values.update({f"{k}.mapped": int((mapped["source"] == s).sum()) for k, s in
                    (("nih", "NIH ChestX-ray14"), ("padchest", "PadChest"))})
+    for k, src in (("nih", "NIH ChestX-ray14"), ("padchest", "PadChest")):
+        un = frame[(frame["source"] == src) & (frame["chexpert"].astype(str) == "")]["source_label"]
+        values[f"{k}.unmapped"] = ", ".join(un) or "none"
+    nih = set(frame.loc[frame["source"] == "NIH ChestX-ray14", "source_label"])
+    values["nih.aliases"] = int(len(nih & set(NIH_LABEL_ALIASES)))
+    values["nih.distinct"] = values["nih.labels"] - values["nih.aliases"]
     return TableResult(frame, values, labels={"source_label": "source label", "chexpert": "CheXpert class"},
                        caption="Label mapping tables.").with_runs(run)
 
@@ -140,10 +165,20 @@ def occluder_of(run: Run) -> str:
 def occluder_ablation(runs: Mapping[str, Run], *, p: float = 1.0, n_draws: int = 200, seed: int = 3) -> TableResult:
     """Per (model, occluder): F1_14 Baseline / Full Noise, Δ_FN, μ-F1 RO / OCO at ``p``, Δ_OCO, FR_OCO.
 
-    Also ``fn_positive_calls`` (positive calls in the Full Noise reports: how many findings survive) and
+    FR_OCO is the paper's (ShoViR §3.4): its reference arm is RO at ``p``, so an item counts where the target
+    is called under RO and not under OCO, also when it is RO that changed the call (RO adding a call the
+    clean image did not make). ``fr_oco_clean`` is the same share against the clean image (OCO at p = 0) as
+    reference arm, ``n_eligible`` / ``n_eligible_clean`` the items each rate is over, and ``ro_changed`` the
+    items whose call of the target under RO at ``p`` differs from the clean image's.
+
+    Also ``fn_positive_calls`` (positive calls in the Full Noise reports: how many findings survive),
     ``oco_unchanged`` (share of OCO items whose call of the target is the same at p = 1 as on the clean
-    image, OCO at p = 0).
+    image, OCO at p = 0) and ``n_images`` / ``n_items`` (the cohort: images under Baseline, items under OCO).
+    ``values`` adds ``n_images`` and ``n_items`` when every record has the same cohort.
     """
+    from ..metrics import shovir as ms
+    from .shovir import shortcut_items
+
     rows = []
     for key, run in runs.items():
         trials = trials_of({key: run})
@@ -159,24 +194,43 @@ def occluder_ablation(runs: Mapping[str, Run], *, p: float = 1.0, n_draws: int =
                                                           .apply(tuple, axis=1)) for pp in (0.0, p)}
         common = at[0.0].index.intersection(at[p].index)
         unchanged = float((at[0.0][common] == at[p][common]).mean()) if len(common) else np.nan
+        clean = shortcut_items(trials, model=key, arm="OCO", ref_arm="OCO", p=p, ref_p=0.0)
+        clean_counts = ms.shortcut_scores(clean["target"], y=clean["y"], ref=clean["ref"],
+                                          pred_ro=clean["pred_ro"], pred_x=clean["pred_x"]) if len(clean) else {}
+        ro = shortcut_items(trials, model=key, arm="RO", ref_arm="OCO", p=p, ref_p=0.0)
         rows.append({"model": run.manifest["spec"]["model"], "occluder": occluder_of(run),
+                     "n_images": int(base["n_images"]), "n_items": int(len(common)),
                      "f1_base": float(base["f1_14_micro"]), "f1_fn": float(fn["f1_14_micro"]),
                      "delta_fn": float(base["f1_14_micro"] - fn["f1_14_micro"]),
                      "mu_f1_ro": float(curves.get(("RO", p), np.nan)),
                      "mu_f1_oco": float(curves.get(("OCO", p), np.nan)),
                      "delta_oco": float(sm.loc["OCO", "delta"]) if "OCO" in sm.index else np.nan,
                      "fr_oco": float(sm.loc["OCO", "fr"]) if "OCO" in sm.index else np.nan,
+                     "n_eligible": int(sm.loc["OCO", "n_eligible"]) if "OCO" in sm.index else 0,
+                     "fr_oco_clean": float(clean_counts.get("fr", np.nan)),
+                     "n_eligible_clean": int(clean_counts.get("n_eligible", 0)),
+                     "ro_changed": int((ro["pred_x"] != ro["pred_ro"]).sum()),
                      "fn_positive_calls": positives, "oco_unchanged": unchanged, "record": key})
     frame = pd.DataFrame(rows)
     values = {}
+    if len(frame) and frame["n_images"].nunique() == 1 and frame["n_items"].nunique() == 1:
+        values.update({"n_images": int(frame["n_images"].iloc[0]), "n_items": int(frame["n_items"].iloc[0])})
     for r in frame.itertuples():
         k = f"{glue_key(r.model)}.{glue_key(r.occluder)}"
-        values.update({f"{k}.delta_fn": r.delta_fn, f"{k}.fr_oco": r.fr_oco, f"{k}.fn_positive_calls": r.fn_positive_calls})
-    return TableResult(frame, values, metrics={"delta_fn": "delta_fn", "delta_oco": "delta_x", "fr_oco": "flip_rate_c"},
+        values.update({f"{k}.delta_fn": r.delta_fn, f"{k}.fr_oco": r.fr_oco, f"{k}.fn_positive_calls": r.fn_positive_calls,
+                       f"{k}.fr_oco_clean": r.fr_oco_clean, f"{k}.n_eligible": r.n_eligible,
+                       f"{k}.n_eligible_clean": r.n_eligible_clean, f"{k}.ro_changed": r.ro_changed})
+    counts = ("n_images", "n_items", "n_eligible", "n_eligible_clean", "ro_changed", "fn_positive_calls")
+    return TableResult(frame, values, metrics={"delta_fn": "delta_fn", "delta_oco": "delta_x", "fr_oco": "flip_rate_c",
+                                               "fr_oco_clean": "flip_rate_c", "oco_unchanged": "share",
+                                               **{c: "count" for c in counts}},
                        labels={"occluder": "occluder", "f1_base": "F1-14 Baseline", "f1_fn": "F1-14 Full Noise",
-                               "mu_f1_ro": "μ-F1 RO", "mu_f1_oco": "μ-F1 OCO",
+                               "mu_f1_ro": "μ-F1 RO", "mu_f1_oco": "μ-F1 OCO", "delta_oco": "Δ_OCO",
+                               "fr_oco": "FR_OCO (vs RO)", "n_eligible": "n (vs RO)",
+                               "fr_oco_clean": "FR_OCO (vs clean)", "n_eligible_clean": "n (vs clean)",
+                               "ro_changed": "calls RO changed", "n_images": "images", "n_items": "items",
                                "fn_positive_calls": "positive calls (Full Noise)", "oco_unchanged": "OCO calls unchanged"},
-                       caption=f"Occluder-type ablation at p = {p:g}.").with_runs(runs)
+                       index=("model", "occluder"), caption=f"Occluder-type ablation at p = {p:g}.").with_runs(runs)
 
 
 def glue_key(text: str) -> str:
@@ -297,45 +351,83 @@ def _binary_frame(frame: pd.DataFrame) -> dict:
 
 
 # -- §C / Table S6 compute cost -----------------------------------------------------------------
-def paper_grid_inputs(run: Run) -> int:
-    """Distinct model inputs of the paper's full grid on the record's whole dataset: every image under
-    Baseline and Full Noise, every class-subset item (classes passing ``min_count``) under RO, OCO and
-    DOCO at the five strengths p > 0 (p = 0 is the Baseline image). DOCO is counted in full (an upper
-    bound: items without co-finding boxes are dropped)."""
-    counts = run.manifest["counts"]
+def _covers_full_grid(run: Run) -> bool:
+    spec = run.manifest["spec"]
+    return spec.get("max_per_class") is None and "DOCO" in spec.get("conditions", ())
+
+
+def _grid_key(run: Run) -> tuple:
+    spec = run.manifest["spec"]
+    return (spec.get("dataset_sha256"), spec.get("min_count"), str(spec.get("classes")), spec.get("iou_threshold"))
+
+
+def paper_grid_inputs(run: Run, *, full: Run | None = None) -> int:
+    """Distinct model inputs of the paper's full grid on the record's whole dataset, as the protocol runs it:
+    every image under Baseline and Full Noise, every class-subset item (classes passing ``min_count``) under RO
+    and OCO at the five strengths p > 0 (p = 0 is the Baseline image), and under DOCO only the items the
+    protocol keeps (a co-finding box passing the IoU rule; ``counts.doco_dropped`` of the record, counted by
+    :func:`shovir_core.protocols.shovir.execute` with :func:`shovir_core.perturb.box_sets`).
+
+    The DOCO drops are read from ``full``, a record on the same dataset and class subsets that ran every item
+    under DOCO (``run`` itself when it did); raises ValueError when neither did.
+    """
+    source = run if _covers_full_grid(run) else full
+    if source is None or not _covers_full_grid(source) or _grid_key(source) != _grid_key(run):
+        raise ValueError(f"record {run.run_id!r} did not run every item under DOCO and no record on the same "
+                         "dataset and class subsets that did was given (full=); its DOCO drops are unknown")
+    counts = source.manifest["counts"]
     items = sum(int(counts["class_counts"][c]) for c in counts["classes"])
-    n_images = int((run.manifest.get("dataset") or {}).get("n_images") or counts["n_images"])
-    return 2 * n_images + 3 * 5 * items
+    doco = items - sum(int((counts.get("doco_dropped") or {}).get(c, 0)) for c in counts["classes"])
+    n_images = int((source.manifest.get("dataset") or {}).get("n_images") or counts["n_images"])
+    return 2 * n_images + 5 * (2 * items + doco)
 
 
 def compute_cost(runs: Mapping[str, Run]) -> TableResult:
     """Table S6: seconds per report and reports per hour per (model, device) from the trials' ``gen_seconds``,
     and the projected hours of the paper's full grid on each record's dataset at that rate.
 
-    A record whose every report was read from the inference cache (``model_calls`` 0: made again
-    after a code change, say) timed nothing; its rate is NaN and ``values["n_untimed"]`` counts it.
+    Only reports generated and timed in the record count (``gen_seconds`` > 0); a report served from the
+    inference cache or reused from another trial has no time (NaN) and never counts as 0 s. A record whose
+    every report was read from the inference cache (``model_calls`` 0: made again after a code change, say)
+    timed nothing; its rate is NaN and ``values["n_untimed"]`` counts it. The full grid is counted by
+    :func:`paper_grid_inputs` (DOCO on its eligible items only).
     """
+    full = {}
+    for run in runs.values():
+        if _covers_full_grid(run):
+            full.setdefault(_grid_key(run), run)
     rows = []
     for key, run in runs.items():
         t = run.trials
-        timed = t["gen_seconds"].dropna() if "gen_seconds" in t else pd.Series(dtype=float)
+        secs = pd.to_numeric(t["gen_seconds"], errors="coerce") if "gen_seconds" in t else pd.Series(dtype=float)
+        timed = secs[secs > 0]  # NaN: served from the inference cache or another trial; never counted as 0 s
         model = run.manifest.get("model") or {}
         device = str(model.get("device") or model.get("device_type") or "cpu")
         spr = float(timed.mean()) if len(timed) else float("nan")
-        grid = paper_grid_inputs(run)
+        try:
+            grid = paper_grid_inputs(run, full=full.get(_grid_key(run)))
+        except ValueError:
+            grid = -1
         calls = int(run.manifest["counts"].get("n_model_calls_this_session", -1))
         rows.append({"model": run.manifest["spec"]["model"], "device": device, "model_calls": calls,
                      "reports_timed": int(len(timed)),
                      "seconds_per_report": spr, "reports_per_hour": 3600.0 / spr if spr > 0 else float("nan"),
-                     "grid_inputs": grid, "projected_hours": grid * spr / 3600.0 if spr == spr else float("nan"),
-                     "record": key})
+                     "grid_inputs": grid if grid >= 0 else np.nan,
+                     "projected_hours": grid * spr / 3600.0 if spr == spr and grid >= 0 else float("nan"),
+                     "unique_inputs": int(run.manifest["counts"].get("n_unique_inputs", -1)),
+                     "full_grid": _covers_full_grid(run), "record": key})
     frame = pd.DataFrame(rows)
     values = {"n_untimed": int((frame["reports_timed"] == 0).sum()) if len(frame) else 0}
     for r in frame.itertuples():
         k = glue_key(r.model)
         values.update({f"{k}.seconds_per_report": r.seconds_per_report, f"{k}.projected_hours": r.projected_hours})
-    return TableResult(frame, values, labels={"model_calls": "model calls", "reports_timed": "reports timed",
-                                              "seconds_per_report": "s / report",
-                                              "reports_per_hour": "reports / hour", "grid_inputs": "full-grid reports",
-                                              "projected_hours": "projected hours"},
+    values["grid_inputs"] = int(frame["grid_inputs"].max()) if len(frame) and frame["grid_inputs"].notna().any() else 0
+    return TableResult(frame, values, metrics={"model_calls": "count", "reports_timed": "count",
+                                               "seconds_per_report": "seconds_per_report",
+                                               "reports_per_hour": "reports_per_hour", "grid_inputs": "count",
+                                               "projected_hours": "hours", "unique_inputs": "count"},
+                       labels={"model_calls": "model calls", "reports_timed": "reports timed",
+                               "grid_inputs": "full-grid reports", "unique_inputs": "distinct inputs of the record",
+                               "full_grid": "record runs the full grid"},
+                       index=("model", "device"),
                        caption="Generation cost per model and device.").with_runs(runs)
