@@ -215,7 +215,7 @@ else:
     assert (verdicts == pvr.DIFFERENT_SETTING).all(), "no judgement against the paper's interval off its setting"
 book.glue_values("ml.paper", vs_paper.values, runs=[])  # published values: from the paper, not from a record
 
-# %% [markdown]
+# %% [markdown] tags=["profile:demo"]
 # ## A trained transformer: `ref-vlm`
 #
 # `ref-anchored@0.5` writes its anchoring as a formula. `ref-vlm` is a small
@@ -243,7 +243,7 @@ if has_vlm:
         assert vv[f"t3.{arm}.lowercase.diff_lo_pp"] > 0, f"{arm}: the report effect's interval excludes 0"
     book.glue_values("ml.vlm", vv, runs=runs)
 
-# %% [markdown]
+# %% [markdown] tags=["profile:demo"]
 # Table 4 for `ref-vlm`, with and without the report. With the report its answers follow the report's
 # labels, so they are right on the source image and wrong on a substitute whose label differs; without
 # it they come from the image, so its flips concentrate on the label-changed trials.
@@ -267,13 +267,13 @@ if has_vlm:
         "planted: without the report, flips follow label changes between the two images"
     book.glue_values("ml", w4, runs=runs)
 
-# %% [markdown]
+# %% [markdown] tags=["profile:demo"]
 # With the report the balanced accuracy is {glue:text}`ml.t4vlm.P.ba_original:.3f` on the original image
 # and {glue:text}`ml.t4vlm.P.ba_substitute:.3f` on the substitute (against its own label); without it
 # {glue:text}`ml.t4vlm.A.fr_changed:.1%` of label-changed trials flip against
 # {glue:text}`ml.t4vlm.A.fr_unchanged:.1%` of the others.
 
-# %% [markdown]
+# %% [markdown] tags=["profile:demo"]
 # Without an instruction `ref-vlm` flips on {glue:text}`ml.vlm.t3.plain.lowercase.present.flip_rate:.2%` of
 # trials with the report and {glue:text}`ml.vlm.t3.plain.lowercase.absent.flip_rate:.2%` without it (paired
 # difference {glue:text}`ml.vlm.t3.plain.lowercase.diff_pp:+.1f` points

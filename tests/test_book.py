@@ -63,3 +63,25 @@ def test_cli_records_list_and_show(runs_root, capsys):
     assert cli.main(["records", "show", rid]) == 0
     assert '"status": "complete"' in capsys.readouterr().out
     assert cli.main(["records", "show", "bad"]) == 2
+
+
+def test_cells_for_other_profiles_are_dropped_and_unglued_references_found():
+    import nbformat
+
+    from shovir_core.book.runner import _select_profile_cells, unglued_references
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("All: {glue:text}`ml.a:.2%` and {glue:}`ml.b`."),
+        nbformat.v4.new_markdown_cell("Demo: {glue:text}`ml.demo_only:.1f`", metadata={"tags": ["profile:demo"]}),
+        nbformat.v4.new_markdown_cell("Paper: {glue:text}`ml.paper_only`", metadata={"tags": ["profile:mimic"]}),
+        nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["profile:mimic", "profile:padchest"]}),
+        nbformat.v4.new_markdown_cell("Elsewhere: {glue:text}`data.ipynb::data.n:d`"),
+    ])
+    demo = nbformat.from_dict(nb)
+    _select_profile_cells(demo, "demo")
+    assert [c.source[:4] for c in demo.cells] == ["All:", "Demo", "Else"]
+    padchest = nbformat.from_dict(nb)
+    _select_profile_cells(padchest, "padchest")
+    assert [c.cell_type for c in padchest.cells] == ["markdown", "code", "markdown"]
+    assert unglued_references(demo.cells, {"ml.a", "ml.b", "ml.demo_only"}) == {}
+    assert unglued_references(demo.cells, {"ml.a"}) == {0: ["ml.b"], 1: ["ml.demo_only"]}

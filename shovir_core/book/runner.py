@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import secrets
 import shutil
@@ -19,7 +20,7 @@ from .render import OUTPUT_DIR_ENV
 from .params import load_params, toc_notebooks
 
 __all__ = ["make_records", "execute_notebook", "execute_book", "build_book", "BookError", "glue_index",
-           "GLUE_INDEX", "RECORDS_DIR"]
+           "GLUE_INDEX", "RECORDS_DIR", "PROFILE_TAG", "unglued_references"]
 
 GLUE_INDEX = "_glue_index.json"
 """``book/_glue_index.json``: glue key -> the run records (id, spec hash) its value came from."""
@@ -89,6 +90,42 @@ def _tag_for_readers(nb) -> None:
             tags.append(extra)
 
 
+PROFILE_TAG = "profile:"
+"""A cell tagged ``profile:<name>`` (one or more such tags) is kept only when the book runs that
+profile: prose that reads the demo's reference models (``profile:demo``) or the paper's own run
+(``profile:mimic``) does not stand on the other profiles' pages."""
+
+_GLUE_REF = re.compile(r"\{glue(?::[a-z]*)?\}`([^`]+)`")
+
+
+def _select_profile_cells(nb, profile: str) -> None:
+    """Drop the cells tagged for other profiles (:data:`PROFILE_TAG`)."""
+    def keep(cell) -> bool:
+        wanted = [t[len(PROFILE_TAG):] for t in cell.metadata.get("tags", []) if t.startswith(PROFILE_TAG)]
+        return not wanted or profile in wanted
+
+    nb.cells = [cell for cell in nb.cells if keep(cell)]
+
+
+def unglued_references(cells: list[dict], glued) -> dict[int, list[str]]:
+    """``{cell index: [keys]}`` of the glue references in markdown ``cells`` that nothing glued.
+
+    A ``{glue:text}`key:format``` whose key is not in ``glued`` would render as a build warning
+    (an error in the strict build) far from its cause; the runner reports it when the notebook ran.
+    References to another notebook's keys (``other.ipynb::key``) are left to the build.
+    """
+    out: dict[int, list[str]] = {}
+    for i, cell in enumerate(cells):
+        if cell.get("cell_type") != "markdown":
+            continue
+        text = "".join(cell.get("source") or "")
+        keys = [m.split(":", 1)[0] for m in _GLUE_REF.findall(text) if "::" not in m]
+        missing = sorted({k for k in keys if k not in glued})
+        if missing:
+            out[i] = missing
+    return out
+
+
 def _read_entries(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
 
@@ -130,6 +167,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
     params = {**spec["parameters"], **(parameters or {}), "profile": profile, "run_ids": run_ids}
     nb = jupytext.read(source)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    _select_profile_cells(nb, profile)
     _tag_for_readers(nb)
     figure_key = secrets.token_hex(32)
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,6 +217,13 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
                 entry = json.loads(line)
                 glued[entry["key"]] = entry["runs"]
         executed = json.loads(executed_path.read_text(encoding="utf-8"))
+        unglued = unglued_references(executed["cells"], glued)
+        if unglued:
+            kept = _keep_failed_copy(executed_path, target, notebook, credentialed=bool(credentialed))
+            where = "; ".join(f"markdown cell {i}: {', '.join(keys)}" for i, keys in unglued.items())
+            raise BookError(f"notebook {notebook!r} (profile {profile!r}) refers to glue keys that no cell glued on "
+                            f"this profile -- {where}. Glue them, or tag a cell whose prose holds only on one "
+                            f"profile '{PROFILE_TAG}<profile>' (executed copy kept at {kept}).")
         if credentialed:
             index = index_for_reads(credentialed, what=f"notebook {notebook!r}")
             leaks = scan_notebook(executed, index=index, figure_key=figure_key, notebook=notebook)
