@@ -23,6 +23,7 @@ from .modalens_arms import bootstrap_rates, flip_rate_rows, paired_trials, put_i
 from .result import TableResult
 
 __all__ = ["ORDER_ARMS", "UNCERTAIN_ARMS", "option_order_table", "option_order_shifts", "abstention_table",
+           "planted_abstention", "ABSTAIN_BAND",
            "PAPER_KEYS", "AUDIT_PREFIXES"]
 
 ORDER_ARMS = ("P", "A", "P_rev", "A_rev")
@@ -99,6 +100,41 @@ def option_order_shifts(arms: Mapping[str, pd.DataFrame]) -> TableResult:
     return TableResult(frame, values, metrics={"changed": "share", "yes_shift": "rate_shift"},
                        labels={"report": "report", "readout": "readout", "image": "image", "trials": "trials"},
                        caption="Option order: share of answers changed by the reversal and yes-rate shift (reversed − default)")
+
+
+ABSTAIN_BAND = (0.4, 0.6)
+"""The reference models' planted abstention: under the Yes/No/Uncertain instruction they answer
+Uncertain exactly where ``0.4 < p(yes) < 0.6``, p(yes) = sigmoid(margin) of the same request
+(``shovir_core/models/reference.py``, ``ReferenceModel.score_yes_no``)."""
+
+
+def planted_abstention(trials: pd.DataFrame) -> dict:
+    """Abstentions of one Yes/No/Uncertain arm beside the planted rule :data:`ABSTAIN_BAND`.
+
+    Per side (``c``, ``d``): ``n_abstain_<side>`` (answers Uncertain), ``n_planted_<side>``
+    (trials with ``0.4 < sigmoid(margin) < 0.6``) and ``holds_<side>`` (the same trials, not just
+    the same count); ``holds`` (both sides); ``abstain_rate_c``; ``in_band_findings`` (the
+    questions with a trial in the band on either side, ``", "``-joined, or ``"none"``) and
+    ``n_in_band_findings``. For ``ref-blind-prior`` the margin is logit(prior) − logit(0.3), so the
+    band selects the findings whose demo prevalence puts p(yes) between 0.4 and 0.6, not those
+    whose prior lies there.
+    """
+    lo, hi = ABSTAIN_BAND
+    out: dict = {}
+    band_any = np.zeros(len(trials), dtype=bool)
+    for side in "cd":
+        p_yes = 1.0 / (1.0 + np.exp(-trials[f"margin_{side}"].to_numpy(float)))
+        band = (p_yes > lo) & (p_yes < hi)
+        unc = np.asarray(abstained(trials[f"answer_{side}"])).astype(bool)
+        band_any |= band
+        out.update({f"n_abstain_{side}": int(unc.sum()), f"n_planted_{side}": int(band.sum()),
+                    f"holds_{side}": bool(np.array_equal(unc, band))})
+    out["holds"] = out["holds_c"] and out["holds_d"]
+    out["abstain_rate_c"] = out["n_abstain_c"] / len(trials) if len(trials) else float("nan")
+    found = [f for f in pd.unique(trials["finding"].to_numpy()[band_any])]
+    out["in_band_findings"] = ", ".join(sorted(found)) if found else "none"
+    out["n_in_band_findings"] = len(found)
+    return out
 
 
 def abstention_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) -> TableResult:
