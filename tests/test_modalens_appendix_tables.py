@@ -274,3 +274,18 @@ def test_docstring_examples():
 
     for module in (agreement, distance, logistic, reference):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_gate_range_counts_pairs_not_trials():
+    """The anchored gate is one draw per (report, question) pair: trials sharing a pair move together,
+    so the range over gate draws is wider than a trial-level binomial range and contains (1 − w) × FR_A."""
+    n = 400
+    present = pd.DataFrame({"report_sha256": [f"r{i % 4}" for i in range(n)], "finding": "Edema"})
+    flips = np.zeros(n, dtype=bool)
+    flips[:100] = True                       # 25 flips in each of the 4 pairs
+    lo, hi = mt._gate_range(present, flips, w=0.5, n_draws=2000, seed=0)
+    assert lo <= 0.5 * flips.mean() <= hi
+    assert lo == 0.0 and hi == pytest.approx(0.25), "4 pairs of 25 flips: 25 × Binomial(4, 0.5) flips"
+    lo1, hi1 = mt._gate_range(present.assign(report_sha256=[f"r{i}" for i in range(n)]), flips, w=0.5,
+                              n_draws=2000, seed=0)
+    assert hi1 - lo1 < hi - lo, "one pair per trial: a narrower (binomial) range"

@@ -15,6 +15,7 @@ import pandas as pd
 
 __all__ = [
     "flips", "flip_rate", "rate_from_counts", "balanced_accuracy_from_counts", "paired_difference", "ratio",
+    "margin_change_comparison",
     "margin", "margin_change_stats",
     "share_larger_without_report", "target_aligned_change", "confusion", "accuracy",
     "sensitivity", "specificity", "precision", "balanced_accuracy", "majority_baseline",
@@ -95,6 +96,19 @@ def share_larger_without_report(delta_m_absent, delta_m_present) -> float:
     a, p = np.abs(np.asarray(delta_m_absent, dtype=float)), np.abs(np.asarray(delta_m_present, dtype=float))
     _same_len(delta_m_absent=a, delta_m_present=p)
     return float((a > p).mean())
+
+
+def margin_change_comparison(delta_m_absent, delta_m_present, *, atol: float = 1e-9) -> dict[str, float]:
+    """Shares of paired trials with |Δm|_A larger, |Δm|_P larger, or the two tied (within ``atol``).
+
+    The three shares sum to 1, so a minority "larger without the report" is not read as a reversal
+    when most of the rest are ties (e.g. an answer the image moves equally with and without the report).
+    """
+    a, p = np.abs(np.asarray(delta_m_absent, dtype=float)), np.abs(np.asarray(delta_m_present, dtype=float))
+    _same_len(delta_m_absent=a, delta_m_present=p)
+    tied = np.abs(a - p) <= atol
+    return {"absent_larger": float(((a > p) & ~tied).mean()), "present_larger": float(((p > a) & ~tied).mean()),
+            "tied": float(tied.mean())}
 
 
 def target_aligned_change(margin_c, margin_d, target_d) -> dict[str, float]:
