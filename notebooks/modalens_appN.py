@@ -175,7 +175,7 @@ arms = {"report_answer": trials["ko_report"], "report_all": trials["ko_report_al
         "report_matched": trials["ko_report_matched"], "question": trials["ko_question"],
         "image_matched": trials["ko_image"]}
 ko = an.knockout_table(arms, n_draws=n_draws, seed=bootstrap_seed)
-book.show(ko.display().set_index(["blocked span / query scope", "start layer"]), runs=runs)
+book.show(ko, runs=runs)
 base = an.planted_facts(trials["lens_P"][trials["lens_P"]["trial_id"].isin(one_q_ids)],
                         trials["lens_A"][trials["lens_A"]["trial_id"].isin(one_q_ids)], n_draws=n_draws,
                         seed=bootstrap_seed)
@@ -193,7 +193,7 @@ book.glue_values("mln.ko_base", bv, runs=runs)
 # %%
 fig, ax = plt.subplots(figsize=figures.column_figsize(4.5))
 for arm, f in ko.frame.groupby("arm", sort=False):
-    ax.errorbar(f["start_layer"], f["flip_rate"], yerr=[f["flip_rate"] - f["lo"], f["hi"] - f["flip_rate"]],
+    ax.errorbar(f["start_layer"], f["flip_rate"], yerr=[f["flip_rate"] - f["flip_rate_lo"], f["flip_rate_hi"] - f["flip_rate"]],
                 marker="o", capsize=3, label=arm)
 ax.axhline(bv["present.flip_rate"], color="black", lw=1, label="no knockout, report present")
 ax.axhline(bv["absent.flip_rate"], color="black", lw=1, ls="--", label="report absent")

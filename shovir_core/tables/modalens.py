@@ -399,29 +399,38 @@ def accuracy_table(trials: pd.DataFrame, *, n_draws: int, seed: int, readout: st
               "acc_original": "accuracy, original image (own label)",
               "acc_substitute": "accuracy, substitute image (its own label)",
               "ba_original": "balanced accuracy, original", "ba_substitute": "balanced accuracy, substitute"}
+    row_metric = {"flip_rate": "flip_rate", "fr_changed": "flip_rate", "fr_unchanged": "flip_rate",
+                  "fr_changed_minus_unchanged": "paired_diff", "acc_original": "accuracy",
+                  "acc_substitute": "accuracy", "ba_original": "balanced_accuracy", "ba_substitute": "balanced_accuracy"}
     rows, values = [], {}
     for stat, label in labels.items():
         est, lo, hi = res.interval(stat)
-        rows.append({"quantity": label, "estimate": est, "lo": lo, "hi": hi})
+        rows.append({"quantity": label, "metric": row_metric[stat], "estimate": est, "lo": lo, "hi": hi})
         values.update({f"{key}.{stat}": est, f"{key}.{stat}_lo": lo, f"{key}.{stat}_hi": hi})
     majority = mm.majority_baseline(tc)
-    rows.append({"quantity": "majority baseline (original labels)", "estimate": majority, "lo": np.nan, "hi": np.nan})
+    rows.append({"quantity": "majority baseline (original labels)", "metric": "majority_baseline",
+                 "estimate": majority, "lo": np.nan, "hi": np.nan})
     values[f"{key}.majority"] = majority
     values.update({f"{key}.n_trials": int(len(t)), f"{key}.n_patients": int(t["patient_id"].nunique()),
                    f"{key}.n_cases": int(t["case_id"].nunique()), f"{key}.n_label_changed": int(changed.sum()),
                    f"{key}.n_correct_original": int(frame["ok_c"].sum()),
-                   f"{key}.n_correct_substitute": int(frame["ok_d"].sum()), f"{key}.n_flips": int(flip.sum())})
+                   f"{key}.n_correct_substitute": int(frame["ok_d"].sum()), f"{key}.n_flips": int(flip.sum()),
+                   f"{key}.n_flips_changed": int((flip * changed).sum()),
+                   f"{key}.n_flips_unchanged": int((flip * (1 - changed)).sum()),
+                   f"{key}.n_label_unchanged": int((1 - changed).sum())})
     lc = changed == 1
     if lc.any():
         tr = mm.transitions(yc[lc] == tc[lc], yd[lc] == td[lc])
         for name, r in tr.iterrows():
-            rows.append({"quantity": f"label-changed transitions: {name}", "estimate": r["share"],
-                         "lo": np.nan, "hi": np.nan})
+            rows.append({"quantity": f"label-changed transitions: {name}", "metric": "transition_share",
+                         "estimate": r["share"], "lo": np.nan, "hi": np.nan})
             values[f"{key}.transition.{name.replace('->', '_to_')}"] = float(r["share"])
-    return TableResult(pd.DataFrame(rows), values, metrics={c: "proportion" for c in ("estimate", "lo", "hi")},
+    # each row formats by its own metric (the renderer's "metric" column): flip rates and shares in %,
+    # the difference in pp, accuracies as fractions
+    return TableResult(pd.DataFrame(rows), values,
                        labels={"estimate": "estimate", "lo": "95% lo", "hi": "95% hi"}, index=("quantity",),
                        caption="ModaLens Table 4: accuracy on the original and the substitute image, and flip "
-                               "rates on label-changed vs label-unchanged trials (fractions).")
+                               "rates on label-changed vs label-unchanged trials.")
 
 
 # --------------------------------------------------------------------------- Figure 2
