@@ -132,8 +132,8 @@ book.glue_values("ml.d", vf, runs=runs)
 #
 # ## Validation: the planted framing effect is recovered
 #
-# (Run where the records include the reference-model arms, as in the demo profile; elsewhere the
-# values below read nan.) `ref-anchored@w` weighs a warning-framed report by `w × FRAMING_DISCOUNT["warning"]`
+# (This section needs the reference-model arms, which the demo profile runs; a profile without
+# them skips it, and the numbers in its sentences are not computed (they print as nan).) `ref-anchored@w` weighs a warning-framed report by `w × FRAMING_DISCOUNT["warning"]`
 # ({glue:text}`ml.d.validation.discount`), so under the warning `ref-anchored@0.5` must answer
 # exactly as `ref-anchored@0.25` does with the plain report, and under the historical framing exactly
 # as itself. The planted effect is therefore FR(`ref-anchored@0.25`, plain) − FR(`ref-anchored@0.5`,

@@ -123,7 +123,7 @@ book.glue("ml.g.policy.identity_rows", int(len(pf)), runs=runs)
 
 # %% tags=["nbval-check-output"]
 t15 = g.composite_excluded(P, A, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(t15.frame.set_index(["design", "quantity"]).drop(columns="metric").round(4), runs=runs)
+book.show(t15, runs=runs)
 
 # %%
 v15 = t15.values

@@ -35,7 +35,7 @@ from .result import TableResult
 __all__ = [
     "READOUTS", "TableResult", "answers", "design_subset", "pair_arms", "compare_arms", "rate_interval",
     "cohort_table", "primary_comparison", "instruction_table", "accuracy_table", "readout_validation",
-    "margin_changes", "margin_summary", "margin_by_finding", "anchoring_sweep", "six_findings",
+    "margin_changes", "margin_summary", "margin_by_finding", "anchoring_sweep", "six_findings", "DESIGN_LABELS",
 ]
 
 READOUTS: dict[str, str] = dict(zip(vocab.READOUTS, ("readout", "family_readout", "answer")))
@@ -73,6 +73,11 @@ def answers(trials: pd.DataFrame, readout: str = "lowercase") -> tuple[np.ndarra
     else:
         valid = np.ones(len(trials), dtype=bool)
     return c.isin(_YES).to_numpy().astype(float), d.isin(_YES).to_numpy().astype(float), valid
+
+
+DESIGN_LABELS = {"all14": "all 14 questions", "f13": "13 finding questions (no composite)",
+                 "one_q": "one question per case", "six": "prespecified questions"}
+"""Question design id (:data:`shovir_core.vocab.DESIGNS`) -> the label a table shows."""
 
 
 def six_findings(trials: pd.DataFrame, *, lo: float = 0.2, hi: float = 0.8) -> list[str]:

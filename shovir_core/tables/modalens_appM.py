@@ -102,6 +102,8 @@ def option_order_shifts(arms: Mapping[str, pd.DataFrame]) -> TableResult:
                        caption="Option order: share of answers changed by the reversal and yes-rate shift (reversed − default)")
 
 
+_UNC_LABELS = {"P_unc": "report present, Yes/No/Uncertain", "A_unc": "report absent, Yes/No/Uncertain"}
+
 ABSTAIN_BAND = (0.4, 0.6)
 """The reference models' planted abstention: under the Yes/No/Uncertain instruction they answer
 Uncertain exactly where ``0.4 < p(yes) < 0.6``, p(yes) = sigmoid(margin) of the same request
@@ -162,12 +164,14 @@ def abstention_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: in
         put_interval(values, f"m.unc.{name}.substitution_effect_pp", res["substitution_effect"], scale=100)
         values[f"m.unc.{name}.n_abstain_c"] = int(ac.sum())
         values[f"m.unc.{name}.n_abstain_d"] = int(ad.sum())
-        rows.append({"arm": name, "quantity": "abstention, original image", "share": res["abstain_c"][0],
+        rows.append({"arm": _UNC_LABELS[name], "quantity": "abstention, original image", "metric": "abstention_rate",
+                     "share": res["abstain_c"][0],
                      "share_lo": res["abstain_c"][1], "share_hi": res["abstain_c"][2]})
-        rows.append({"arm": name, "quantity": "abstention, substitute", "share": res["abstain_d"][0],
+        rows.append({"arm": _UNC_LABELS[name], "quantity": "abstention, substitute", "metric": "abstention_rate",
+                     "share": res["abstain_d"][0],
                      "share_lo": res["abstain_d"][1], "share_hi": res["abstain_d"][2]})
-        rows.append({"arm": name, "quantity": "substitution effect on abstention (substitute − original)",
-                     "share": res["substitution_effect"][0], "share_lo": res["substitution_effect"][1],
+        rows.append({"arm": _UNC_LABELS[name], "quantity": "substitution effect on abstention (substitute − original)",
+                     "metric": "paired_diff", "share": res["substitution_effect"][0], "share_lo": res["substitution_effect"][1],
                      "share_hi": res["substitution_effect"][2]})
     # flips counting a change to or from Uncertain, and the forced choice, on the same draws
     fp, vp = uncertain_flips(paired["P_unc"]["answer_c"], paired["P_unc"]["answer_d"])
@@ -190,11 +194,13 @@ def abstention_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: in
     for k, label in (("flip.P", "flip rate counting Uncertain, P"), ("flip.A", "flip rate counting Uncertain, A"),
                      ("forced.P", "flip rate, forced Yes/No (generated), P"),
                      ("forced.A", "flip rate, forced Yes/No (generated), A")):
-        rows.append({"arm": k.split(".")[0], "quantity": label, "share": res[k][0], "share_lo": res[k][1],
+        rows.append({"arm": {"flip": "Yes/No/Uncertain", "forced": "forced Yes/No"}[k.split(".")[0]],
+                     "quantity": label, "metric": "flip_rate", "share": res[k][0], "share_lo": res[k][1],
                      "share_hi": res[k][2]})
     values["m.unc.n_trials"] = int(ok.sum())
-    return TableResult(pd.DataFrame(rows), values, metrics={"share": "share", "share_lo": "share_lo", "share_hi": "share_hi"},
-                       labels={"arm": "arm", "quantity": "quantity"},
+    # the "metric" column formats each row: abstention and flip rates in %, the substitution effect in pp
+    return TableResult(pd.DataFrame(rows), values, index=("arm", "quantity"),
+                       labels={"arm": "arm", "quantity": "quantity", "share": "estimate"},
                        caption="Yes/No/Uncertain: abstention and flips counting Uncertain, beside the forced choice")
 
 
