@@ -115,7 +115,7 @@ book.glue_values("ml", by_finding_table.values, runs=runs)
 # without it by {glue:text}`ml.fig2.absent.mean_abs_dm:.3f`. Trial by trial, the margin moves more
 # without the report on {glue:text}`ml.fig2.share_absent_larger:.1%` of trials, more with it on
 # {glue:text}`ml.fig2.share_present_larger:.1%`, and equally on {glue:text}`ml.fig2.share_tied:.1%`
-# (ties: both |Δm| equal, e.g. 0 where neither answer's evidence moves); per question it moves more
+# (ties: the same |Δm| with and without the report, within 10⁻⁹); per question it moves more
 # without the report on {glue:text}`ml.fig2.n_findings_absent_larger` of
 # {glue:text}`ml.fig2.n_questions` questions.
 #
