@@ -220,8 +220,9 @@ def primary_finding(targets: pd.DataFrame) -> pd.Series:
                      name="primary_finding")
 
 
-def prespecified_findings(targets: pd.DataFrame, *, lo: float = 0.2, hi: float = 0.8) -> list[str]:
-    """Findings whose source yes-rate lies in ``[lo, hi]`` (the prespecified-six rule), CheXbert order."""
+def prespecified_findings(targets: pd.DataFrame, *, lo: float = SIX_RANGE[0], hi: float = SIX_RANGE[1]) -> list[str]:
+    """Findings whose source yes-rate lies in ``[lo, hi]`` (the prespecified-six rule, default
+    :data:`SIX_RANGE`), CheXbert order."""
     if not 0.0 <= lo <= hi <= 1.0:
         raise ValueError(f"six_range must satisfy 0 <= lo <= hi <= 1, got [{lo}, {hi}]")
     rates = targets[list(FINDINGS_13)].mean(axis=0, skipna=True)

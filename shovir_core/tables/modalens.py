@@ -28,7 +28,7 @@ from .. import vocab
 from ..labels import FINDINGS_13
 from ..metrics import modalens as mm
 from ..stats import cluster_bootstrap, paired_rates
-from ..protocols.modalens import prespecified_findings, primary_finding
+from ..protocols.modalens import SIX_RANGE, prespecified_findings, primary_finding
 from ..vocab import COMPOSITE, TIERS
 from .result import TableResult
 
@@ -80,8 +80,9 @@ DESIGN_LABELS = {"all14": "all 14 questions", "f13": "13 finding questions (no c
 """Question design id (:data:`shovir_core.vocab.DESIGNS`) -> the label a table shows."""
 
 
-def six_findings(trials: pd.DataFrame, *, lo: float = 0.2, hi: float = 0.8) -> list[str]:
-    """The prespecified findings of a cohort (source yes-rate in ``[lo, hi]``) from its all-14 trials."""
+def six_findings(trials: pd.DataFrame, *, lo: float = SIX_RANGE[0], hi: float = SIX_RANGE[1]) -> list[str]:
+    """The prespecified findings of a cohort (source yes-rate in ``[lo, hi]``; the window of a dataset
+    is :func:`shovir_core.protocols.modalens.six_range`) from its all-14 trials."""
     per_case = trials[trials["finding"] != COMPOSITE].pivot_table(index="case_id", columns="finding",
                                                                   values="target_c", aggfunc="first")
     return prespecified_findings(per_case.reindex(columns=list(FINDINGS_13)), lo=lo, hi=hi)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..stats import cluster_bootstrap
+from ..protocols.modalens import SIX_RANGE
 from .modalens import answers, compare_arms, design_subset, pair_arms, six_findings
 from .result import TableResult
 
@@ -206,7 +207,7 @@ _ARM_LABELS = {"model": "model", "readout": "readout", "fr_P": "FR P", "fr_A": "
 
 def six_questions_table(arms: Mapping[str, Mapping[str, pd.DataFrame]], *, n_draws: int, seed: int,
                         readout: str = "generated", six: list[str] | None = None,
-                        lo: float = 0.2, hi: float = 0.8) -> TableResult:
+                        lo: float = SIX_RANGE[0], hi: float = SIX_RANGE[1]) -> TableResult:
     """Table 13: the six prespecified questions across models (see the module docstring).
 
     The question set is chosen from the source labels of the first model's P arm (``six_findings``
