@@ -259,7 +259,7 @@ book.glue_values("mln.overlap", ov, runs=runs)
 # %% tags=["nbval-check-output"]
 n4 = an.knockout_table({"image_all": trials["ko_image_all"], "random_matched": trials["ko_random"]},
                        n_draws=n_draws, seed=bootstrap_seed)
-book.show(n4.display().set_index(["blocked span / query scope", "start layer"]), runs=runs, name="ml-appn-n4")
+book.show(n4, runs=runs, name="ml-appn-n4")
 
 # %%
 n4v = n4.values

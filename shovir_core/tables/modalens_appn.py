@@ -118,7 +118,8 @@ def lens_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: int, tv: 
 
 KNOCKOUT_ARM_LABELS = {"report_answer": "report → answer query", "report_all": "report → every non-image query",
                        "report_matched": "first report tokens (matched to the question)",
-                       "question": "question line", "image_matched": "image tokens (matched to the report)"}
+                       "question": "question line", "image_matched": "image tokens (matched to the report)",
+                       "image_all": "every image token", "random_matched": "random positions (matched in number)"}
 """Knockout arm key (the glue keys' stem) -> the row label the table shows."""
 
 
