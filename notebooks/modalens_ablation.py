@@ -76,9 +76,21 @@ for avg in ("pooled", "macro"):
     for k in ("full", "report_q", "image_q", "q", "image_without", "image_with", "interaction"):
         assert v20[f"t20.{avg}.{k}_lo"] - 1e-12 <= v20[f"t20.{avg}.{k}"] <= v20[f"t20.{avg}.{k}_hi"] + 1e-12, (avg, k)
 assert v20["t20.n_trials"] == 14 * int(trials["full"]["case_id"].nunique())
+assert v20["t20.n_macro_findings"] + v20["t20.n_ba_undefined"] == v20["t20.n_findings"]
+# question only sees no case input: where it answers every finding the same way throughout, its
+# balanced accuracy is exactly 0.5 on each finding with both classes, so the macro average is 0.5
+q_yes = pd.Series(ab.answers(trials["q"], "lowercase")[0]).groupby(trials["q"]["finding"].to_numpy()).nunique()
+if (q_yes == 1).all():
+    assert np.isclose(v20["t20.macro.q"], 0.5) and np.isclose(v20["t20.macro.q_lo"], 0.5), \
+        "a constant responder has balanced accuracy 0.5 wherever it is defined"
 book.glue_values("ml.abl", v20, runs=primary_runs)
 
 # %% [markdown]
+# The macro average is over the {glue:text}`ml.abl.t20.n_macro_findings` questions whose labels in
+# this cohort include both classes; balanced accuracy is undefined without positives (or without
+# negatives), so the per-finding table shows – and the average leaves out: {glue:text}`ml.abl.t20.ba_undefined`
+# (the same rule inside every bootstrap draw).
+#
 # Without the report the image adds {glue:text}`ml.abl.t20.pooled.image_without:.3f` balanced accuracy
 # [{glue:text}`ml.abl.t20.pooled.image_without_lo:.3f`, {glue:text}`ml.abl.t20.pooled.image_without_hi:.3f`];
 # with it {glue:text}`ml.abl.t20.pooled.image_with:.3f`, an interaction of

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from shovir_core import book
+from shovir_core.tables.key_values import labelled_values
 from shovir_core.book.paper_section import paper_section
 from shovir_core.models.prompts import FRAMINGS
 from shovir_core.models.reference import FRAMING_DISCOUNT
@@ -132,8 +133,8 @@ book.glue_values("ml.d", vf, runs=runs)
 #
 # ## Validation: the planted framing effect is recovered
 #
-# (Run where the records include the reference-model arms, as in the demo profile; elsewhere the
-# values below read nan.) `ref-anchored@w` weighs a warning-framed report by `w × FRAMING_DISCOUNT["warning"]`
+# (This section needs the reference-model arms, which the demo profile runs; a profile without
+# them skips it, and the numbers in its sentences are not computed (they print as nan).) `ref-anchored@w` weighs a warning-framed report by `w × FRAMING_DISCOUNT["warning"]`
 # ({glue:text}`ml.d.validation.discount`), so under the warning `ref-anchored@0.5` must answer
 # exactly as `ref-anchored@0.25` does with the plain report, and under the historical framing exactly
 # as itself. The planted effect is therefore FR(`ref-anchored@0.25`, plain) − FR(`ref-anchored@0.5`,
@@ -144,7 +145,14 @@ if has_validation:
     val = appd.framing_validation(plain=trials["P_instr"], historical=trials["P_hist"], warning=trials["P_warn"],
                                   discounted=trials["P_quarter"], discount=FRAMING_DISCOUNT["warning"],
                                   n_draws=n_draws, seed=bootstrap_seed)
-    book.show(pd.Series(val, name="value").to_frame(), runs=runs)
+    book.show(labelled_values(val, {
+        "discount": "warning discount on the report weight", "planted_pp": "planted warning − plain effect (pp)",
+        "recovered_pp": "recovered warning − plain effect (pp)", "recovered_lo_pp": "recovered, 95% low (pp)",
+        "recovered_hi_pp": "recovered, 95% high (pp)", "historical_pp": "historical − plain effect (pp)",
+        "warning_equals_discounted": "warning arm = ref-anchored@0.25 on every trial",
+        "historical_equals_plain": "historical arm = plain on every trial",
+        "planted_inside_interval": "planted effect inside the recovered interval", "n_trials": "trials"},
+        caption="Framing validation: the planted warning effect against the recovered one."), runs=runs)
 
 # %%
 if has_validation:

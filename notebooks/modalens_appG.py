@@ -47,6 +47,7 @@ import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.tables.key_values import labelled_values
 from shovir_core.book import figures
 from shovir_core.tables import modalens_appg as g
 from shovir_core.book.paper_section import paper_section
@@ -123,7 +124,7 @@ book.glue("ml.g.policy.identity_rows", int(len(pf)), runs=runs)
 
 # %% tags=["nbval-check-output"]
 t15 = g.composite_excluded(P, A, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(t15.frame.set_index(["design", "quantity"]).drop(columns="metric").round(4), runs=runs)
+book.show(t15, runs=runs)
 
 # %%
 v15 = t15.values
@@ -194,7 +195,11 @@ if primary_w is not None:
     # on image-branch trials (the planted gate, checked trial by trial on every question)
     gate = g.anchoring_gate_check(P, A, w=primary_w)
     assert gate["holds"] and gate["n_report_branch"] > 0 and gate["n_image_branch"] > 0, gate
-    book.show(pd.Series({**gate, "w": primary_w}, name=f"{primary_model}: planted gate").to_frame(), runs=runs)
+    book.show(labelled_values({**gate, "w": primary_w}, {
+        "w": "report weight w", "n_report_branch": "trials on the report branch",
+        "n_image_branch": "trials on the image branch", "share_report_branch": "share on the report branch",
+        "max_abs_error": "largest |Δm error| against the planted gate", "holds": "gate holds on every trial"},
+        caption=f"{primary_model}: the planted gate, checked trial by trial."), runs=runs)
 book.glue_values("ml.g", v17, runs=runs)
 
 # %%

@@ -96,8 +96,9 @@ book.glue_values("ml", {**v14, **vpf}, runs=runs)
 #
 # ## Validation: the reference models never see the order
 #
-# (Checked where the primary model is a reference model, as in the demo profile; elsewhere the
-# numbers in this section read nan.)
+# (This section checks behaviour planted in the reference models, so it runs only where the
+# primary model is one, as in the demo profile; in a profile with a real model, such as `mimic`,
+# it is skipped and the numbers in its sentences are not computed (they print as nan).)
 
 # %%
 if reference_validation:

@@ -71,8 +71,8 @@ primary = tk.surrogate_table(present, absent, scores["normalised"], band=band, n
                              seed=bootstrap_seed, key="t24").with_runs(runs)
 raw = tk.surrogate_table(present, absent, scores["raw"], band=band, n_draws=n_draws,
                          seed=bootstrap_seed, key="t24raw").with_runs(runs)
-book.show(primary.display().set_index(["arm", "quantity"]).round(4), runs=runs)
-book.show(raw.display().set_index(["arm", "quantity"]).round(4), runs=runs)
+book.show(primary, runs=runs)
+book.show(raw, runs=runs)
 
 # %%
 v, vr = primary.values, raw.values
@@ -85,14 +85,14 @@ if not reproduces_paper:
 book.glue_values("mlk", {**v, **vr}, runs=runs)
 
 # %% [markdown]
-# Without the report the answer flips on {glue:text}`mlk.t24.A.fr_change:.1%` of the
-# {glue:text}`mlk.t24.n_change:,d` predicted changes and {glue:text}`mlk.t24.A.fr_preserve:.1%` of the
+# Without the report the answer flips on {glue:text}`mlk.t24.A.fr_change:.2%` of the
+# {glue:text}`mlk.t24.n_change:,d` predicted changes and {glue:text}`mlk.t24.A.fr_preserve:.2%` of the
 # {glue:text}`mlk.t24.n_preserve:,d` preservations ({glue:text}`mlk.t24.n_excluded:,d` excluded); with
-# the report, {glue:text}`mlk.t24.P.fr_change:.1%` and {glue:text}`mlk.t24.P.fr_preserve:.1%`. The
-# report-absent concentration exceeds the report-present one by {glue:text}`mlk.t24.a_minus_p_pp:.1f`
-# points [{glue:text}`mlk.t24.a_minus_p_lo_pp:.1f`, {glue:text}`mlk.t24.a_minus_p_hi_pp:.1f`]. The
-# report-derived split on the same trials: {glue:text}`mlk.t24.A.fr_label_changed:.1%` (label changed)
-# against {glue:text}`mlk.t24.A.fr_label_unchanged:.1%` (unchanged) without the report.
+# the report, {glue:text}`mlk.t24.P.fr_change:.2%` and {glue:text}`mlk.t24.P.fr_preserve:.2%`. The
+# report-absent concentration exceeds the report-present one by {glue:text}`mlk.t24.a_minus_p_pp:.2f`
+# points [{glue:text}`mlk.t24.a_minus_p_lo_pp:.2f`, {glue:text}`mlk.t24.a_minus_p_hi_pp:.2f`]. The
+# report-derived split on the same trials: {glue:text}`mlk.t24.A.fr_label_changed:.2%` (label changed)
+# against {glue:text}`mlk.t24.A.fr_label_unchanged:.2%` (unchanged) without the report.
 #
 # ## The surrogate against the report labels
 #
@@ -102,7 +102,7 @@ book.glue_values("mlk", {**v, **vr}, runs=runs)
 
 # %% tags=["nbval-check-output"]
 heads = tk.head_validity(present, scores["normalised"]).with_runs(runs)
-book.show(heads.frame.set_index("question").round(3), runs=runs)
+book.show(heads, runs=runs)
 book.glue_values("mlk.heads", heads.values, runs=runs)
 
 # %% [markdown]

@@ -101,8 +101,9 @@ book.glue_values("ml", va, runs=runs)
 # %% [markdown]
 # ## Validation: the reference models ignore the wording
 #
-# (Checked where the primary model is a reference model, as in the demo profile; elsewhere the
-# numbers in this section read nan.)
+# (This section checks behaviour planted in the reference models, so it runs only where the
+# primary model is one, as in the demo profile; in a profile with a real model, such as `mimic`,
+# it is skipped and the numbers in its sentences are not computed (they print as nan).)
 #
 # `ref-anchored@0.5` and `ref-blind-prior` must give identical answers and margins under both
 # templates, so the interaction is exactly 0 and lies inside its interval; the blind prior never

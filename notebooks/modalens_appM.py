@@ -99,7 +99,7 @@ book.glue_values("ml", vsh, runs=runs)
 
 # %% tags=["nbval-check-output"]
 tu = appm.abstention_table(unc_arms, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(tu.display().set_index(["arm", "quantity"]), runs=runs)
+book.show(tu, runs=runs)
 
 # %%
 vu = tu.values
@@ -107,11 +107,9 @@ for arm in ("P_unc", "A_unc"):
     t = trials[arm]
     assert vu[f"m.unc.{arm}.n_abstain_c"] == int((t["answer_c"] == "Uncertain").sum())
     if reference_validation:  # the reference models' planted abstention rule
-        for side in "cd":
-            p_yes = 1.0 / (1.0 + np.exp(-t[f"margin_{side}"].to_numpy(float)))
-            planted = ((p_yes > 0.4) & (p_yes < 0.6)).sum()
-            assert vu[f"m.unc.{arm}.n_abstain_{side}"] == planted, \
-                f"{arm}: abstentions must be exactly the sides with 0.4 < p(yes) < 0.6 (planted)"
+        planted = appm.planted_abstention(t)
+        assert planted["holds"], f"{arm}: abstentions must be exactly the sides with 0.4 < p(yes) < 0.6 (planted)"
+        assert vu[f"m.unc.{arm}.n_abstain_c"] == planted["n_planted_c"]
         assert set(t["answer_c"]) | set(t["answer_d"]) <= {"Yes", "No", "Uncertain"}
     assert np.isclose(vu[f"m.unc.{arm}.substitution_effect_pp"],
                       100 * (vu[f"m.unc.{arm}.abstain_d"] - vu[f"m.unc.{arm}.abstain_c"]))
@@ -129,8 +127,9 @@ book.glue_values("ml", vu, runs=runs)
 #
 # ## Validation: the reference models ignore the option order
 #
-# (Checked where the primary model is a reference model, as in the demo profile; elsewhere the
-# numbers in this section read nan.)
+# (This section checks behaviour planted in the reference models, so it runs only where the
+# primary model is one, as in the demo profile; in a profile with a real model, such as `mimic`,
+# it is skipped and the numbers in its sentences are not computed (they print as nan).)
 
 # %%
 if reference_validation:
@@ -150,15 +149,25 @@ if reference_validation:
     assert tbu.values["m.unc.flip.P"] == tbu.values["m.unc.flip.A"] == 0.0
     book.glue("ml.m.blind.max_flip_rate", max(val for key, val in tb.values.items() if key.endswith(".flip_rate")),
               runs=runs)
+    blind_planted = appm.planted_abstention(blind_unc["P_unc"])
+    assert blind_planted["holds"], "ref-blind-prior abstains exactly where 0.4 < p(yes) < 0.6"
+    assert np.isclose(blind_planted["abstain_rate_c"], tbu.values["m.unc.P_unc.abstain_c"])
     book.glue("ml.m.blind.abstain", tbu.values["m.unc.P_unc.abstain_c"], runs=runs)
+    book.glue("ml.m.blind.in_band_findings", blind_planted["in_band_findings"], runs=runs)
+    book.glue("ml.m.blind.n_in_band_findings", blind_planted["n_in_band_findings"], runs=runs)
 else:  # the primary model is not a reference model: its planted checks do not apply
     book.glue_values("ml", dict.fromkeys(["m.blind.max_flip_rate", "m.blind.abstain"], float("nan")), runs=runs)
+    book.glue_values("ml", {"m.blind.in_band_findings": "not checked", "m.blind.n_in_band_findings": 0}, runs=runs)
 
 # %% [markdown]
 # Under both orders the reference models give identical answers (changed answers
 # {glue:text}`ml.m.shift.changed_max:.2%`); `ref-blind-prior` flips on
-# {glue:text}`ml.m.blind.max_flip_rate:.2%` of trials and abstains on {glue:text}`ml.m.blind.abstain:.2%`
-# (its priors never lie between 0.4 and 0.6).
+# {glue:text}`ml.m.blind.max_flip_rate:.2%` of trials and, with Uncertain offered, abstains on
+# {glue:text}`ml.m.blind.abstain:.2%` of report-present original images: exactly the trials whose
+# p(yes) = sigmoid(margin) lies between 0.4 and 0.6 (checked trial by trial). Its margin is
+# logit(prevalence) − logit(0.3), so it is not the prevalence that falls in that band but the odds
+# relative to the 0.3 calling threshold; the band holds the
+# {glue:text}`ml.m.blind.n_in_band_findings` question(s) {glue:text}`ml.m.blind.in_band_findings`.
 #
 # ## Paper vs this run, and the audit's checks
 

@@ -174,7 +174,7 @@ arms = {"report_answer": trials["ko_report"], "report_all": trials["ko_report_al
         "report_matched": trials["ko_report_matched"], "question": trials["ko_question"],
         "image_matched": trials["ko_image"]}
 ko = an.knockout_table(arms, n_draws=n_draws, seed=bootstrap_seed)
-book.show(ko.display().set_index(["blocked span / query scope", "start layer"]), runs=runs)
+book.show(ko, runs=runs)
 base = an.planted_facts(trials["lens_P"][trials["lens_P"]["trial_id"].isin(one_q_ids)],
                         trials["lens_A"][trials["lens_A"]["trial_id"].isin(one_q_ids)], n_draws=n_draws,
                         seed=bootstrap_seed)
@@ -190,15 +190,13 @@ book.glue_values("mln.ko", kv, runs=runs)
 book.glue_values("mln.ko_base", bv, runs=runs)
 
 # %%
-ko_labels = {"report_answer": "report, answer query", "report_all": "report, every text query",
-             "report_matched": "report start (question-sized)", "question": "question line",
-             "image_matched": "image tokens (report-sized)"}
 fig, ax = plt.subplots(figsize=figures.column_figsize(4.5))
-groups = list(ko.frame.groupby("arm", sort=False))
+groups = list(ko.frame.groupby("arm", sort=False))  # arms carry readable labels (KNOCKOUT_ARM_LABELS)
 for k, ((arm, f), marker) in enumerate(zip(groups, "osD^v")):
     x = f["start_layer"] + 0.08 * (k - (len(groups) - 1) / 2)  # dodged so overlapping arms stay visible
-    ax.errorbar(x, 100 * f["flip_rate"], yerr=[100 * (f["flip_rate"] - f["lo"]), 100 * (f["hi"] - f["flip_rate"])],
-                marker=marker, capsize=3, label=ko_labels.get(arm, arm))
+    ax.errorbar(x, 100 * f["flip_rate"], yerr=[100 * (f["flip_rate"] - f["flip_rate_lo"]),
+                                              100 * (f["flip_rate_hi"] - f["flip_rate"])],
+                marker=marker, capsize=3, label=arm)
 ax.axhline(100 * bv["present.flip_rate"], color="black", lw=1, label="no knockout, report present")
 ax.axhline(100 * bv["absent.flip_rate"], color="black", lw=1, ls="--", label="report absent")
 ax.set_xticks(sorted(ko.frame["start_layer"].unique()))
@@ -264,7 +262,7 @@ book.glue_values("mln.overlap", ov, runs=runs)
 # %% tags=["nbval-check-output"]
 n4 = an.knockout_table({"image_all": trials["ko_image_all"], "random_matched": trials["ko_random"]},
                        n_draws=n_draws, seed=bootstrap_seed)
-book.show(n4.display().set_index(["blocked span / query scope", "start layer"]), runs=runs, name="ml-appn-n4")
+book.show(n4, runs=runs, name="ml-appn-n4")
 
 # %%
 n4v = n4.values

@@ -41,6 +41,8 @@ bootstrap_seed = 0
 reproduces_paper = False
 
 # %%
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -65,7 +67,8 @@ has_vlm = "vlm_P" in trials
 
 # %% tags=["nbval-check-output"]
 spec = runs["P"].manifest["spec"]
-six = mt.six_findings(trials["P"], lo=spec["six_range"][0], hi=spec["six_range"][1])
+six_lo, six_hi = ml.six_range(spec["dataset"])   # the one definition of the six design's window
+six = mt.six_findings(trials["P"], lo=six_lo, hi=six_hi)
 t1 = mt.cohort_table(trials["P"], runs["P"].manifest["counts"], six=six).with_runs(runs)
 book.show(t1, runs=runs, name="ml-t1")
 
@@ -81,21 +84,26 @@ for key in ("P", "A", "P_tf", "A_tf", "P_instr", "A_instr"):
     assert set(trials[key]["trial_id"]) == set(trials["P"]["trial_id"]), f"arm {key} has other trials"
     assert (trials[key].set_index("trial_id").loc[trials["P"]["trial_id"], "sub_image_id"].to_numpy()
             == trials["P"]["sub_image_id"].to_numpy()).all(), f"arm {key} has other substitutes"
-book.glue("ml.six_findings", ",".join(ml.question_id(f) for f in six) if six else "none", runs=runs)
+book.glue("ml.six_findings", ", ".join(six) if six else "none", runs=runs)
 book.glue("ml.report_source", spec["reports"], runs=runs)
-book.glue("ml.six_lo", spec["six_range"][0], runs=runs)
-book.glue("ml.six_hi", spec["six_range"][1], runs=runs)
+book.glue("ml.six_lo", six_lo, runs=runs)
+book.glue("ml.six_hi", six_hi, runs=runs)
+book.glue("ml.six_paper_lo", ml.SIX_RANGE[0], runs=runs)
+book.glue("ml.six_paper_hi", ml.SIX_RANGE[1], runs=runs)
 book.glue("ml.ssim_size", spec["ssim_size"], runs=runs)
 book.glue("ml.n_draws_primary", n_draws_primary, runs=runs)
 book.glue("ml.n_draws", n_draws, runs=runs)
+book.glue("ml.bootstrap_seed", bootstrap_seed, runs=runs)
 book.glue_values("ml", t1.values, runs=runs)
 
 # %% [markdown]
 # The prespecified-six design keeps the findings whose source yes-rate lies between
 # {glue:text}`ml.six_lo:.0%` and {glue:text}`ml.six_hi:.0%`, a rule applied to the labels before any
-# model output exists; on this cohort it selects
-# {glue:text}`ml.t1.n_six` finding(s): {glue:text}`ml.six_findings`. NIH prevalences are low, so
-# the rule selects fewer findings than the paper's six on MIMIC-CXR.
+# model output exists (`shovir_core.protocols.modalens.six_range`, the one definition every chapter
+# uses; the paper's window is [{glue:text}`ml.six_paper_lo:.0%`, {glue:text}`ml.six_paper_hi:.0%`],
+# and the demo cohort, where no finding reaches the paper's lower bound, lowers it, fixed before
+# the models ran). On this cohort it selects {glue:text}`ml.t1.n_six` finding(s):
+# {glue:text}`ml.six_findings`; Appendix F's Table 13 asks these.
 #
 # ## Table 2: primary comparison, report present vs absent
 #
@@ -134,9 +142,13 @@ book.glue_values("ml", t2.values, runs=runs)
 # ## Table 3: all-14 under "Answer with exactly Yes or No."
 #
 # Flip rates under the three readouts with the instruction appended, and under the plain prompt;
-# the plain-prompt lowercase row is the headline of Table 2. Format compliance is the share of
-# generations opening with Yes or No; the generated readout counts trials scoreable on both images
-# in both arms.
+# the plain-prompt lowercase row is the headline of Table 2 and, as there, uses
+# {glue:text}`ml.n_draws_primary` bootstrap draws; the other rows use {glue:text}`ml.n_draws` (seed
+# {glue:text}`ml.bootstrap_seed` throughout). Where a row's point estimate equals the headline's (a
+# reference model that ignores the instruction), its interval comes from other draws and can differ
+# from Table 2's in the last digit; §4.1 and Appendix G compute the same difference with
+# {glue:text}`ml.n_draws` draws as well. Format compliance is the share of generations opening with
+# Yes or No; the generated readout counts trials scoreable on both images in both arms.
 
 # %% tags=["nbval-check-output"]
 t3 = mt.instruction_table(primary, n_draws_primary=n_draws_primary, n_draws=n_draws,
@@ -246,7 +258,9 @@ if has_vlm:
 # %% [markdown] tags=["profile:demo"]
 # Table 4 for `ref-vlm`, with and without the report. With the report its answers follow the report's
 # labels, so they are right on the source image and wrong on a substitute whose label differs; without
-# it they come from the image, so its flips concentrate on the label-changed trials.
+# it they come from the image, so a label-changed trial is more likely to flip than a label-unchanged
+# one (a higher rate, checked below; the label-unchanged trials are far more numerous, so they can
+# still hold most of the flips).
 
 # %% tags=["nbval-check-output"]
 if has_vlm:
@@ -265,13 +279,17 @@ if has_vlm:
         "planted: with the report the answers carry the source's labels onto the substitute"
     assert w4["t4vlm.A.fr_changed"] > w4["t4vlm.A.fr_unchanged"], \
         "planted: without the report, flips follow label changes between the two images"
+    assert w4["t4vlm.A.n_flips_changed"] + w4["t4vlm.A.n_flips_unchanged"] == w4["t4vlm.A.n_flips"]
     book.glue_values("ml", w4, runs=runs)
 
 # %% [markdown] tags=["profile:demo"]
 # With the report the balanced accuracy is {glue:text}`ml.t4vlm.P.ba_original:.3f` on the original image
 # and {glue:text}`ml.t4vlm.P.ba_substitute:.3f` on the substitute (against its own label); without it
-# {glue:text}`ml.t4vlm.A.fr_changed:.1%` of label-changed trials flip against
-# {glue:text}`ml.t4vlm.A.fr_unchanged:.1%` of the others.
+# {glue:text}`ml.t4vlm.A.fr_changed:.2%` of the {glue:text}`ml.t4vlm.A.n_label_changed:,d` label-changed
+# trials flip against {glue:text}`ml.t4vlm.A.fr_unchanged:.2%` of the
+# {glue:text}`ml.t4vlm.A.n_label_unchanged:,d` others: of its {glue:text}`ml.t4vlm.A.n_flips:,d` flips,
+# {glue:text}`ml.t4vlm.A.n_flips_changed:,d` are on label-changed and
+# {glue:text}`ml.t4vlm.A.n_flips_unchanged:,d` on label-unchanged trials.
 
 # %% [markdown] tags=["profile:demo"]
 # Without an instruction `ref-vlm` flips on {glue:text}`ml.vlm.t3.plain.lowercase.present.flip_rate:.2%` of
@@ -286,7 +304,10 @@ if has_vlm:
 #
 # The same arms through a randomly initialised Gemma-3 model with its own chat template and
 # tokenizer, on a few patients: a check that prompts, token families, generation and records work
-# for a real transformers architecture. Its answers are noise.
+# for a real transformers architecture. Its answers are noise, and its intervals are not evidence:
+# on {glue:text}`ml.tiny.n_patients` patients a patient-clustered bootstrap has at most
+# {glue:text}`ml.tiny.n_resamples` distinct resamples, so an interval that excludes 0 here does not
+# make a difference significant; no row of this table is read as an effect.
 
 # %% tags=["nbval-check-output"]
 if has_tiny:
@@ -296,6 +317,10 @@ if has_tiny:
     book.show(t3_tiny, runs=runs, name="ml-tiny-t3")
     assert t3_tiny.values["t3.plain.lowercase.n_trials"] == len(trials["tiny_P"])
     book.glue_values("ml.tiny", t3_tiny.values, runs=runs)
+    n_tiny = int(trials["tiny_P"]["patient_id"].nunique())
+    book.glue_values("ml.tiny", {"n_patients": n_tiny, "n_resamples": math.comb(2 * n_tiny - 1, n_tiny)}, runs=runs)
+else:
+    book.glue_values("ml.tiny", {"n_patients": 0, "n_resamples": 0}, runs=runs)
 
 # %% [markdown]
 # ## Records read

@@ -111,8 +111,9 @@ book.show(fig, runs=runs, name="ml-fig5-text-controls",
 # %% [markdown]
 # ## Validation: `ref-report-reader` follows the rewritten text
 #
-# (Checked where the primary model is a reference model, as in the demo profile; elsewhere the
-# numbers in this section read nan.)
+# (This section checks behaviour planted in the reference models, so it runs only where the
+# primary model is one, as in the demo profile; in a profile with a real model, such as `mimic`,
+# it is skipped and the numbers in its sentences are not computed (they print as nan).)
 #
 # The reader answers from the sentences that name the finding and ignores the image. So, on the
 # demo: its flip rate is 0 in every arm; under the answer sentence it agrees with the sentence (the

@@ -244,3 +244,8 @@ def test_display_frame_uses_schema():
     assert out.iloc[0].tolist() == ["a", "4.70%", "+12.37 pp"]
     with pytest.raises(ValueError, match="lacks metric columns"):
         M.display_frame(df, {"kappa": "cohen_kappa"})
+
+
+def test_margin_change_comparison_reports_ties():
+    out = M.margin_change_comparison([1.0, -2.0, 0.0, 0.5], [1.0, 1.0, 0.0, 0.7])
+    assert out == {"absent_larger": 0.25, "present_larger": 0.25, "tied": 0.5}

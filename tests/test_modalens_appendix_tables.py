@@ -127,6 +127,44 @@ def test_ablation_values_by_hand(anchored):
     assert ab.same_answers(anchored["report+q"], anchored["report+q"])
 
 
+def _synthetic_cells(n_patients: int = 30) -> dict[str, pd.DataFrame]:
+    """Four cells of an always-no responder: Cardiomegaly has both target classes, Fracture no positive."""
+    rows = []
+    for p in range(n_patients):
+        for f, t in (("Cardiomegaly", p % 2), ("Fracture", 0)):
+            rows.append({"trial_id": f"{p}-{f}", "patient_id": f"p{p}", "case_id": f"c{p}", "finding": f,
+                         "target_c": float(t), "target_d": float(t), "readout_c": "no", "readout_d": "no"})
+    base = pd.DataFrame(rows)
+    return {"full": base.assign(report_condition="present", image_included=True),
+            "report+q": base.assign(report_condition="present", image_included=False),
+            "image+q": base.assign(report_condition="absent", image_included=True),
+            "q": base.assign(report_condition="absent", image_included=False)}
+
+
+def test_macro_ba_leaves_out_findings_without_positives(monkeypatch):
+    """An always-no responder has balanced accuracy 0.5 wherever it is defined; a finding with no
+    positives has none (NaN), so the macro average is 0.5, not (0.5 + 1) / 2, in the point estimate
+    and in every bootstrap draw (the interval is then [0.5, 0.5])."""
+    from shovir_core.metrics import balanced_accuracy, modality_interaction
+
+    assert np.isnan(balanced_accuracy([0, 0, 0], [0, 0, 0], both_classes=True))
+    assert balanced_accuracy([0, 0, 0], [0, 0, 0]) == 1.0, "the scikit-learn convention stays the default"
+    cells = _synthetic_cells()
+    monkeypatch.setattr(ab, "design_subset", lambda t, design: t)
+    t = ab.modality_ablation(cells, n_draws=50, seed=0, design="all14")
+    v = t.values
+    for c in ("full", "report_q", "image_q", "q"):
+        assert v[f"t20.macro.{c}"] == pytest.approx(0.5)
+        assert v[f"t20.macro.{c}_lo"] == pytest.approx(0.5) and v[f"t20.macro.{c}_hi"] == pytest.approx(0.5)
+    assert v["t20.n_macro_findings"] == 1 and v["t20.ba_undefined"] == "Fracture"
+    long = pd.concat([pd.DataFrame({"cell": c, "finding": x["finding"], "target": x["target_c"],
+                                    "pred": (x["readout_c"] == "yes").astype(float)}) for c, x in cells.items()])
+    assert modality_interaction(long, average="macro")["ba_q"] == pytest.approx(0.5)
+    pf = ab.per_finding_table(cells).frame.set_index("finding")
+    assert pf.loc["Fracture", ["ba_full", "ba_report_q", "ba_image_q", "ba_q"]].isna().all()
+    assert pf.loc["Cardiomegaly", "ba_q"] == pytest.approx(0.5)
+
+
 # --------------------------------------------------------------------------- modalens-distance and App. B
 def test_distance_record_joins_the_modalens_cohort(anchored, runs_root):
     d = run("modalens-distance", "t.dist", {**BASE, "model": "ref-anchored@0.5", "batch_cases": 4}, progress=False)
@@ -236,3 +274,18 @@ def test_docstring_examples():
 
     for module in (agreement, distance, logistic, reference):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_gate_range_counts_pairs_not_trials():
+    """The anchored gate is one draw per (report, question) pair: trials sharing a pair move together,
+    so the range over gate draws is wider than a trial-level binomial range and contains (1 − w) × FR_A."""
+    n = 400
+    present = pd.DataFrame({"report_sha256": [f"r{i % 4}" for i in range(n)], "finding": "Edema"})
+    flips = np.zeros(n, dtype=bool)
+    flips[:100] = True                       # 25 flips in each of the 4 pairs
+    lo, hi = mt._gate_range(present, flips, w=0.5, n_draws=2000, seed=0)
+    assert lo <= 0.5 * flips.mean() <= hi
+    assert lo == 0.0 and hi == pytest.approx(0.25), "4 pairs of 25 flips: 25 × Binomial(4, 0.5) flips"
+    lo1, hi1 = mt._gate_range(present.assign(report_sha256=[f"r{i}" for i in range(n)]), flips, w=0.5,
+                              n_draws=2000, seed=0)
+    assert hi1 - lo1 < hi - lo, "one pair per trial: a narrower (binomial) range"

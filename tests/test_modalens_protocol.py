@@ -215,3 +215,11 @@ def test_params_files_resolve(notebook, profile, monkeypatch):
             assert spec["reports"] == "dataset" and spec["ssim_size"] == 896
         else:
             assert spec["reports"] == "template"
+
+
+def test_six_range_is_defined_once():
+    from shovir_core.protocols import modalens as ml
+
+    assert ml.six_range("mimic-jpg:/somewhere") == ml.SIX_RANGE == (0.2, 0.8)
+    assert ml.six_range("demo-64px") == ml.SIX_RANGE_BY_DATASET["demo-64px"]
+    assert ml.SPEC.defaults["six_range"] == list(ml.SIX_RANGE), "the spec's default is the same window"

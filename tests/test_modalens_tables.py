@@ -72,6 +72,11 @@ def test_accuracy_table_agrees_with_the_metrics():
     ch = t["label_changed"] == 1
     assert v["t4.fr_changed"] == pytest.approx((yc[ch] != yd[ch]).mean())
     assert v["t4.fr_unchanged"] == pytest.approx((yc[~ch] != yd[~ch]).mean())
+    assert v["t4.n_flips_changed"] == int((yc[ch] != yd[ch]).sum())
+    assert v["t4.n_flips_unchanged"] == int((yc[~ch] != yd[~ch]).sum()) and v["t4.n_label_unchanged"] == int((~ch).sum())
+    metric = res.frame.set_index("quantity")["metric"]
+    assert metric["flip rate, label-changed trials"] == "flip_rate" and metric["difference, changed − unchanged"] == "paired_diff"
+    assert metric["accuracy, original image (own label)"] == "accuracy", "each row carries its own unit"
     shares = [v[k] for k in v if k.startswith("t4.transition.")]
     assert len(shares) == 4 and sum(shares) == pytest.approx(1.0)
     assert v["t4.n_label_changed"] == int(ch.sum())

@@ -14,7 +14,15 @@ from collections.abc import Iterable, Mapping
 from ..tables.result import TableResult
 from .glue import glue, glue_values, show
 
-__all__ = ["paper_section"]
+__all__ = ["paper_section", "empty_comparison_sentence"]
+
+
+def empty_comparison_sentence(keys: Mapping[str, str]) -> str:
+    """The sentence a chapter shows instead of an empty paper-vs-run table."""
+    if not keys:
+        return "This section maps no value of the run to a value printed in the paper, so there is no comparison table."
+    return (f"None of the {len(keys)} quantities this section could set beside the paper's printed values has a "
+            "value in this run (the profile does not run the arms they come from), so there is no comparison table.")
 
 
 def paper_section(namespace: str, values: Mapping, keys: Mapping[str, str], *, reproduces_paper: bool, runs,
@@ -55,8 +63,13 @@ def paper_section(namespace: str, values: Mapping, keys: Mapping[str, str], *, r
 
     side = pvr.beside(values, keys, same_setting=reproduces_paper, runs=runs, optional=tuple(optional),
                       show_missing=show_missing)
-    show(side, runs=runs, name=name, groups="section", intervals={"paper": ("paper_lo", "paper_hi")},
-         missing={"run": "not run"})
+    if side.frame.empty:  # a header without rows says nothing: say why there is no table instead
+        from IPython.display import Markdown, display
+
+        display(Markdown(empty_comparison_sentence(keys)))
+    else:
+        show(side, runs=runs, name=name, groups="section", intervals={"paper": ("paper_lo", "paper_hi")},
+             missing={"run": "not run"})
     glue_values(f"{namespace}.paper", side.values, runs=runs)
     if reproduces_paper:
         failed = pvr.not_held(side, must_hold)

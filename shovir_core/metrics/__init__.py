@@ -15,7 +15,7 @@ from .external import (EXTERNAL_METRICS, ExternalMetric, MetricResult, compute_e
 from .modalens import (MODALITY_CELLS, accuracy, aurc, auroc, balanced_accuracy, balanced_accuracy_from_counts,
                        cohen_kappa, confusion, flip_rate, flips, interaction_from_cells, majority_baseline, margin,
                        margin_change_stats, modality_interaction, paired_difference, precision, rate_from_counts,
-                       ratio, response_bias_floor, sensitivity, share_larger_without_report, specificity,
+                       ratio, response_bias_floor, sensitivity, share_larger_without_report, margin_change_comparison, specificity,
                        target_aligned_change, transitions)
 from .report import ReportScores, report_metrics
 from .schema import MetricSpec, display_frame, format_metric, metric_schema, metric_spec
@@ -30,7 +30,7 @@ __all__ = [
     "delta_fn", "delta_x", "flip_indicators", "flip_rate_from_counts", "mu_f1_from_counts", "shortcut_counts",
     "shortcut_from_counts", "shortcut_scores", "flip_rate_by_class", "pooled_flip_rate",
     "flips", "flip_rate", "rate_from_counts", "balanced_accuracy_from_counts", "paired_difference", "ratio", "margin", "margin_change_stats",
-    "share_larger_without_report", "target_aligned_change", "confusion", "accuracy", "sensitivity",
+    "share_larger_without_report", "margin_change_comparison", "target_aligned_change", "confusion", "accuracy", "sensitivity",
     "specificity", "precision", "balanced_accuracy", "majority_baseline", "cohen_kappa",
     "response_bias_floor", "transitions", "modality_interaction", "interaction_from_cells",
     "MODALITY_CELLS", "auroc", "aurc",

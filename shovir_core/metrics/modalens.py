@@ -15,6 +15,7 @@ import pandas as pd
 
 __all__ = [
     "flips", "flip_rate", "rate_from_counts", "balanced_accuracy_from_counts", "paired_difference", "ratio",
+    "margin_change_comparison",
     "margin", "margin_change_stats",
     "share_larger_without_report", "target_aligned_change", "confusion", "accuracy",
     "sensitivity", "specificity", "precision", "balanced_accuracy", "majority_baseline",
@@ -97,6 +98,19 @@ def share_larger_without_report(delta_m_absent, delta_m_present) -> float:
     return float((a > p).mean())
 
 
+def margin_change_comparison(delta_m_absent, delta_m_present, *, atol: float = 1e-9) -> dict[str, float]:
+    """Shares of paired trials with |Δm|_A larger, |Δm|_P larger, or the two tied (within ``atol``).
+
+    The three shares sum to 1, so a minority "larger without the report" is not read as a reversal
+    when most of the rest are ties (e.g. an answer the image moves equally with and without the report).
+    """
+    a, p = np.abs(np.asarray(delta_m_absent, dtype=float)), np.abs(np.asarray(delta_m_present, dtype=float))
+    _same_len(delta_m_absent=a, delta_m_present=p)
+    tied = np.abs(a - p) <= atol
+    return {"absent_larger": float(((a > p) & ~tied).mean()), "present_larger": float(((p > a) & ~tied).mean()),
+            "tied": float(tied.mean())}
+
+
 def target_aligned_change(margin_c, margin_d, target_d) -> dict[str, float]:
     """Target-aligned change y_d·(m_d − m_c), y_d = +1 / −1 for a substitute label of 1 / 0.
 
@@ -129,13 +143,20 @@ def rate_from_counts(num, den):
     return float(out) if out.ndim == 0 else out
 
 
-def balanced_accuracy_from_counts(tp, fn, tn, fp):
-    """(TPR + TNR) / 2 of counts (vectorised); with one target class absent, the other class's rate
-    (scikit-learn's convention); NaN without targets."""
+def balanced_accuracy_from_counts(tp, fn, tn, fp, *, both_classes: bool = False):
+    """(TPR + TNR) / 2 of counts (vectorised); NaN without targets.
+
+    With one target class absent, ``both_classes=False`` returns the other class's rate
+    (scikit-learn's convention); ``both_classes=True`` returns NaN: TPR (or TNR) is 0/0, so the
+    balanced accuracy is undefined. Per-finding values that are macro-averaged use ``True`` (a
+    finding without positives would otherwise count its specificity, often 1, as a balanced
+    accuracy and inflate the macro average of an always-no responder above 0.5).
+    """
     tpr, tnr = np.asarray(rate_from_counts(tp, np.add(tp, fn))), np.asarray(rate_from_counts(tn, np.add(tn, fp)))
     both = np.stack([tpr, tnr])
     n = (~np.isnan(both)).sum(axis=0)
-    out = np.where(n > 0, np.nansum(both, axis=0) / np.maximum(n, 1), np.nan)
+    need = 2 if both_classes else 1
+    out = np.where(n >= need, np.nansum(both, axis=0) / np.maximum(n, 1), np.nan)
     return float(out) if out.ndim == 0 else out
 
 
@@ -167,10 +188,11 @@ def precision(pred, target) -> float:
     return _safe(c["tp"], c["tp"] + c["fp"])
 
 
-def balanced_accuracy(pred, target) -> float:
-    """(TPR + TNR) / 2; with one target class present, the rate of that class (as scikit-learn)."""
+def balanced_accuracy(pred, target, *, both_classes: bool = False) -> float:
+    """(TPR + TNR) / 2; with one target class present, the rate of that class (as scikit-learn), or
+    NaN with ``both_classes=True`` (see :func:`balanced_accuracy_from_counts`)."""
     c = confusion(pred, target)
-    return balanced_accuracy_from_counts(c["tp"], c["fn"], c["tn"], c["fp"])
+    return balanced_accuracy_from_counts(c["tp"], c["fn"], c["tn"], c["fp"], both_classes=both_classes)
 
 
 def majority_baseline(target) -> float:
@@ -261,7 +283,8 @@ def modality_interaction(trials: pd.DataFrame, *, cell: str = "cell", pred: str 
         binary ``pred`` and ``target`` and, for ``average="macro"``, ``finding``.
     average : {"pooled", "macro"}
         ``pooled`` computes each cell's balanced accuracy over all its trials;
-        ``macro`` averages the per-finding balanced accuracies over findings first.
+        ``macro`` averages the per-finding balanced accuracies over findings first; a finding
+        whose targets lack a class has no balanced accuracy (NaN) and is left out of the average.
     findings : sequence of str, optional
         Restrict to these findings (e.g. to exclude the composite question).
 
@@ -288,7 +311,8 @@ def modality_interaction(trials: pd.DataFrame, *, cell: str = "cell", pred: str 
         if average == "pooled":
             ba[name] = balanced_accuracy(sub[pred], sub[target])
         elif average == "macro":
-            ba[name] = float(np.mean([balanced_accuracy(g[pred], g[target]) for _, g in sub.groupby(finding)]))
+            per = np.array([balanced_accuracy(g[pred], g[target], both_classes=True) for _, g in sub.groupby(finding)])
+            ba[name] = float(np.nanmean(per)) if (~np.isnan(per)).any() else float("nan")
         else:
             raise ValueError(f"average must be 'pooled' or 'macro', got {average!r}")
     out = {f"ba_{k}": v for k, v in ba.items()}

@@ -63,7 +63,23 @@ __all__ = [
     "PROTOCOL", "DESIGNS", "TEMPLATES", "COMPOSITE", "REPORT_CONDITIONS", "DEFAULTS", "SPEC", "resolve_spec",
     "execute", "question_text", "question_id", "build_cases", "case_labels", "policy_targets",
     "primary_finding", "prespecified_findings", "select_questions", "arm_label", "trial_reports", "prefill_arms",
+    "SIX_RANGE", "SIX_RANGE_BY_DATASET", "six_range",
 ]
+
+SIX_RANGE: tuple[float, float] = (0.2, 0.8)
+"""The paper's prespecified-six rule (ModaLens App. F, Table 13): the findings whose source yes-rate
+lies in [20 %, 80 %], fixed from the labels before any model output exists."""
+
+SIX_RANGE_BY_DATASET: dict[str, tuple[float, float]] = {"demo-64px": (0.1, 0.8)}
+"""Datasets on which the paper's window selects no finding, and the window used there instead: on
+the 64-px NIH demo cohort no finding reaches a 20 % yes-rate, so the lower bound is 10 % (fixed
+before the models ran)."""
+
+
+def six_range(dataset: str) -> tuple[float, float]:
+    """The six design's yes-rate window for ``dataset``: :data:`SIX_RANGE`, or the dataset's entry of
+    :data:`SIX_RANGE_BY_DATASET`. Every chapter that selects the six questions takes it from here."""
+    return tuple(SIX_RANGE_BY_DATASET.get(str(dataset), SIX_RANGE))
 
 PROTOCOL = "modalens"
 
@@ -103,7 +119,8 @@ def _spec_schema() -> SpecSchema:
         Field("n_patients", (int, type(None)), None, range=(1, None), doc="patient subset (null: all)"),
         Field("subset_seed", int, 0, range=(0, None)),
         Field("primary_policy", str, "u-negative", choices=tuple(POLICIES)),
-        Field("six_range", list, [0.2, 0.8], check=_six_range, doc="source yes-rate range of the six design"),
+        Field("six_range", list, list(SIX_RANGE), check=_six_range,
+              doc="source yes-rate range of the six design (default: the paper's, SIX_RANGE)"),
         Field("framing", str, "none", choices=("none", *FRAMINGS),
               doc="sentence before the report (App. D: historical, warning); needs report: present"),
         Field("text_control", str, "none", choices=TEXT_CONTROLS,
@@ -203,8 +220,9 @@ def primary_finding(targets: pd.DataFrame) -> pd.Series:
                      name="primary_finding")
 
 
-def prespecified_findings(targets: pd.DataFrame, *, lo: float = 0.2, hi: float = 0.8) -> list[str]:
-    """Findings whose source yes-rate lies in ``[lo, hi]`` (the prespecified-six rule), CheXbert order."""
+def prespecified_findings(targets: pd.DataFrame, *, lo: float = SIX_RANGE[0], hi: float = SIX_RANGE[1]) -> list[str]:
+    """Findings whose source yes-rate lies in ``[lo, hi]`` (the prespecified-six rule, default
+    :data:`SIX_RANGE`), CheXbert order."""
     if not 0.0 <= lo <= hi <= 1.0:
         raise ValueError(f"six_range must satisfy 0 <= lo <= hi <= 1, got [{lo}, {hi}]")
     rates = targets[list(FINDINGS_13)].mean(axis=0, skipna=True)

@@ -10,7 +10,9 @@ import pandas as pd
 
 __all__ = ["appendix_checks"]
 
-_COLUMNS = ["id", "description", "stated", "recomputed", "formula", "status"]
+_COLUMNS = ["id", "description", "stated", "recomputed", "status"]
+"""What a chapter shows of a check: the description says the recomputation in words (the audit's
+``formula`` expression stays in the audit chapter and its CSV, not in the appendix tables)."""
 
 
 def appendix_checks(location: str, *, paper: str = "modalens") -> pd.DataFrame:

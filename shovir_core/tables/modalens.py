@@ -28,14 +28,14 @@ from .. import vocab
 from ..labels import FINDINGS_13
 from ..metrics import modalens as mm
 from ..stats import cluster_bootstrap, paired_rates
-from ..protocols.modalens import prespecified_findings, primary_finding
+from ..protocols.modalens import SIX_RANGE, prespecified_findings, primary_finding
 from ..vocab import COMPOSITE, TIERS
 from .result import TableResult
 
 __all__ = [
     "READOUTS", "TableResult", "answers", "design_subset", "pair_arms", "compare_arms", "rate_interval",
     "cohort_table", "primary_comparison", "instruction_table", "accuracy_table", "readout_validation",
-    "margin_changes", "margin_summary", "margin_by_finding", "anchoring_sweep", "six_findings",
+    "margin_changes", "margin_summary", "margin_by_finding", "anchoring_sweep", "six_findings", "DESIGN_LABELS",
 ]
 
 READOUTS: dict[str, str] = dict(zip(vocab.READOUTS, ("readout", "family_readout", "answer")))
@@ -75,8 +75,14 @@ def answers(trials: pd.DataFrame, readout: str = "lowercase") -> tuple[np.ndarra
     return c.isin(_YES).to_numpy().astype(float), d.isin(_YES).to_numpy().astype(float), valid
 
 
-def six_findings(trials: pd.DataFrame, *, lo: float = 0.2, hi: float = 0.8) -> list[str]:
-    """The prespecified findings of a cohort (source yes-rate in ``[lo, hi]``) from its all-14 trials."""
+DESIGN_LABELS = {"all14": "all 14 questions", "f13": "13 finding questions (no composite)",
+                 "one_q": "one question per case", "six": "prespecified questions"}
+"""Question design id (:data:`shovir_core.vocab.DESIGNS`) -> the label a table shows."""
+
+
+def six_findings(trials: pd.DataFrame, *, lo: float = SIX_RANGE[0], hi: float = SIX_RANGE[1]) -> list[str]:
+    """The prespecified findings of a cohort (source yes-rate in ``[lo, hi]``; the window of a dataset
+    is :func:`shovir_core.protocols.modalens.six_range`) from its all-14 trials."""
     per_case = trials[trials["finding"] != COMPOSITE].pivot_table(index="case_id", columns="finding",
                                                                   values="target_c", aggfunc="first")
     return prespecified_findings(per_case.reindex(columns=list(FINDINGS_13)), lo=lo, hi=hi)
@@ -399,29 +405,38 @@ def accuracy_table(trials: pd.DataFrame, *, n_draws: int, seed: int, readout: st
               "acc_original": "accuracy, original image (own label)",
               "acc_substitute": "accuracy, substitute image (its own label)",
               "ba_original": "balanced accuracy, original", "ba_substitute": "balanced accuracy, substitute"}
+    row_metric = {"flip_rate": "flip_rate", "fr_changed": "flip_rate", "fr_unchanged": "flip_rate",
+                  "fr_changed_minus_unchanged": "paired_diff", "acc_original": "accuracy",
+                  "acc_substitute": "accuracy", "ba_original": "balanced_accuracy", "ba_substitute": "balanced_accuracy"}
     rows, values = [], {}
     for stat, label in labels.items():
         est, lo, hi = res.interval(stat)
-        rows.append({"quantity": label, "estimate": est, "lo": lo, "hi": hi})
+        rows.append({"quantity": label, "metric": row_metric[stat], "estimate": est, "lo": lo, "hi": hi})
         values.update({f"{key}.{stat}": est, f"{key}.{stat}_lo": lo, f"{key}.{stat}_hi": hi})
     majority = mm.majority_baseline(tc)
-    rows.append({"quantity": "majority baseline (original labels)", "estimate": majority, "lo": np.nan, "hi": np.nan})
+    rows.append({"quantity": "majority baseline (original labels)", "metric": "majority_baseline",
+                 "estimate": majority, "lo": np.nan, "hi": np.nan})
     values[f"{key}.majority"] = majority
     values.update({f"{key}.n_trials": int(len(t)), f"{key}.n_patients": int(t["patient_id"].nunique()),
                    f"{key}.n_cases": int(t["case_id"].nunique()), f"{key}.n_label_changed": int(changed.sum()),
                    f"{key}.n_correct_original": int(frame["ok_c"].sum()),
-                   f"{key}.n_correct_substitute": int(frame["ok_d"].sum()), f"{key}.n_flips": int(flip.sum())})
+                   f"{key}.n_correct_substitute": int(frame["ok_d"].sum()), f"{key}.n_flips": int(flip.sum()),
+                   f"{key}.n_flips_changed": int((flip * changed).sum()),
+                   f"{key}.n_flips_unchanged": int((flip * (1 - changed)).sum()),
+                   f"{key}.n_label_unchanged": int((1 - changed).sum())})
     lc = changed == 1
     if lc.any():
         tr = mm.transitions(yc[lc] == tc[lc], yd[lc] == td[lc])
         for name, r in tr.iterrows():
-            rows.append({"quantity": f"label-changed transitions: {name}", "estimate": r["share"],
-                         "lo": np.nan, "hi": np.nan})
+            rows.append({"quantity": f"label-changed transitions: {name}", "metric": "transition_share",
+                         "estimate": r["share"], "lo": np.nan, "hi": np.nan})
             values[f"{key}.transition.{name.replace('->', '_to_')}"] = float(r["share"])
-    return TableResult(pd.DataFrame(rows), values, metrics={c: "proportion" for c in ("estimate", "lo", "hi")},
+    # each row formats by its own metric (the renderer's "metric" column): flip rates and shares in %,
+    # the difference in pp, accuracies as fractions
+    return TableResult(pd.DataFrame(rows), values,
                        labels={"estimate": "estimate", "lo": "95% lo", "hi": "95% hi"}, index=("quantity",),
                        caption="ModaLens Table 4: accuracy on the original and the substitute image, and flip "
-                               "rates on label-changed vs label-unchanged trials (fractions).")
+                               "rates on label-changed vs label-unchanged trials.")
 
 
 # --------------------------------------------------------------------------- Figure 2
@@ -434,7 +449,9 @@ def margin_changes(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int,
     """Figure 2: paired margin changes Δm = m_d − m_c with vs without the report (lowercase margins).
 
     Values: mean |Δm| per arm (with intervals), share |Δm| > ``threshold`` (all trials and
-    label-unchanged trials), share of trials with |Δm|_A > |Δm|_P, target-aligned change on
+    label-unchanged trials), shares of trials with |Δm|_A > |Δm|_P (``share_absent_larger``),
+    |Δm|_P > |Δm|_A (``share_present_larger``) and tied (``share_tied``; the three sum to 1),
+    target-aligned change on
     label-changed trials. ``frame`` holds one row per trial and arm (for the histogram).
     """
     p, a = pair_arms(present, absent, names=["present", "absent"])
@@ -455,7 +472,10 @@ def margin_changes(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int,
                                            arm["target_d"].to_numpy()[ch])
             values[f"fig2.{name}.target_aligned_change"] = tac["target_aligned_change"]
             values[f"fig2.{name}.share_target_aligned"] = tac["share_target_aligned"]
-    values["fig2.share_absent_larger"] = mm.share_larger_without_report(_dm(a), _dm(p))
+    cmp = mm.margin_change_comparison(_dm(a), _dm(p))
+    values["fig2.share_absent_larger"] = cmp["absent_larger"]
+    values["fig2.share_present_larger"] = cmp["present_larger"]
+    values["fig2.share_tied"] = cmp["tied"]
     values["fig2.threshold"] = threshold
     values["fig2.n_trials"] = int(len(p))
     frame = pd.concat([pd.DataFrame({"report": "present", "abs_dm": dp, "finding": p["finding"].to_numpy()}),
@@ -500,16 +520,43 @@ def margin_by_finding(present: pd.DataFrame, absent: pd.DataFrame) -> TableResul
 
 
 # --------------------------------------------------------------------------- validation
+def _gate_range(present: pd.DataFrame, flips_absent: np.ndarray, *, w: float, n_draws: int,
+                seed: int) -> tuple[float, float]:
+    """Central 95 % range of the report-present flip rate of ``ref-anchored@w`` over its gate.
+
+    The gate sends a (report, question) pair to the image branch with probability 1 − w, one
+    draw per distinct pair (``report_sha256``, finding), shared by every trial of that pair; a
+    report-present trial flips exactly when its pair takes the image branch and its report-absent
+    trial flips. Given the report-absent flips, the rate is Σ_u B_u k_u / n with B_u ~
+    Bernoulli(1 − w) per pair u and k_u its report-absent flips; simulated ``n_draws`` times.
+    """
+    units = pd.Series(flips_absent.astype(float)).groupby(
+        [present["report_sha256"].to_numpy(), present["finding"].to_numpy()]).sum().to_numpy()
+    rng = np.random.default_rng(seed)
+    image = rng.random((n_draws, len(units))) >= w
+    rates = image.astype(float) @ units / len(flips_absent)
+    return float(np.quantile(rates, 0.025)), float(np.quantile(rates, 0.975))
+
+
 def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]], *, key: str = "validation",
-                    names: Mapping[float, str] | None = None) -> TableResult:
+                    names: Mapping[float, str] | None = None, gate_draws: int | None = None,
+                    seed: int = 0) -> TableResult:
     """Flip rates of ``ref-anchored@w`` (or any model keyed by a number) with and without the report.
 
     ``pairs`` maps w -> (present trials, absent trials). Frame (index ``w``): ``fr_present``,
     ``fr_absent``, ``present_equals_absent`` (every lowercase readout and margin identical between
     the arms), ``n_trials``. ``values``: ``<key>.<name>.fr_present`` / ``.fr_absent`` per row, where
     ``names`` maps w to its name (default ``w<w>`` with ``.`` -> ``p``: ``w0p25``).
+
+    With ``gate_draws`` (``ref-anchored@w`` records, which store ``report_sha256``) the frame adds
+    ``fr_expected`` = (1 − w) · ``fr_absent`` (the planted expectation), ``gate_lo`` / ``gate_hi``
+    (the central 95 % range of the report-present rate over the gate's draws, one per distinct
+    (report, question) pair: :func:`_gate_range`; template reports repeat, so pairs, not trials,
+    are the sampling units) and ``within_gate_range``; values ``<key>.<name>.fr_expected``,
+    ``gate_lo``, ``gate_hi``, ``within_gate_range`` and ``<key>.n_gate_units`` (distinct pairs).
     """
     rows = []
+    n_units = set()
     for w, (present, absent) in sorted(pairs.items()):
         p, a = pair_arms(present, absent, names=["present", "absent"])
         pc, pd_, _ = answers(p, "lowercase")
@@ -517,19 +564,36 @@ def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]], *,
         same = (np.array_equal(pc, ac) and np.array_equal(pd_, ad)
                 and np.allclose(p[["margin_c", "margin_d"]].to_numpy(float), a[["margin_c", "margin_d"]].to_numpy(float),
                                 rtol=0, atol=1e-9))
-        rows.append({"w": w, "fr_present": float((pc != pd_).mean()), "fr_absent": float((ac != ad).mean()),
-                     "present_equals_absent": bool(same), "n_trials": int(len(p))})
+        row = {"w": w, "fr_present": float((pc != pd_).mean()), "fr_absent": float((ac != ad).mean())}
+        if gate_draws is not None:
+            lo, hi = _gate_range(p, ac != ad, w=w, n_draws=gate_draws, seed=seed)
+            row.update({"fr_expected": (1.0 - w) * row["fr_absent"], "gate_lo": lo, "gate_hi": hi,
+                        "within_gate_range": bool(lo - 1e-12 <= row["fr_present"] <= hi + 1e-12)})
+            n_units.add(int(p.groupby(["report_sha256", "finding"]).ngroups))
+        rows.append({**row, "present_equals_absent": bool(same), "n_trials": int(len(p))})
     frame = pd.DataFrame(rows).set_index("w")
     values = {}
     for w, row in frame.iterrows():
         name = (names or {}).get(w) or f"w{w:g}".replace(".", "p")  # w0.25 -> w0p25
         values[f"{key}.{name}.fr_present"] = row["fr_present"]
         values[f"{key}.{name}.fr_absent"] = row["fr_absent"]
-    return TableResult(frame, values,
-                       metrics={"fr_present": "flip_rate", "fr_absent": "flip_rate", "n_trials": "count"},
-                       labels={"fr_present": "flip rate, report present", "fr_absent": "flip rate, report absent",
-                               "present_equals_absent": "present = absent", "n_trials": "trials",
-                               "w": "anchoring weight w"},
-                       caption="Reference-model validation: swap flip rates against the known report weight w.")
+        if gate_draws is not None:
+            values.update({f"{key}.{name}.{k}": row[k] for k in ("fr_expected", "gate_lo", "gate_hi")})
+            values[f"{key}.{name}.within_gate_range"] = bool(row["within_gate_range"])
+    if gate_draws is not None:
+        values[f"{key}.n_gate_units"] = max(n_units) if n_units else 0
+        values[f"{key}.gate_draws"] = int(gate_draws)
+    metrics = {"fr_present": "flip_rate", "fr_absent": "flip_rate", "n_trials": "count"}
+    labels = {"fr_present": "flip rate, report present", "fr_absent": "flip rate, report absent",
+              "present_equals_absent": "present = absent", "n_trials": "trials", "w": "anchoring weight w"}
+    if gate_draws is not None:
+        metrics.update({"fr_expected": "flip_rate", "gate_lo": "flip_rate", "gate_hi": "flip_rate"})
+        labels.update({"fr_expected": "expected (1 − w) × report absent", "gate_lo": "gate range low",
+                       "gate_hi": "gate range high", "within_gate_range": "within range"})
+    return TableResult(frame, values, metrics=metrics, labels=labels,
+                       caption="Reference-model validation: swap flip rates against the known report weight w"
+                               + ("; the expected report-present rate (1 − w) × report absent and the central 95 % "
+                                  "range of the report-present rate over the gate's draws (one per distinct "
+                                  "report–question pair)." if gate_draws is not None else "."))
 
 

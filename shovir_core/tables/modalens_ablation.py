@@ -13,7 +13,9 @@ cell        prompt                             arm (spec)
 
 Balanced accuracy is the answer on the original image (``c``; without an image both sides are the
 same input) against the source study's label. *Pooled* computes it over all trials, *macro*
-averages the per-finding values. Image effect without the report = BA(image+q) − BA(q), with the
+averages the per-finding values over the findings whose targets include both classes (balanced
+accuracy is undefined for a finding without positives; such a finding is NaN and left out, in the
+point estimate and inside each bootstrap draw). Image effect without the report = BA(image+q) − BA(q), with the
 report = BA(full) − BA(report+q), interaction = the second minus the first
 (:func:`shovir_core.metrics.modalens.interaction_from_cells`). Intervals are patient-clustered
 percentile bootstraps with every cell, finding and difference computed inside each draw.
@@ -53,8 +55,10 @@ def _div(a, b):
 
 
 def _ba(tp, fn, tn, fp):
-    """Balanced accuracy from counts; with one target class present, that class's rate (as metrics)."""
-    return _nanmean2(np.stack([_div(tp, tp + fn), _div(tn, tn + fp)]))
+    """Balanced accuracy from counts; NaN unless both target classes occur (undefined without
+    positives or negatives), so a macro average (:func:`_nanmean2`) leaves such a finding out, in
+    the full sample and inside every bootstrap draw alike."""
+    return mm.balanced_accuracy_from_counts(tp, fn, tn, fp, both_classes=True)
 
 
 def _nanmean2(rates: np.ndarray) -> np.ndarray:
@@ -100,7 +104,9 @@ def modality_ablation(cells: Mapping[str, pd.DataFrame], *, n_draws: int, seed: 
     ``<key>.pooled.<cell>`` / ``<key>.macro.<cell>`` (cells ``full``, ``report_q``, ``image_q``,
     ``q``), ``<key>.<average>.image_without``, ``image_with``, ``interaction`` (each with
     ``_lo``/``_hi``), ``<key>.report_best_n`` (findings on which report + question is the best
-    cell, strictly) and ``<key>.point_matches_metrics`` (the bootstrap's point estimates equal
+    cell, strictly), ``<key>.n_macro_findings`` (findings in the macro average: those whose targets
+    include both classes), ``<key>.ba_undefined`` (the others, ``", "``-joined, or ``"none"``) and
+    ``<key>.point_matches_metrics`` (the bootstrap's point estimates equal
     :func:`shovir_core.metrics.modalens.modality_interaction`). Per-finding balanced accuracies
     of the cells are in :func:`per_finding_table`.
     """
@@ -162,10 +168,16 @@ def modality_ablation(cells: Mapping[str, pd.DataFrame], *, n_draws: int, seed: 
         and np.isclose(pooled["interaction"], values[f"{key}.pooled.interaction"])
         and np.isclose(macro["interaction"], values[f"{key}.macro.interaction"]))
     per_f = cells_long.groupby(["finding", "cell"]).apply(
-        lambda g: mm.balanced_accuracy(g["pred"], g["target"]), include_groups=False).unstack("cell")[list(CELLS)]
+        lambda g: mm.balanced_accuracy(g["pred"], g["target"], both_classes=True),
+        include_groups=False).unstack("cell")[list(CELLS)]
     best = per_f.drop(columns="report+q").max(axis=1)
     values[f"{key}.report_best_n"] = int((per_f["report+q"] > best + 1e-12).sum())
     values[f"{key}.n_findings"] = int(len(findings))
+    both = pd.Series(target).groupby(fcol).agg(lambda t: bool((t == 1).any() and (t == 0).any()))
+    undefined = [f for f in findings if not both[f]]
+    values[f"{key}.n_macro_findings"] = int(len(findings) - len(undefined))
+    values[f"{key}.n_ba_undefined"] = int(len(undefined))
+    values[f"{key}.ba_undefined"] = ", ".join(undefined) if undefined else "none"
     values.update({f"{key}.n_trials": int(len(frame)), f"{key}.n_patients": int(frame["patient_id"].nunique()),
                    f"{key}.n_draws": int(n_draws)})
     out = pd.DataFrame(rows)
@@ -174,7 +186,9 @@ def modality_ablation(cells: Mapping[str, pd.DataFrame], *, n_draws: int, seed: 
                        labels={"cell": "cell", "key": "key", "pooled": "BA (pooled)", "pooled_lo": "pooled lo",
                                "pooled_hi": "pooled hi", "macro": "BA (macro)", "macro_lo": "macro lo",
                                "macro_hi": "macro hi"},
-                       caption=f"Modality ablation, {design} design: balanced accuracy of the four cells.")
+                       caption=f"Modality ablation, {design} design: balanced accuracy of the four cells; the macro "
+                               f"average is over the {len(findings) - len(undefined)} findings with both target "
+                               f"classes (undefined, left out: {values[f'{key}.ba_undefined']}).")
 
 
 def one_question_ablation(cells: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int,
@@ -274,7 +288,7 @@ def per_finding_table(cells: Mapping[str, pd.DataFrame], *, instructed: Mapping[
         for c in CELLS:
             sub = paired[c][paired[c]["finding"] == f]
             yc, _, _ = answers(sub, readout)
-            row[f"ba_{_KEY[c]}"] = mm.balanced_accuracy(yc, sub["target_c"].to_numpy(dtype=float))
+            row[f"ba_{_KEY[c]}"] = mm.balanced_accuracy(yc, sub["target_c"].to_numpy(dtype=float), both_classes=True)
         for arm, t in gen.items():
             sub = t[t["finding"] == f]
             if sub.empty:

@@ -119,7 +119,8 @@ def chronology_table(present: pd.DataFrame, absent: pd.DataFrame | None = None, 
         assert np.isclose(res["later"]["agree_P"][0] - res["earlier"]["agree_P"][0], diff[0])
     out = pd.DataFrame(rows)
     metrics = {"agree_P": "agreement_present", "agree_P_lo": "share_lo", "agree_P_hi": "share_hi",
-               "agree_A": "agreement_absent", "flip_rate_P": "flip_rate_present", "flip_rate_A": "flip_rate_absent"}
+               "agree_A": "agreement_absent", "agree_A_lo": "share_lo", "agree_A_hi": "share_hi",
+               "flip_rate_P": "flip_rate_present", "flip_rate_A": "flip_rate_absent"}
     metrics = {c: m for c, m in metrics.items() if c in out.columns}
     return TableResult(out, values, metrics=metrics,
                        labels={"row": "pairs", "pairs": "pairs (n)", "patients": "patients",

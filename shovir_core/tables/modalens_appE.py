@@ -189,7 +189,8 @@ def manual_label_table(present: pd.DataFrame, absent: pd.DataFrame, manual: pd.D
     for block, arm, stat, label in rows_spec:
         est, lo, hi = res.interval(stat)
         n = n_ch if block == "manual label changes" else (2 * len(t) if arm == "both" else len(t))
-        rows.append({"block": block, "arm": arm, "quantity": label, "estimate": est, "lo": lo, "hi": hi, "n": n})
+        rows.append({"block": block, "arm": arm, "quantity": label, "metric": _row_metric(stat),
+                     "estimate": est, "lo": lo, "hi": hi, "n": n})
         values.update({f"{key}.{stat}": est, f"{key}.{stat}_lo": lo, f"{key}.{stat}_hi": hi})
     values.update({
         f"{key}.n_trials": int(len(t)), f"{key}.n_pairs": int(t["case_id"].nunique()),
@@ -200,6 +201,16 @@ def manual_label_table(present: pd.DataFrame, absent: pd.DataFrame, manual: pd.D
     caption = (f"Report-present (P) and report-absent (A) arms scored against manual report labels on the "
                f"{len(t)} trials whose two studies both have them; patient-clustered 95% intervals, "
                f"{n_draws} draws.")
-    return TableResult(pd.DataFrame(rows), values,
+    # the "metric" column formats each row by its quantity (flip rates and yes-rates in %, the
+    # difference in pp, label agreement, κ and accuracies as fractions, as the paper prints them)
+    return TableResult(pd.DataFrame(rows), values, index=("block", "arm", "quantity"),
                        labels={"estimate": "estimate", "lo": "2.5%", "hi": "97.5%", "n": "entries"},
                        caption=caption)
+
+
+def _row_metric(stat: str) -> str:
+    """Metric (resources/metrics.yaml) of a Table 12 quantity."""
+    name = stat.split(".")[-1]
+    return {"kappa": "cohen_kappa", "sensitivity": "sensitivity", "precision": "precision",
+            "flip_rate_changed": "flip_rate", "diff_changed": "paired_diff", "acc_manual": "accuracy",
+            "ba_manual": "balanced_accuracy", "yes_rate": "yes_rate"}.get(name, "proportion")

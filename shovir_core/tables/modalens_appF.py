@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..stats import cluster_bootstrap
+from ..protocols.modalens import SIX_RANGE
 from .modalens import answers, compare_arms, design_subset, pair_arms, six_findings
 from .result import TableResult
 
@@ -155,11 +156,11 @@ def lineage_table(arms: Mapping[str, Mapping[str, pd.DataFrame]], *, n_draws: in
         generations += 2 * (len(p) + len(a))
         for readout in readouts:
             r = compare_arms(a, p, readout=readout, n_draws=n_draws, seed=seed)
-            rows.append({"model": model, "readout": readout, "FR P": r["fr_2"], "FR A": r["fr_1"],
-                         "diff (pp)": 100 * r["diff"], "diff lo": 100 * r["diff_lo"], "diff hi": 100 * r["diff_hi"],
-                         "ratio": r["ratio"], "flips P": r["flips_2"], "flips A": r["flips_1"],
+            rows.append({"model": model, "readout": readout, "fr_P": r["fr_2"], "fr_A": r["fr_1"],
+                         "diff": r["diff"], "diff_lo": r["diff_lo"], "diff_hi": r["diff_hi"],
+                         "ratio": r["ratio"], "flips_P": r["flips_2"], "flips_A": r["flips_1"],
                          "trials": r["n_trials"], "patients": r["n_patients"],
-                         "compliance P": comp["P"], "compliance A": comp["A"]})
+                         "compliance_P": comp["P"], "compliance_A": comp["A"]})
             values.update({f"{key}.{readout}.P.flip_rate": r["fr_2"], f"{key}.{readout}.A.flip_rate": r["fr_1"],
                            f"{key}.{readout}.P.flips": r["flips_2"], f"{key}.{readout}.A.flips": r["flips_1"],
                            f"{key}.{readout}.diff_pp": 100 * r["diff"], f"{key}.{readout}.diff_lo_pp": 100 * r["diff_lo"],
@@ -178,14 +179,35 @@ def lineage_table(arms: Mapping[str, Mapping[str, pd.DataFrame]], *, n_draws: in
     values["t14.n_generations"] = generations
     values["t14.n_cells"] = 2 * len(arms) * len(readouts)
     values["t14.min_compliance"] = min(values[k] for k in values if ".compliance." in k)
+    never = [m for m in arms if values[f"t14.{m}.compliance.P"] == 0 and values[f"t14.{m}.compliance.A"] == 0]
+    values["t14.n_never_compliant"] = len(never)
+    values["t14.never_compliant"] = ", ".join(never) if never else "none"
+    values["t14.min_patients"] = min(values[f"t14.{m}.n_patients"] for m in arms)
     caption = (f"One-question design under the answer instruction, {len(arms)} model(s), token-family and generated "
                f"readouts; patient-clustered 95% intervals, {n_draws} draws, seed {seed}.")
-    return TableResult(pd.DataFrame(rows), values, labels={"diff lo": "2.5%", "diff hi": "97.5%"}, caption=caption)
+    frame = pd.DataFrame(rows)
+    return TableResult(frame, values, metrics={c: m for c, m in _ARM_METRICS.items() if c in frame.columns},
+                       labels=_ARM_LABELS, caption=caption)
+
+
+_ARM_METRICS = {"fr_P": "flip_rate", "fr_A": "flip_rate", "diff": "paired_diff", "diff_lo": "paired_diff",
+                "diff_hi": "paired_diff", "ratio": "ratio", "flips_P": "count", "flips_A": "count",
+                "trials": "count", "patients": "count", "compliance_P": "compliance", "compliance_A": "compliance",
+                "ba_orig": "balanced_accuracy", "ba_orig_lo": "balanced_accuracy", "ba_orig_hi": "balanced_accuracy",
+                "sensitivity": "sensitivity", "specificity": "specificity", "ba_sub": "balanced_accuracy",
+                "label_changing": "count"}
+"""Columns of the App. F tables -> metric (flip rates in %, differences in pp, BA as fractions)."""
+
+_ARM_LABELS = {"model": "model", "readout": "readout", "fr_P": "FR P", "fr_A": "FR A", "diff": "A − P",
+               "diff_lo": "2.5%", "diff_hi": "97.5%", "ratio": "ratio A / P", "flips_P": "flips P",
+               "flips_A": "flips A", "trials": "trials", "patients": "patients", "compliance_P": "compliance P",
+               "compliance_A": "compliance A", "ba_orig": "BA original (A)", "ba_orig_lo": "BA 2.5%",
+               "ba_orig_hi": "BA 97.5%", "ba_sub": "BA substitute (A)", "label_changing": "label-changing"}
 
 
 def six_questions_table(arms: Mapping[str, Mapping[str, pd.DataFrame]], *, n_draws: int, seed: int,
                         readout: str = "generated", six: list[str] | None = None,
-                        lo: float = 0.2, hi: float = 0.8) -> TableResult:
+                        lo: float = SIX_RANGE[0], hi: float = SIX_RANGE[1]) -> TableResult:
     """Table 13: the six prespecified questions across models (see the module docstring).
 
     The question set is chosen from the source labels of the first model's P arm (``six_findings``
@@ -196,19 +218,19 @@ def six_questions_table(arms: Mapping[str, Mapping[str, pd.DataFrame]], *, n_dra
     chosen = list(six) if six is not None else six_findings(first, lo=lo, hi=hi)
     if not chosen:
         raise ValueError(f"six_questions_table: no finding has a source yes-rate in [{lo}, {hi}]")
-    rows, values = [], {"t13.n_questions": len(chosen), "t13.questions": ",".join(chosen)}
+    rows, values = [], {"t13.n_questions": len(chosen), "t13.questions": ", ".join(chosen) if chosen else "none"}
     for model, pair in arms.items():
         p, a = pair_arms(_cut(pair["P"], "six", chosen), _cut(pair["A"], "six", chosen), names=["P", "A"])
         r = compare_arms(a, p, readout=readout, n_draws=n_draws, seed=seed)
         orig = balanced_accuracy_interval(a, readout=readout, side="c", n_draws=n_draws, seed=seed)
         subst = balanced_accuracy_interval(a, readout=readout, side="d", n_draws=n_draws, seed=seed)
         key = f"t13.{model}"
-        rows.append({"model": model, "trials": int(len(p)), "label-changing": int(p["label_changed"].sum()),
-                     "FR P": r["fr_2"], "FR A": r["fr_1"], "diff (pp)": 100 * r["diff"],
-                     "diff lo": 100 * r["diff_lo"], "diff hi": 100 * r["diff_hi"],
-                     "BA original (A)": orig["ba"], "BA lo": orig["ba_lo"], "BA hi": orig["ba_hi"],
+        rows.append({"model": model, "trials": int(len(p)), "label_changing": int(p["label_changed"].sum()),
+                     "fr_P": r["fr_2"], "fr_A": r["fr_1"], "diff": r["diff"],
+                     "diff_lo": r["diff_lo"], "diff_hi": r["diff_hi"],
+                     "ba_orig": orig["ba"], "ba_orig_lo": orig["ba_lo"], "ba_orig_hi": orig["ba_hi"],
                      "sensitivity": orig["sensitivity"], "specificity": orig["specificity"],
-                     "BA substitute (A)": subst["ba"]})
+                     "ba_sub": subst["ba"]})
         values.update({f"{key}.n_trials": int(len(p)), f"{key}.n_label_changed": int(p["label_changed"].sum()),
                        f"{key}.diff_pp": 100 * r["diff"], f"{key}.diff_lo_pp": 100 * r["diff_lo"],
                        f"{key}.diff_hi_pp": 100 * r["diff_hi"], f"{key}.ba_orig": orig["ba"],
@@ -217,7 +239,9 @@ def six_questions_table(arms: Mapping[str, Mapping[str, pd.DataFrame]], *, n_dra
                        f"{key}.ba_sub": subst["ba"], f"{key}.ba_sub_lo": subst["ba_lo"], f"{key}.ba_sub_hi": subst["ba_hi"]})
     caption = (f"The {len(chosen)} prespecified question(s) ({', '.join(chosen)}), {readout} readout; report effect "
                f"A − P and image-only (A) balanced accuracy; {n_draws} draws.")
-    return TableResult(pd.DataFrame(rows), values, labels={"diff lo": "2.5%", "diff hi": "97.5%"}, caption=caption)
+    frame = pd.DataFrame(rows)
+    return TableResult(frame, values, metrics={c: m for c, m in _ARM_METRICS.items() if c in frame.columns},
+                       labels=_ARM_LABELS, caption=caption)
 
 
 def model_row(trials: pd.DataFrame, primary: pd.DataFrame, *, model: str, n_draws: int, seed: int,
@@ -232,10 +256,17 @@ def model_row(trials: pd.DataFrame, primary: pd.DataFrame, *, model: str, n_draw
               f"{key}.more_lo_pp": 100 * r["diff_lo"], f"{key}.more_hi_pp": 100 * r["diff_hi"],
               f"{key}.ba_substitute": sub["ba"], f"{key}.ba_substitute_lo": sub["ba_lo"],
               f"{key}.ba_substitute_hi": sub["ba_hi"], f"{key}.n_trials": r["n_trials"]}
-    frame = pd.DataFrame([{"model": model, "FR P": r["fr_1"], "FR P lo": r["fr_1_lo"], "FR P hi": r["fr_1_hi"],
-                           "primary FR P": r["fr_2"], "more (pp)": 100 * r["diff"], "more lo": 100 * r["diff_lo"],
-                           "more hi": 100 * r["diff_hi"], "BA substitute": sub["ba"], "trials": r["n_trials"]}])
-    return TableResult(frame, values, caption=f"Table 4 row of {model}: all-14, report present, {readout} readout.")
+    frame = pd.DataFrame([{"model": model, "fr_P": r["fr_1"], "fr_P_lo": r["fr_1_lo"], "fr_P_hi": r["fr_1_hi"],
+                           "primary_fr_P": r["fr_2"], "more": r["diff"], "more_lo": r["diff_lo"],
+                           "more_hi": r["diff_hi"], "ba_sub": sub["ba"], "trials": r["n_trials"]}])
+    return TableResult(frame, values, index=("model",),
+                       metrics={"fr_P": "flip_rate", "fr_P_lo": "flip_rate", "fr_P_hi": "flip_rate",
+                                "primary_fr_P": "flip_rate", "more": "paired_diff", "more_lo": "paired_diff",
+                                "more_hi": "paired_diff", "ba_sub": "balanced_accuracy", "trials": "count"},
+                       labels={"fr_P": "FR P", "fr_P_lo": "FR P 2.5%", "fr_P_hi": "FR P 97.5%",
+                               "primary_fr_P": "primary model's FR P", "more": "more than the primary",
+                               "more_lo": "2.5%", "more_hi": "97.5%", "ba_sub": "BA substitute", "trials": "trials"},
+                       caption=f"Table 4 row of {model}: all-14, report present, {readout} readout.")
 
 
 def second_model_table(present: pd.DataFrame, absent: pd.DataFrame, *, model: str, n_draws: int, seed: int,
@@ -259,8 +290,8 @@ def second_model_table(present: pd.DataFrame, absent: pd.DataFrame, *, model: st
                        f"{key}.diff_hi_pp": 100 * r["diff_hi"], f"{key}.ratio": r["ratio"],
                        f"{key}.ratio_lo": r["ratio_lo"], f"{key}.ratio_hi": r["ratio_hi"],
                        f"{key}.n_trials": r["n_trials"]})
-        row = {"model": model, "design": design, "FR P": r["fr_2"], "FR A": r["fr_1"], "diff (pp)": 100 * r["diff"],
-               "diff lo": 100 * r["diff_lo"], "diff hi": 100 * r["diff_hi"], "ratio": r["ratio"],
+        row = {"model": model, "design": design, "fr_P": r["fr_2"], "fr_A": r["fr_1"], "diff": r["diff"],
+               "diff_lo": r["diff_lo"], "diff_hi": r["diff_hi"], "ratio": r["ratio"],
                "trials": r["n_trials"]}
         if design == "one_q":
             bp = balanced_accuracy_interval(p, readout=readout, side="c", n_draws=n_draws, seed=seed)
@@ -271,10 +302,16 @@ def second_model_table(present: pd.DataFrame, absent: pd.DataFrame, *, model: st
                            f"{key}.yes_A": int(yc.sum()), f"{key}.specificity_A": ba["specificity"],
                            f"{key}.ba_sub_A": bs["ba"], f"{key}.ba_sub_A_lo": bs["ba_lo"],
                            f"{key}.ba_sub_A_hi": bs["ba_hi"]})
-            row.update({"BA original P": bp["ba"], "BA original A": ba["ba"], "specificity A": ba["specificity"],
-                        "BA substitute A": bs["ba"]})
+            row.update({"ba_orig_P": bp["ba"], "ba_orig_A": ba["ba"], "specificity": ba["specificity"],
+                        "ba_sub": bs["ba"]})
         rows.append(row)
-    return TableResult(pd.DataFrame(rows), values, labels={"diff lo": "2.5%", "diff hi": "97.5%"},
+    frame = pd.DataFrame(rows)
+    metrics = {**{c: m for c, m in _ARM_METRICS.items() if c in frame.columns},
+               "ba_orig_P": "balanced_accuracy", "ba_orig_A": "balanced_accuracy"}
+    return TableResult(frame, values, metrics=metrics,
+                       labels={**_ARM_LABELS, "design": "design", "ba_orig_P": "BA original P",
+                               "ba_orig_A": "BA original A", "specificity": "specificity A",
+                               "ba_sub": "BA substitute A"},
                        caption=f"{model}: report effect on the one-question and all-14 designs, {readout} readout.")
 
 
@@ -297,7 +334,10 @@ def uninstructed_table(present: pd.DataFrame, absent: pd.DataFrame, *, model: st
         key = f"f.{model}.plain.{arm}"
         values.update({f"{key}.yes": int(yc.sum()), f"{key}.n": int(len(t)), f"{key}.yes_rate": float(yc.mean()),
                        f"{key}.bare_first_token": float(bare.mean())})
-        rows.append({"model": model, "arm": arm, "cases": int(len(t)), "yes (source image)": int(yc.sum()),
-                     "yes-rate": float(yc.mean()), "bare yes/no first token": float(bare.mean())})
+        rows.append({"model": model, "arm": arm, "cases": int(len(t)), "yes": int(yc.sum()),
+                     "yes_rate": float(yc.mean()), "bare": float(bare.mean())})
     return TableResult(pd.DataFrame(rows), values,
+                       metrics={"cases": "count", "yes": "count", "yes_rate": "yes_rate", "bare": "share"},
+                       labels={"model": "model", "arm": "arm", "yes": "yes (source image)",
+                               "bare": "bare yes/no first token"},
                        caption=f"{model} without the answer instruction ({design}, {readout} readout).")

@@ -111,16 +111,23 @@ def surrogate_table(present: pd.DataFrame, absent: pd.DataFrame, scores: Mapping
             lo_key, hi_key = (("diff_lo_pp", "diff_hi_pp") if stat == "diff" else (f"{stat}_lo", f"{stat}_hi"))
             values.update({f"{key}.{arm}.{'diff_pp' if stat == 'diff' else stat}": scale * est,
                            f"{key}.{arm}.{lo_key}": scale * lo, f"{key}.{arm}.{hi_key}": scale * hi})
-            rows.append({"arm": arm, "quantity": label, "estimate": scale * est, "lo": scale * lo, "hi": scale * hi})
+            rows.append({"arm": arm, "quantity": label, "metric": _ROW_METRIC[stat], "estimate": est, "lo": lo, "hi": hi})
     est, lo, hi = res.interval("A_minus_P")
     values.update({f"{key}.a_minus_p_pp": 100 * est, f"{key}.a_minus_p_lo_pp": 100 * lo,
                    f"{key}.a_minus_p_hi_pp": 100 * hi, f"{key}.n_draws": int(n_draws)})
-    rows.append({"arm": "A − P", "quantity": "difference of differences", "estimate": 100 * est, "lo": 100 * lo,
-                 "hi": 100 * hi})
+    rows.append({"arm": "A − P", "quantity": "difference of differences", "metric": "paired_diff", "estimate": est,
+                 "lo": lo, "hi": hi})
     caption = (f"Surrogate split (threshold {threshold}, exclusion band ±{band}): {values[f'{key}.n_change']} predicted "
                f"changes, {values[f'{key}.n_preserve']} preservations, {values[f'{key}.n_excluded']} excluded; "
                f"{n_draws} draws.")
-    return TableResult(pd.DataFrame(rows), values, labels={"lo": "2.5%", "hi": "97.5%"}, caption=caption)
+    # the "metric" column formats each row by its quantity: flip rates in %, differences in pp, ratios as x
+    return TableResult(pd.DataFrame(rows), values, labels={"lo": "2.5%", "hi": "97.5%"}, caption=caption,
+                       index=("arm", "quantity"))
+
+
+_ROW_METRIC = {"fr_change": "flip_rate", "fr_preserve": "flip_rate", "diff": "paired_diff", "ratio": "ratio",
+               "fr_label_changed": "flip_rate", "fr_label_unchanged": "flip_rate"}
+"""Table 24 quantity -> metric of resources/metrics.yaml."""
 
 
 def head_validity(trials: pd.DataFrame, scores: Mapping[str, Mapping[str, float]], *,
@@ -137,7 +144,10 @@ def head_validity(trials: pd.DataFrame, scores: Mapping[str, Mapping[str, float]
             continue
         s, t = s[keep], t[keep]
         au = auroc(s, t) if 0 < t.sum() < len(t) else float("nan")
-        rows.append({"question": q, "images": int(keep.sum()), "AUROC": au, "positive-call rate": float((s >= threshold).mean()),
+        rows.append({"question": q, "images": int(keep.sum()), "auroc": au, "call_rate": float((s >= threshold).mean()),
                      "prevalence": float(t.mean())})
         values.update({f"{q}.auroc": au, f"{q}.call_rate": float((s >= threshold).mean()), f"{q}.prevalence": float(t.mean())})
-    return TableResult(pd.DataFrame(rows), values)
+    return TableResult(pd.DataFrame(rows), values,
+                       metrics={"images": "count", "auroc": "auroc", "call_rate": "share", "prevalence": "prevalence"},
+                       labels={"question": "question", "images": "images", "auroc": "AUROC",
+                               "call_rate": "positive-call rate", "prevalence": "prevalence"})

@@ -23,6 +23,7 @@ from .modalens_arms import bootstrap_rates, flip_rate_rows, paired_trials, put_i
 from .result import TableResult
 
 __all__ = ["ORDER_ARMS", "UNCERTAIN_ARMS", "option_order_table", "option_order_shifts", "abstention_table",
+           "planted_abstention", "ABSTAIN_BAND",
            "PAPER_KEYS", "AUDIT_PREFIXES"]
 
 ORDER_ARMS = ("P", "A", "P_rev", "A_rev")
@@ -101,6 +102,43 @@ def option_order_shifts(arms: Mapping[str, pd.DataFrame]) -> TableResult:
                        caption="Option order: share of answers changed by the reversal and yes-rate shift (reversed − default)")
 
 
+_UNC_LABELS = {"P_unc": "report present, Yes/No/Uncertain", "A_unc": "report absent, Yes/No/Uncertain"}
+
+ABSTAIN_BAND = (0.4, 0.6)
+"""The reference models' planted abstention: under the Yes/No/Uncertain instruction they answer
+Uncertain exactly where ``0.4 < p(yes) < 0.6``, p(yes) = sigmoid(margin) of the same request
+(``shovir_core/models/reference.py``, ``ReferenceModel.score_yes_no``)."""
+
+
+def planted_abstention(trials: pd.DataFrame) -> dict:
+    """Abstentions of one Yes/No/Uncertain arm beside the planted rule :data:`ABSTAIN_BAND`.
+
+    Per side (``c``, ``d``): ``n_abstain_<side>`` (answers Uncertain), ``n_planted_<side>``
+    (trials with ``0.4 < sigmoid(margin) < 0.6``) and ``holds_<side>`` (the same trials, not just
+    the same count); ``holds`` (both sides); ``abstain_rate_c``; ``in_band_findings`` (the
+    questions with a trial in the band on either side, ``", "``-joined, or ``"none"``) and
+    ``n_in_band_findings``. For ``ref-blind-prior`` the margin is logit(prior) − logit(0.3), so the
+    band selects the findings whose demo prevalence puts p(yes) between 0.4 and 0.6, not those
+    whose prior lies there.
+    """
+    lo, hi = ABSTAIN_BAND
+    out: dict = {}
+    band_any = np.zeros(len(trials), dtype=bool)
+    for side in "cd":
+        p_yes = 1.0 / (1.0 + np.exp(-trials[f"margin_{side}"].to_numpy(float)))
+        band = (p_yes > lo) & (p_yes < hi)
+        unc = np.asarray(abstained(trials[f"answer_{side}"])).astype(bool)
+        band_any |= band
+        out.update({f"n_abstain_{side}": int(unc.sum()), f"n_planted_{side}": int(band.sum()),
+                    f"holds_{side}": bool(np.array_equal(unc, band))})
+    out["holds"] = out["holds_c"] and out["holds_d"]
+    out["abstain_rate_c"] = out["n_abstain_c"] / len(trials) if len(trials) else float("nan")
+    found = [f for f in pd.unique(trials["finding"].to_numpy()[band_any])]
+    out["in_band_findings"] = ", ".join(sorted(found)) if found else "none"
+    out["n_in_band_findings"] = len(found)
+    return out
+
+
 def abstention_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) -> TableResult:
     """Abstention rates, the substitution effect on abstention, and flips counting Uncertain.
 
@@ -126,12 +164,14 @@ def abstention_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: in
         put_interval(values, f"m.unc.{name}.substitution_effect_pp", res["substitution_effect"], scale=100)
         values[f"m.unc.{name}.n_abstain_c"] = int(ac.sum())
         values[f"m.unc.{name}.n_abstain_d"] = int(ad.sum())
-        rows.append({"arm": name, "quantity": "abstention, original image", "share": res["abstain_c"][0],
+        rows.append({"arm": _UNC_LABELS[name], "quantity": "abstention, original image", "metric": "abstention_rate",
+                     "share": res["abstain_c"][0],
                      "share_lo": res["abstain_c"][1], "share_hi": res["abstain_c"][2]})
-        rows.append({"arm": name, "quantity": "abstention, substitute", "share": res["abstain_d"][0],
+        rows.append({"arm": _UNC_LABELS[name], "quantity": "abstention, substitute", "metric": "abstention_rate",
+                     "share": res["abstain_d"][0],
                      "share_lo": res["abstain_d"][1], "share_hi": res["abstain_d"][2]})
-        rows.append({"arm": name, "quantity": "substitution effect on abstention (substitute − original)",
-                     "share": res["substitution_effect"][0], "share_lo": res["substitution_effect"][1],
+        rows.append({"arm": _UNC_LABELS[name], "quantity": "substitution effect on abstention (substitute − original)",
+                     "metric": "paired_diff", "share": res["substitution_effect"][0], "share_lo": res["substitution_effect"][1],
                      "share_hi": res["substitution_effect"][2]})
     # flips counting a change to or from Uncertain, and the forced choice, on the same draws
     fp, vp = uncertain_flips(paired["P_unc"]["answer_c"], paired["P_unc"]["answer_d"])
@@ -154,11 +194,13 @@ def abstention_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: in
     for k, label in (("flip.P", "flip rate counting Uncertain, P"), ("flip.A", "flip rate counting Uncertain, A"),
                      ("forced.P", "flip rate, forced Yes/No (generated), P"),
                      ("forced.A", "flip rate, forced Yes/No (generated), A")):
-        rows.append({"arm": k.split(".")[0], "quantity": label, "share": res[k][0], "share_lo": res[k][1],
+        rows.append({"arm": {"flip": "Yes/No/Uncertain", "forced": "forced Yes/No"}[k.split(".")[0]],
+                     "quantity": label, "metric": "flip_rate", "share": res[k][0], "share_lo": res[k][1],
                      "share_hi": res[k][2]})
     values["m.unc.n_trials"] = int(ok.sum())
-    return TableResult(pd.DataFrame(rows), values, metrics={"share": "share", "share_lo": "share_lo", "share_hi": "share_hi"},
-                       labels={"arm": "arm", "quantity": "quantity"},
+    # the "metric" column formats each row: abstention and flip rates in %, the substitution effect in pp
+    return TableResult(pd.DataFrame(rows), values, index=("arm", "quantity"),
+                       labels={"arm": "arm", "quantity": "quantity", "share": "estimate"},
                        caption="Yes/No/Uncertain: abstention and flips counting Uncertain, beside the forced choice")
 
 

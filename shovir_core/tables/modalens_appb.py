@@ -49,6 +49,23 @@ def _div(a, b):
 
 
 # --------------------------------------------------------------------------- SSIM
+_QUANTITY_LABELS = {
+    "q1": "first quartile", "median": "median", "q3": "third quartile", "max": "maximum", "min": "minimum",
+    "n_above": "pairs above the threshold", "share_above": "share of pairs above the threshold",
+    "threshold": "rejection threshold", "n_pairs": "pairs", "size": "image side compared (px)",
+    "raw_median": "median, uncentred", "n_images": "distinct images", "embedding_dim": "embedding dimension",
+    "rho_gap": "Spearman ρ with the time gap", "rho_gap_p": "p-value of ρ with the time gap",
+    "n_gap": "pairs with a time gap", "gap_unit": "time-gap unit", "rho_ssim": "Spearman ρ with SSIM",
+}
+"""Summary value key (after the ``ssim.`` / ``dist.`` prefix) -> the row label the table shows."""
+
+
+def _summary_frame(values: dict) -> pd.DataFrame:
+    keys = [k.split(".", 1)[1] for k in values]
+    return pd.DataFrame({"quantity": [_QUANTITY_LABELS.get(k, k.replace("_", " ")) for k in keys],
+                         "value": pd.Series(list(values.values()), dtype=object)})  # counts stay integers
+
+
 def ssim_summary(trials: pd.DataFrame, *, threshold: float, size: int | None = None) -> TableResult:
     """SSIM of every pair (one row per case of a ``modalens`` record): quartiles, maximum, count > threshold."""
     if "ssim" not in trials.columns or "case_id" not in trials.columns:
@@ -62,8 +79,7 @@ def ssim_summary(trials: pd.DataFrame, *, threshold: float, size: int | None = N
               "ssim.threshold": float(threshold), "ssim.n_pairs": int(len(s))}
     if size is not None:
         values["ssim.size"] = int(size)
-    frame = pd.DataFrame({"quantity": [k.split(".", 1)[1] for k in values],
-                          "value": pd.Series(list(values.values()), dtype=object)})  # counts stay integers
+    frame = _summary_frame(values)
     return TableResult(frame, values, labels={"quantity": "SSIM", "value": "value"},
                        caption="SSIM between source and substitute images (App. B).")
 
@@ -116,8 +132,7 @@ def distance_summary(distances: pd.DataFrame) -> TableResult:
     values["dist.gap_unit"] = str(distances["gap_unit"].iloc[0]) if "gap_unit" in distances.columns else "none"
     if "ssim" in distances.columns:
         values["dist.rho_ssim"] = float(_st.spearmanr(d, distances["ssim"].astype(float))[0])
-    frame = pd.DataFrame({"quantity": [k.split(".", 1)[1] for k in values],
-                          "value": pd.Series(list(values.values()), dtype=object)})  # counts stay integers
+    frame = _summary_frame(values)
     return TableResult(frame, values, labels={"quantity": "embedding distance", "value": "value"},
                        caption="Cosine distance of the two images' vision embeddings, cohort-mean-centred (App. B).")
 

@@ -27,7 +27,7 @@ from ..labels import POLICIES
 from ..metrics import modalens as mm
 from ..stats import cluster_bootstrap, paired_rates
 from ..vocab import COMPOSITE
-from .modalens import answers, compare_arms, design_subset, pair_arms
+from .modalens import DESIGN_LABELS, answers, compare_arms, design_subset, pair_arms
 from .result import TableResult
 
 __all__ = ["WEIGHTINGS", "POLICY_LABELS", "PAPER_POLICIES", "weighting_table", "policy_table",
@@ -278,7 +278,8 @@ def composite_excluded(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: 
                  ("flip rate, label-unchanged (P)", "flip_rate", acc["fr_unchanged"], acc["fr_unchanged_lo"],
                   acc["fr_unchanged_hi"])]
         for label, metric, est, lo, hi in items:
-            rows.append({"design": design, "quantity": label, "metric": metric, "estimate": est, "lo": lo, "hi": hi})
+            rows.append({"design": DESIGN_LABELS.get(design, design), "quantity": label, "metric": metric,
+                         "estimate": est, "lo": lo, "hi": hi})
         values.update({f"{pre}.fr_present": eff["fr_2"], f"{pre}.fr_absent": eff["fr_1"],
                        f"{pre}.diff_pp": 100 * eff["diff"], f"{pre}.diff_lo_pp": 100 * eff["diff_lo"],
                        f"{pre}.diff_hi_pp": 100 * eff["diff_hi"], f"{pre}.ratio": eff["ratio"],
@@ -289,8 +290,9 @@ def composite_excluded(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: 
     values["t15.composite.n_label_changed"] = int((comp["label_changed"].to_numpy(dtype=float) == 1).sum())
     values["t15.composite.n_trials"] = int(len(comp))
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values, labels={"design": "design", "quantity": "quantity", "estimate": "estimate",
-                                              "lo": "lo", "hi": "hi", "metric": "metric"},
+    return TableResult(frame, values, index=("design", "quantity"),
+                       labels={"design": "design", "quantity": "quantity", "estimate": "estimate",
+                               "lo": "lo", "hi": "hi", "metric": "metric"},
                        caption="Composite question excluded: 13-finding headline and accuracy (Table 15).")
 
 

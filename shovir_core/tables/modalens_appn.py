@@ -31,7 +31,7 @@ from ..stats.overlap import jaccard, phi
 from .modalens import rate_interval
 from .result import TableResult
 
-__all__ = ["planted_facts", "lens_table", "knockout_table", "knockout_overlap", "settling_table",
+__all__ = ["planted_facts", "lens_table", "knockout_table", "KNOCKOUT_ARM_LABELS", "knockout_overlap", "settling_table",
            "balanced_accuracy"]
 
 
@@ -116,6 +116,13 @@ def lens_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: int, tv: 
                                "agreement with the final answer.")
 
 
+KNOCKOUT_ARM_LABELS = {"report_answer": "report → answer query", "report_all": "report → every non-image query",
+                       "report_matched": "first report tokens (matched to the question)",
+                       "question": "question line", "image_matched": "image tokens (matched to the report)",
+                       "image_all": "every image token", "random_matched": "random positions (matched in number)"}
+"""Knockout arm key (the glue keys' stem) -> the row label the table shows."""
+
+
 def knockout_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) -> TableResult:
     """Flip rate (with intervals) and report-label agreement on the substitute by knockout start layer.
 
@@ -131,15 +138,17 @@ def knockout_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int)
             yc, yd = ko_c[:, j, 0] > ko_c[:, j, 1], ko_d[:, j, 0] > ko_d[:, j, 1]
             r = rate_interval(t, yc != yd, n_draws=n_draws, seed=seed)
             follows = float((yd[ok] == (target[ok] == 1)).mean())
-            rows.append({"arm": arm, "start_layer": layer, "flip_rate": r["estimate"], "lo": r["lo"], "hi": r["hi"],
+            rows.append({"arm": KNOCKOUT_ARM_LABELS.get(arm, arm), "start_layer": layer, "flip_rate": r["estimate"],
+                         "flip_rate_lo": r["lo"], "flip_rate_hi": r["hi"],
                          "report_label_agreement": follows, "n_trials": r["n"]})
             values.update({f"{arm}.L{layer}.flip_rate": r["estimate"], f"{arm}.L{layer}.lo": r["lo"],
                            f"{arm}.L{layer}.hi": r["hi"], f"{arm}.L{layer}.report_label_agreement": follows})
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values=values,
-                       metrics={"flip_rate": "flip_rate", "report_label_agreement": "accuracy"},
+    return TableResult(frame, values=values, index=("arm", "start_layer"),
+                       metrics={"flip_rate": "flip_rate", "flip_rate_lo": "flip_rate", "flip_rate_hi": "flip_rate",
+                                "report_label_agreement": "accuracy", "n_trials": "count"},
                        labels={"arm": "blocked span / query scope", "start_layer": "start layer",
-                               "lo": "95% lo", "hi": "95% hi", "n_trials": "trials",
+                               "flip_rate": "flip rate [95% CI]", "n_trials": "trials",
                                "report_label_agreement": "substitute answer = report label"},
                        caption="Attention knockout: flip rate by start layer (cumulative to the last layer).")
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .modalens import answers, design_subset
+from .modalens import DESIGN_LABELS, answers, design_subset
 from .modalens_arms import bootstrap_rates, flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
@@ -51,7 +51,7 @@ def design_comparison(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: i
             values.update(r.values)
             k = f"s41.{design}.{readout}"
             values[f"s41.{design}.n_trials"] = int(len(sub["P"]))
-            rows.append({"design": design, "readout": readout, "P": values[f"{k}.P.flip_rate"],
+            rows.append({"design": DESIGN_LABELS[design], "readout": readout, "P": values[f"{k}.P.flip_rate"],
                          "A": values[f"{k}.A.flip_rate"], "diff": values[f"{k}.A_minus_P.diff_pp"] / 100,
                          "diff_lo": values[f"{k}.A_minus_P.diff_pp_lo"] / 100,
                          "diff_hi": values[f"{k}.A_minus_P.diff_pp_hi"] / 100, "trials": values[f"{k}.n_trials"]})
