@@ -296,3 +296,13 @@ def test_glued_whole_number_floats_print_as_integers():
     assert _plain(9.0) == 9 and isinstance(_plain(9.0), int)
     assert _plain(np.float64(5.0)) == 5 and isinstance(_plain(np.float64(5.0)), int)
     assert _plain(0.25) == 0.25 and _plain(float("nan")) != _plain(float("nan"))
+
+
+def test_a_flat_tables_key_is_the_leading_text_columns_that_tell_rows_apart(outdir):
+    # 'paper' alone repeats; 'paper' + 'item' identifies each row, so every part carries both
+    frame = pd.DataFrame({"paper": ["shovir", "shovir", "modalens"], "item": ["§3.1", "Table 1", "Table 1"],
+                          **{f"a long descriptive header {i}": [0.5, 0.25, 0.125] for i in range(10)}})
+    md = render.table_markdown(TableResult(frame), name=None, budget_px=500, write_csv=False).markdown
+    parts = _parts(md)
+    assert len(parts) >= 2 and all(p[:2] == ["paper", "item"] for p in parts), parts
+    assert "Part 1 of" in md and f"Part {len(parts)} of {len(parts)}" in md  # uncaptioned parts are still labelled

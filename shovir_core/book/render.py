@@ -124,7 +124,10 @@ def _cell(v, *, fmt: str | None, missing: str) -> str:
         if fmt is None:  # a number of its own (a column of mixed quantities)
             return _free_number(float(v)).replace("-", "−")
         return never_zero(float(v), format(float(v), fmt)).replace("-", "−")
-    return str(v)
+    text = str(v)
+    if "-" in text and _NUMERIC_TEXT.match(text):  # a number formatted upstream (TableResult.display)
+        return text.replace("-", "−")
+    return text
 
 
 def _free_number(v: float) -> str:
@@ -490,21 +493,33 @@ def split_plan(widths: list[float], keys: list[int], units: list[list[int]], *, 
     return None
 
 
+def _row_key(text: pd.DataFrame, numeric: set[int], *, most: int = 3) -> list[int]:
+    """A flat table's row key: the fewest leading text columns (at most ``most``) whose values tell
+    every row apart (``paper`` + ``item``; a run id alone); the first text column when none do;
+    nothing when the table starts with a number."""
+    lead = []
+    for j in range(min(most, text.shape[1] - 1)):
+        if j in numeric:
+            break
+        lead.append(j)
+        if not text.iloc[:, lead].duplicated().any():
+            return lead
+    return lead[:1]
+
+
 def _split_columns(text: pd.DataFrame, n_keys: int, budget: float,
                    record_cols: set[int] = frozenset(), skip: frozenset = frozenset(),
                    raw: list | None = None) -> list[pd.DataFrame]:
     """``text`` as one table, or as parts that each repeat the row key (:func:`split_plan`).
 
-    The row key is the index levels; a flat table's first column when it is text (a run id, an
-    item name), so every part's rows can be matched.
+    The row key is the index levels; in a flat table, the leading text columns that tell its rows
+    apart (:func:`_row_key`), so every part's rows can be matched.
     """
     headers = list(text.columns)
     raw = list(raw) if raw is not None and len(raw) == len(headers) else [None] * len(headers)
     widths = _est_width(text, record_cols, skip)
     numeric = _numeric_columns(text, skip)
-    keys = list(range(n_keys))
-    if not keys and text.shape[1] > 1 and 0 not in numeric:
-        keys = [0]
+    keys = list(range(n_keys)) or _row_key(text, numeric)
     data = [j for j in range(text.shape[1]) if j not in keys]
     units = _units(headers, raw, data)
     counts = {j for j in numeric if _is_count_column(text.iloc[:, j])}
@@ -685,8 +700,8 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         for k, chunk in enumerate(chunks):
             head = caption if (s_i == 0 and k == 0) else short
             cap = head if section is None else f"{head.rstrip('.')} — {section}".lstrip(" —")
-            if len(chunks) > 1 and cap:
-                cap = f"{cap.rstrip('.')} (part {k + 1} of {len(chunks)})"
+            if len(chunks) > 1:
+                cap = f"{cap.rstrip('.')} (part {k + 1} of {len(chunks)})" if cap else f"Part {k + 1} of {len(chunks)}"
             shown = _blank_repeats(chunk, n_keys)
             cols = [list(text.columns).index(c) for c in chunk.columns]
             recs = {i for i, c in enumerate(cols) if c in record_cols}
