@@ -306,3 +306,9 @@ def test_a_flat_tables_key_is_the_leading_text_columns_that_tell_rows_apart(outd
     parts = _parts(md)
     assert len(parts) >= 2 and all(p[:2] == ["paper", "item"] for p in parts), parts
     assert "Part 1 of" in md and f"Part {len(parts)} of {len(parts)}" in md  # uncaptioned parts are still labelled
+
+
+def test_an_iso_date_never_breaks_at_its_hyphens(outdir):
+    frame = pd.DataFrame({"run_id": ["a/b/c"], "ended": ["2026-12-01"]})
+    md = render.table_markdown(TableResult(frame, caption="Dates."), name=None, write_csv=False).markdown
+    assert "2026\u201112\u201101" in md and "2026-12-01" not in md

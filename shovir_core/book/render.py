@@ -540,9 +540,14 @@ def _escape(text: str) -> str:
     return text if text.strip() else "\u00a0"
 
 
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
 def _cell_markup(value: str, header_is_record: bool) -> str:
     if header_is_record and value not in ("", "n/a"):
         return "{record}`" + value + "`"
+    if _ISO_DATE.match(str(value)):  # a date is one word: non-breaking hyphens keep "2026-12-01" on one line
+        return str(value).replace("-", "\u2011")
     return _escape(value)
 
 
