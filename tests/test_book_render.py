@@ -191,3 +191,124 @@ def test_empty_columns_are_named_not_shown_and_missing_words_stay_numeric(outdir
     md = render.table_markdown(t, name="empty", missing="unavailable", write_csv=False).markdown
     assert "GREEN" not in md.split("````")[1] and "Not shown, no value in this run: GREEN." in md
     assert "num-2" in md  # F1 (0.500, unavailable) is still a numeric column
+
+
+def _parts(md: str) -> list[list[str]]:
+    """The header row of every list-table in ``md``."""
+    out = []
+    for block in md.split("````{list-table}")[1:]:
+        lines = block.split("\n")
+        start = next(i for i, line in enumerate(lines) if line.startswith("* - "))
+        head = [lines[start][4:]]
+        for line in lines[start + 1:]:
+            if not line.startswith("  - "):
+                break
+            head.append(line[4:])
+        out.append(head)
+    return out
+
+
+def test_a_split_repeats_the_row_key_and_never_strands_one_column(outdir):
+    # a flat table (no index) whose first column is an item name: every part starts with it
+    frame = pd.DataFrame({"item": ["ShoViR Table 1", "ModaLens Appendix N"],
+                          **{f"long quantity name {i}": [0.123456, 0.5] for i in range(9)}})
+    md = render.table_markdown(TableResult(frame, caption="Wide flat."), name="flat", budget_px=450).markdown
+    parts = _parts(md)
+    assert len(parts) >= 2
+    assert all(p[0] == "item" for p in parts), parts
+    assert all(len(p) - 1 >= 2 for p in parts), parts
+    widths = [len(p) for p in parts]
+    assert max(widths) - min(widths) <= 1, f"parts are not balanced: {parts}"
+
+
+def test_an_estimate_and_its_bounds_stay_in_one_part(outdir):
+    frame = pd.DataFrame({"pairs": ["all label-differing pairs", "substitute later"], "n": [303, 159],
+                          "agree_P": [0.231, 0.2013], "agree_P_lo": [0.1557, 0.1337], "agree_P_hi": [0.3014, 0.2938],
+                          "flip_P": [0.0693, 0.0629], "agree_A": [0.1023, 0.0881], "agree_A_lo": [0.05, 0.031],
+                          "agree_A_hi": [0.166, 0.187], "flip_A": [0.1188, 0.1006]})
+    labels = {"agree_P": "Agreement, report present", "agree_P_lo": "95% low", "agree_P_hi": "95% high",
+              "flip_P": "FR, report present", "agree_A": "Agreement, report absent", "agree_A_lo": "A: 95% low",
+              "agree_A_hi": "A: 95% high", "flip_A": "FR, report absent"}
+    t = TableResult(frame, labels=labels, index=("pairs",), caption="Chronology.")
+    md = render.table_markdown(t, name="chron", intervals={}, budget_px=600).markdown
+    parts = _parts(md)
+    assert len(parts) >= 2, parts
+    for low, high, est in (("95% low", "95% high", "Agreement, report present"),
+                           ("A: 95% low", "A: 95% high", "Agreement, report absent")):
+        holder = [p for p in parts if low in p]
+        assert len(holder) == 1 and high in holder[0] and est in holder[0], parts
+        assert holder[0].index(high) == holder[0].index(low) + 1 == holder[0].index(est) + 2
+    assert all(len(p) - 1 >= 2 for p in parts), parts
+
+
+def test_a_slightly_too_wide_table_is_not_split(outdir):
+    # the old greedy split cut this into 5 columns + 1 stranded column
+    widths = [100.0] + [140.0] * 6
+    units = [[j] for j in range(1, 7)]
+    assert render.split_plan(widths, [0], units, budget=930) is None
+    # clearly too wide: balanced parts of at least two columns each
+    plan = render.split_plan([100.0] + [140.0] * 9, [0], [[j] for j in range(1, 10)], budget=930)
+    assert plan is not None and [len(p) for p in plan] in ([5, 4], [4, 5])
+    # no split with every part of two or more columns fits: keep it whole (it scrolls)
+    assert render.split_plan([100.0, 900.0, 900.0, 900.0], [0], [[1], [2], [3]], budget=930) is None
+
+
+def test_split_widths_are_measured_in_the_table_font():
+    text = pd.DataFrame({"model": ["ref-context-shortcut"], "Δ_X [95% CI]": ["−0.085 [−0.130, −0.048]"]})
+    w = render._est_width(text)
+    # DejaVu Sans at 14 px: about 150 px and 160 px of text (the old 8.6 px per character said 198 and 224)
+    assert 150 < w[0] < 185 and 160 < w[1] < 200, w
+
+
+def test_counts_print_as_integers_and_tiny_or_large_floats_stay_readable():
+    frame = pd.DataFrame({"model": ["blind", "tiny"], "calls": [2588.0, 256.0],
+                          "s_per_report": [0.000176, 0.00505], "reports_per_hour": [20482230.921, 713307.09],
+                          "mixed": [1014.0, 0.35], "plain": [0.9123, 0.5]})
+    text = render.format_frame(frame)
+    assert text["calls"].tolist() == ["2,588", "256"]
+    assert text["s per report"].tolist() == ["0.00018", "0.00505"]
+    assert text["reports per hour"].tolist() == ["20,482,231", "713,307"]
+    assert text["mixed"].tolist() == ["1,014", "0.350"]
+    assert text["plain"].tolist() == ["0.912", "0.500"]
+
+
+def test_metric_formats_never_print_a_tiny_value_as_zero_and_group_thousands():
+    from shovir_core.metrics.schema import metric_spec, never_zero
+
+    assert metric_spec("proportion").format_value(0.00004) == "0.000040"
+    assert metric_spec("proportion").format_value(0.0) == "0.000"
+    assert metric_spec("proportion").format_value(1e-17) == "0.000"  # rounding noise stays zero
+    assert metric_spec("flip_rate").format_value(0.5) == "50.00%"
+    assert metric_spec("value").format_value(20482230.9) == "20,482,231"
+    assert metric_spec("value").format_value(-0.008534) == "-0.00853"
+    assert never_zero(0.00003, "+0.00 pp") == "+0.000030 pp"
+
+
+def test_significant_digit_intervals_print_bounds_at_the_estimates_decimals():
+    frame = pd.DataFrame({"quantity": ["unchanged-answer rate"], "metric": ["value"], "d": [-0.0581],
+                          "d_lo": [-0.1326], "d_hi": [0.02202]})
+    assert render.format_frame(frame)["d [95% CI]"].tolist() == ["−0.0581 [−0.1326, 0.0220]"]
+
+
+def test_glued_whole_number_floats_print_as_integers():
+    from shovir_core.book.glue import _plain
+
+    assert _plain(9.0) == 9 and isinstance(_plain(9.0), int)
+    assert _plain(np.float64(5.0)) == 5 and isinstance(_plain(np.float64(5.0)), int)
+    assert _plain(0.25) == 0.25 and _plain(float("nan")) != _plain(float("nan"))
+
+
+def test_a_flat_tables_key_is_the_leading_text_columns_that_tell_rows_apart(outdir):
+    # 'paper' alone repeats; 'paper' + 'item' identifies each row, so every part carries both
+    frame = pd.DataFrame({"paper": ["shovir", "shovir", "modalens"], "item": ["§3.1", "Table 1", "Table 1"],
+                          **{f"a long descriptive header {i}": [0.5, 0.25, 0.125] for i in range(10)}})
+    md = render.table_markdown(TableResult(frame), name=None, budget_px=500, write_csv=False).markdown
+    parts = _parts(md)
+    assert len(parts) >= 2 and all(p[:2] == ["paper", "item"] for p in parts), parts
+    assert "Part 1 of" in md and f"Part {len(parts)} of {len(parts)}" in md  # uncaptioned parts are still labelled
+
+
+def test_an_iso_date_never_breaks_at_its_hyphens(outdir):
+    frame = pd.DataFrame({"run_id": ["a/b/c"], "ended": ["2026-12-01"]})
+    md = render.table_markdown(TableResult(frame, caption="Dates."), name=None, write_csv=False).markdown
+    assert "2026\u201112\u201101" in md and "2026-12-01" not in md

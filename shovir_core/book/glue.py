@@ -40,8 +40,12 @@ def load_runs(notebook: str, *, profile: str = "demo", run_ids: Mapping[str, str
 
 
 def _plain(value):
+    """A numpy scalar as its Python value; a whole-number float (a count computed in float, ``9.0``)
+    as an ``int``, so ``{glue:text}`` prints ``9`` (every float format spec accepts an int)."""
     if isinstance(value, np.generic):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
+        return int(value)
     return value
 
 

@@ -3,7 +3,7 @@
 :func:`table_markdown` turns a :class:`~shovir_core.tables.result.TableResult` into the MyST
 Markdown that a notebook cell outputs (``text/markdown``; the book parses it with
 ``nb_render_markdown_format: myst``), so every table of the book is a numbered Sphinx table
-(``Table 3``) that the text cross-references with ``{numref}`tbl-<name>```. Cells are formatted
+(``Book table 3``) that the text cross-references with ``{numref}`tbl-<name>```. Cells are formatted
 once, by quantity:
 
 * frame columns named in ``TableResult.metrics`` by ``resources/metrics.yaml`` (display name,
@@ -13,9 +13,11 @@ once, by quantity:
 * booleans as ``yes`` / ``no``; missing values (NaN, None) as the table's ``missing`` text
   (``"n/a"`` unless the table says why, e.g. ``"not run"``).
 
-Wide frames are reshaped, never scrolled: a frame with two column levels is stacked (the top
-level becomes a row group), and a frame still wider than :data:`WIDTH_BUDGET_PX` is split into
-several tables that repeat the row labels. ``groups`` splits long tables by a column into one
+Wide frames are reshaped first: a frame with two column levels is stacked (the top level becomes a
+row group), and a frame still clearly wider than :data:`WIDTH_BUDGET_PX` is split into balanced
+parts (:func:`split_plan`) that each repeat the row key, keep an estimate with its interval bounds,
+and hold at least two data columns; a table that is only slightly too wide, or cannot be split that
+way, scrolls inside its own container instead. ``groups`` splits long tables by a column into one
 table per section. The unformatted frame is written beside the book as CSV and linked under the
 table (``{download}`` role), so the numbers a reader sees are downloadable at full precision.
 """
@@ -26,15 +28,18 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .. import paths
+from ..metrics.schema import never_zero
 
 __all__ = ["OUTPUT_DIR_ENV", "output_dir", "default_name", "WIDTH_BUDGET_PX", "BookTable", "table_markdown",
-           "format_frame", "auto_intervals", "tables_dir", "check_name", "RECORD_COLUMN", "ROW_METRIC_COLUMN"]
+           "format_frame", "auto_intervals", "split_plan", "tables_dir", "check_name", "RECORD_COLUMN", "ROW_METRIC_COLUMN"]
 
 OUTPUT_DIR_ENV = "SHOVIR_BOOK_DIR"
 """The folder the executed notebook is written to (set by the runner; ``book/`` otherwise). Tables
@@ -45,7 +50,7 @@ TABLES_LINK_DIR = "_tables"
 """The CSVs' folder relative to the executed notebook (``book/_tables/<name>.csv``)."""
 
 WIDTH_BUDGET_PX = 930
-"""Estimated width (CSS px) above which a table is split; the book's text column is 936 px at 1400 px."""
+"""Estimated width (CSS px) a table part may take; the book's text column is 936 px at 1400 px."""
 
 ROW_METRIC_COLUMN = "metric"
 """A column of this name holding schema metric names formats each row's float columns by its metric
@@ -54,8 +59,14 @@ ROW_METRIC_COLUMN = "metric"
 RECORD_COLUMN = "run_id"
 """A column of this name holds run ids; its cells link to the record's manifest (``{record}`` role)."""
 
-_CHAR_PX = 8.6       # mean advance of the table font (14 px sans-serif, bold headers)
-_CELL_PAD_PX = 26    # left + right padding of a cell
+_FONT_PX = 14.0      # the table font: 0.875 rem
+_MONO_CHAR_PX = 7.8  # advance of the run ids' monospace font (0.8 rem)
+_CELL_PAD_PX = 18    # left + right padding of a cell (0.45 rem each) and its border
+_WRAP_PX = 170       # a text column is made about this wide before it wraps (at spaces)
+_SCROLL_SLACK = 1.15
+"""A table up to this many times the budget stays whole and scrolls inside its container."""
+_SOFT_BOND_PX = 150  # cost of a part boundary between columns that belong together
+_MAX_PLANS = 20000   # splits tried per number of parts (wider tables scroll)
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|{}$~])")
 _LIST_MARKER = re.compile(r"^([+\-]|\d+[.)])(\s|$)")
@@ -110,8 +121,41 @@ def _cell(v, *, fmt: str | None, missing: str) -> str:
     if isinstance(v, (float, np.floating)):
         if math.isinf(v):
             return "∞" if v > 0 else "−∞"
-        return format(float(v), fmt or ".3f").replace("-", "−")
-    return str(v)
+        if fmt is None:  # a number of its own (a column of mixed quantities)
+            return _free_number(float(v)).replace("-", "−")
+        return never_zero(float(v), format(float(v), fmt)).replace("-", "−")
+    text = str(v)
+    if "-" in text and _NUMERIC_TEXT.match(text):  # a number formatted upstream (TableResult.display)
+        return text.replace("-", "−")
+    return text
+
+
+def _free_number(v: float) -> str:
+    """A float with no column format: an integer-valued count as a count, else 3 decimals (2
+    significant digits when that would read 0.000), thousands separated."""
+    if v.is_integer() and abs(v) < 1e15 and (abs(v) >= 100 or v == 0):
+        return f"{int(v):,}"
+    if abs(v) >= 1e4:
+        return f"{v:,.0f}"
+    return never_zero(v, f"{v:,.3f}")
+
+
+def _column_format(values: pd.Series) -> str:
+    """One fixed precision for a float column without a format: 3 decimals, fewer for large
+    values (``,.0f`` from 1,000), more when the smallest non-zero value would read 0.00x (two
+    significant digits of it, at most 6 decimals); thousands separated."""
+    a = values.abs()
+    nz = a[a > 0]
+    if not len(nz):
+        return ",.3f"
+    small, big = nz.min(), a.max()
+    if small >= 1000:
+        return ",.0f"
+    if small >= 100:
+        return ",.1f"
+    if small < 0.01 and big < 1000:
+        return f",.{min(6, 1 - math.floor(math.log10(small)))}f"
+    return ",.3f"
 
 
 def _metric_cell(spec, v, missing: str) -> str:
@@ -184,9 +228,15 @@ def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = Non
         else:
             fmt = formats.get(col)
             numeric = pd.api.types.is_float_dtype(s) and not s.isna().all()
-            counts = numeric and np.allclose(s.dropna() % 1, 0) and 1 < s.dropna().abs().max() < 1e15
+            finite = s[np.isfinite(s)] if numeric else s.iloc[:0]
+            counts = numeric and len(finite) and np.allclose(finite % 1, 0) and 1 < finite.abs().max() < 1e15
             if fmt is None and counts:
-                vals = [miss if _is_missing(v) else f"{int(v):,}" for v in s]
+                vals = [_cell(v, fmt=None, missing=miss) if _is_missing(v) or math.isinf(v) else f"{int(v):,}"
+                        for v in s]
+            elif fmt is None and numeric:  # a whole count among fractions (a column of mixed quantities) stays whole
+                fmt = _column_format(finite)
+                vals = [f"{int(v):,}" if not _is_missing(v) and math.isfinite(v) and float(v).is_integer()
+                        and 1000 <= abs(v) < 1e15 else _cell(v, fmt=fmt, missing=miss) for v in s]
             else:
                 vals = [_cell(v, fmt=fmt, missing=miss) for v in s]
         out[col] = vals
@@ -198,9 +248,18 @@ def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = Non
             if c not in out:
                 raise ValueError(f"intervals: {c!r} is not a column of the table; columns: {shown}")
         miss = missing.get(lo, "n/a") if isinstance(missing, Mapping) else missing
+        if col in metrics:
+            specs = [metric_spec(metrics[col])] * len(flat)
+        elif row_metrics is not None and col not in formats and pd.api.types.is_float_dtype(flat[col]):
+            specs = row_metrics
+        else:
+            specs = [None] * len(flat)
+        # significant-digit formats: the bounds take the estimate's decimals ("−0.0581 [−0.1326, 0.0220]")
+        lows = [_at_decimals(spec, v, x, a) for spec, v, x, a in zip(specs, out[col], flat[lo], out[lo])]
+        highs = [_at_decimals(spec, v, y, b) for spec, v, y, b in zip(specs, out[col], flat[hi], out[hi])]
         out[col] = [v if (a == miss or b == miss or _is_missing(x) or _is_missing(y))
                     else f"{v} [{_strip_unit(a)}, {_strip_unit(b)}]"
-                    for v, a, b, x, y in zip(out[col], out[lo], out[hi], flat[lo], flat[hi])]
+                    for v, a, b, x, y in zip(out[col], lows, highs, flat[lo], flat[hi])]
         shown = [c for c in shown if c not in (lo, hi)]
     text = pd.DataFrame({c: out[c] for c in shown}, columns=shown)
     headers = []
@@ -223,6 +282,27 @@ def auto_intervals(columns) -> dict:
         if i > 0 and cols[i - 1] not in out and cols[i - 1] not in ("lo", "hi"):
             out[cols[i - 1]] = ("lo", "hi")
     return out
+
+
+_DECIMALS = re.compile(r"^[+\-−]?[\d,]*(?:\.(\d+))?")
+
+
+def _at_decimals(spec, estimate_text: str, value, text: str) -> str:
+    """``value`` (an interval bound) at the decimals of ``estimate_text`` when ``spec`` formats to
+    significant digits (``.4g``); ``text`` (its own formatting) otherwise."""
+    if spec is None or not spec.format.endswith(("g", "G")) or _is_missing(value) \
+            or not isinstance(value, (int, float, np.number)) or isinstance(value, (bool, np.bool_)):
+        return text
+    m = _DECIMALS.match(str(estimate_text))
+    if not m or not m.group(0) or "e" in str(estimate_text):
+        return text
+    decimals = len(m.group(1) or "")
+    x = float(value) * spec.scale
+    sign = "+" if spec.format.startswith("+") else ""
+    number = never_zero(x, format(x, f"{sign},.{decimals}f"))
+    unit = spec.unit
+    number = number + "%" if unit == "%" else (f"{number} {unit}" if unit == "pp" else number + unit)
+    return number.replace("-", "−")
 
 
 def _strip_unit(text: str) -> str:
@@ -274,40 +354,181 @@ def _stack_column_levels(frame: pd.DataFrame, metrics: dict, labels: Mapping | N
     return out, {k: v for k, v in flat.items() if k in inner}
 
 
+@lru_cache(maxsize=2)
+def _font(bold: bool):
+    """DejaVu Sans (shipped with matplotlib) at the table font size: the widest common sans-serif,
+    so widths measured with it are an upper bound for the fonts a reader's browser picks."""
+    from matplotlib import font_manager, ft2font
+
+    path = font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans",
+                                                             weight="bold" if bold else "normal"))
+    font = ft2font.FT2Font(path)
+    font.set_size(_FONT_PX, 72)  # points at 72 dpi: one point is one CSS px
+    return font
+
+
+@lru_cache(maxsize=65536)
+def _text_px(text: str, bold: bool = False) -> float:
+    """Width in CSS px of ``text`` in the table font (headers are bold)."""
+    if not text:
+        return 0.0
+    font = _font(bold)
+    font.set_text(text, 0.0)
+    return font.get_width_height()[0] / 64.0
+
+
 def _est_width(text: pd.DataFrame, record_cols: set[int] = frozenset(),
                skip: frozenset = frozenset()) -> list[float]:
-    """Estimated CSS px per column: numbers never wrap, text wraps to about 18 characters, run ids
-    (monospace at 0.8 rem) never wrap."""
+    """Estimated CSS px per column: numbers on one line, text wrapped at spaces to about
+    :data:`_WRAP_PX` (never narrower than its longest word), headers wrapped at spaces, run ids
+    (monospace at 0.8 rem) on one line."""
     numeric = _numeric_columns(text, skip)
     widths = []
     for j, col in enumerate(text.columns):
-        head = max((len(w) for w in str(col).split()), default=1)
-        body = max((len(v) for v in text[col]), default=1)
+        head = max((_text_px(w, True) for w in str(col).split()), default=0.0)
+        cells = [str(v) for v in text[col]]
         if j in record_cols:
-            body = body * 0.9
-        elif j not in numeric:
-            longest_word = max((len(w) for v in text[col] for w in str(v).split()), default=1)
-            body = max(min(body, 18), longest_word)
-        widths.append(max(head, body) * _CHAR_PX + _CELL_PAD_PX)
+            body = max((len(v) for v in cells), default=0) * _MONO_CHAR_PX
+        elif j in numeric:
+            body = max((_text_px(v) for v in cells), default=0.0)
+        else:
+            longest_word = max((_text_px(w) for v in cells for w in v.split()), default=0.0)
+            body = max(min(max((_text_px(v) for v in cells), default=0.0), _WRAP_PX), longest_word)
+        widths.append(max(head, body) + _CELL_PAD_PX)
     return widths
 
 
+_LOW = re.compile(r"(^|[\s_:.(])(low|lo|lower)\)?$|^2\.5 ?%$", re.IGNORECASE)
+_HIGH = re.compile(r"(^|[\s_:.(])(high|hi|upper)\)?$|^97\.5 ?%$", re.IGNORECASE)
+_COUNT_TEXT = re.compile(r"^[+\-−]?\d{1,3}(,\d{3})*$")
+
+
+def _is_count_column(cells) -> bool:
+    vals = [v for v in cells if v not in ("", "\u00a0", "n/a", "–")]
+    return bool(vals) and all(_COUNT_TEXT.match(v) for v in vals)
+
+
+def _first_word(header) -> str:
+    words = re.findall(r"[A-Za-zΔμ]+\w*", str(header))
+    return words[0].lower() if words else ""
+
+
+def _units(headers: list, raw: list, data: list[int]) -> list[list[int]]:
+    """``data`` columns grouped into runs that must stay in one part: an estimate with the
+    low/high columns of its interval right after it (``X``, ``X_lo``, ``X_hi``; headers ending
+    in ``low`` / ``high``, or ``2.5%`` / ``97.5%``)."""
+    def is_low(j):
+        return bool(_LOW.search(str(headers[j]))) or (raw[j] is not None and str(raw[j]).endswith(("_lo", "_low")))
+
+    def is_high(j):
+        return bool(_HIGH.search(str(headers[j]))) or (raw[j] is not None and str(raw[j]).endswith(("_hi", "_high")))
+
+    units: list[list[int]] = []
+    i = 0
+    while i < len(data):
+        j = data[i]
+        if i + 1 < len(data) and is_low(j) and is_high(data[i + 1]):
+            pair = [j, data[i + 1]]
+            if units and len(units[-1]) == 1 and not is_low(units[-1][0]) and units[-1][0] == j - 1:
+                units[-1] += pair  # the estimate the bounds belong to
+            else:
+                units.append(pair)
+            i += 2
+            continue
+        units.append([j])
+        i += 1
+    return units
+
+
+def _cut_penalty(left: int, right: int, headers: list, counts: set[int], numeric: set[int]) -> float:
+    """How much a part boundary between columns ``left`` and ``right`` costs (CSS px): columns
+    naming the same quantity (``SSIM q1`` | ``SSIM median``) and a value with the count that
+    follows it (``Flip rate`` | ``flips``) belong together."""
+    penalty = 0.0
+    a, b = _first_word(headers[left]), _first_word(headers[right])
+    if a and a == b:
+        penalty += _SOFT_BOND_PX
+    if left in numeric and left not in counts and right in counts:
+        penalty += _SOFT_BOND_PX
+    return penalty
+
+
+def split_plan(widths: list[float], keys: list[int], units: list[list[int]], *, budget: float,
+               penalties: Mapping[int, float] | None = None, slack: float | None = None) -> list[list[int]] | None:
+    """The data columns of each part of a split table, or ``None`` to keep the table whole.
+
+    ``widths`` are the columns' estimated px, ``keys`` the row-key columns every part repeats,
+    ``units`` the data columns in order, grouped into runs that stay together. A table up to
+    ``slack`` × ``budget`` wide stays whole (it scrolls inside its container rather than being cut
+    into silly parts). Otherwise the fewest parts that each fit in ``slack`` × ``budget`` are chosen,
+    every part holding at least two data columns (or one unit of several), the most even widths
+    and the cheapest boundaries (``penalties[i]``: the cost of a boundary before unit ``i``)
+    winning. ``None`` when no such split exists (the table scrolls).
+    """
+    slack = _SCROLL_SLACK if slack is None else slack
+    penalties = penalties or {}
+    if sum(widths) <= budget * slack or len(units) < 2:
+        return None
+    key_w = sum(widths[j] for j in keys)
+    unit_w = [sum(widths[j] for j in u) for u in units]
+    n = len(units)
+    for k in range(2, n + 1):
+        if math.comb(n - 1, k - 1) > _MAX_PLANS:
+            return None
+        best, best_cost = None, math.inf
+        for cuts in combinations(range(1, n), k - 1):
+            bounds = (0, *cuts, n)
+            parts = [list(range(a, b)) for a, b in zip(bounds, bounds[1:])]
+            if any(sum(len(units[i]) for i in p) < 2 for p in parts):
+                continue
+            pw = [key_w + sum(unit_w[i] for i in p) for p in parts]
+            if max(pw) > budget * slack:
+                continue
+            cost = (max(pw) - min(pw) + sum(penalties.get(c, 0.0) for c in cuts)
+                    + 4 * sum(max(0.0, w - budget) for w in pw))
+            if cost < best_cost:
+                best, best_cost = parts, cost
+        if best is not None:
+            return [[j for i in p for j in units[i]] for p in best]
+    return None
+
+
+def _row_key(text: pd.DataFrame, numeric: set[int], *, most: int = 3) -> list[int]:
+    """A flat table's row key: the fewest leading text columns (at most ``most``) whose values tell
+    every row apart (``paper`` + ``item``; a run id alone); the first text column when none do;
+    nothing when the table starts with a number."""
+    lead = []
+    for j in range(min(most, text.shape[1] - 1)):
+        if j in numeric:
+            break
+        lead.append(j)
+        if not text.iloc[:, lead].duplicated().any():
+            return lead
+    return lead[:1]
+
+
 def _split_columns(text: pd.DataFrame, n_keys: int, budget: float,
-                   record_cols: set[int] = frozenset(), skip: frozenset = frozenset()) -> list[pd.DataFrame]:
+                   record_cols: set[int] = frozenset(), skip: frozenset = frozenset(),
+                   raw: list | None = None) -> list[pd.DataFrame]:
+    """``text`` as one table, or as parts that each repeat the row key (:func:`split_plan`).
+
+    The row key is the index levels; in a flat table, the leading text columns that tell its rows
+    apart (:func:`_row_key`), so every part's rows can be matched.
+    """
+    headers = list(text.columns)
+    raw = list(raw) if raw is not None and len(raw) == len(headers) else [None] * len(headers)
     widths = _est_width(text, record_cols, skip)
-    if sum(widths) <= budget or text.shape[1] <= n_keys + 1:
+    numeric = _numeric_columns(text, skip)
+    keys = list(range(n_keys)) or _row_key(text, numeric)
+    data = [j for j in range(text.shape[1]) if j not in keys]
+    units = _units(headers, raw, data)
+    counts = {j for j in numeric if _is_count_column(text.iloc[:, j])}
+    penalties = {i: _cut_penalty(units[i - 1][-1], units[i][0], headers, counts, numeric)
+                 for i in range(1, len(units))}
+    plan = split_plan(widths, keys, units, budget=budget, penalties=penalties)
+    if plan is None:
         return [text]
-    key_w = sum(widths[:n_keys])
-    chunks, cur, cur_w = [], [], key_w
-    for i in range(n_keys, text.shape[1]):
-        if cur and cur_w + widths[i] > budget:
-            chunks.append(cur)
-            cur, cur_w = [], key_w
-        cur.append(i)
-        cur_w += widths[i]
-    chunks.append(cur)
-    keys = list(range(n_keys))
-    return [text.iloc[:, keys + c] for c in chunks]
+    return [text.iloc[:, keys + part] for part in plan]
 
 
 # --------------------------------------------------------------------------- MyST
@@ -319,9 +540,14 @@ def _escape(text: str) -> str:
     return text if text.strip() else "\u00a0"
 
 
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
 def _cell_markup(value: str, header_is_record: bool) -> str:
     if header_is_record and value not in ("", "n/a"):
         return "{record}`" + value + "`"
+    if _ISO_DATE.match(str(value)):  # a date is one word: non-breaking hyphens keep "2026-12-01" on one line
+        return str(value).replace("-", "\u2011")
     return _escape(value)
 
 
@@ -474,13 +700,13 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         raw_cols = [c for c in all_cols
                     if c != ROW_METRIC_COLUMN and not any(c in pair for pair in pairs.values())]
         record_cols = {j for j, c in enumerate(raw_cols) if c == RECORD_COLUMN}
-        chunks = _split_columns(text, n_keys, budget_px, record_cols, skip)
+        chunks = _split_columns(text, n_keys, budget_px, record_cols, skip, raw=raw_cols)
         section_blocks = []
         for k, chunk in enumerate(chunks):
             head = caption if (s_i == 0 and k == 0) else short
             cap = head if section is None else f"{head.rstrip('.')} — {section}".lstrip(" —")
-            if len(chunks) > 1 and cap:
-                cap = f"{cap.rstrip('.')} (part {k + 1} of {len(chunks)})"
+            if len(chunks) > 1:
+                cap = f"{cap.rstrip('.')} (part {k + 1} of {len(chunks)})" if cap else f"Part {k + 1} of {len(chunks)}"
             shown = _blank_repeats(chunk, n_keys)
             cols = [list(text.columns).index(c) for c in chunk.columns]
             recs = {i for i, c in enumerate(cols) if c in record_cols}

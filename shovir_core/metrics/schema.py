@@ -7,6 +7,7 @@ metric is named and formatted the same way everywhere.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -17,7 +18,8 @@ import yaml
 
 from .. import paths
 
-__all__ = ["MetricSpec", "metric_schema", "metric_spec", "format_metric", "display_frame", "SCHEMA_FILE"]
+__all__ = ["MetricSpec", "metric_schema", "metric_spec", "format_metric", "display_frame", "SCHEMA_FILE",
+           "significant", "never_zero"]
 
 SCHEMA_FILE = "metrics.yaml"
 _DIRECTIONS = ("higher", "lower", "none")
@@ -62,7 +64,15 @@ class MetricSpec:
         """Format ``value`` for display (``"4.70%"``, ``"+12.37 pp"``, ``"0.648"``); NaN gives ``"–"``."""
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return "–"
-        text = format(float(value) * self.scale, self.format)
+        x = float(value) * self.scale
+        fmt = self.format
+        if math.isfinite(x) and abs(x) >= 1e4:  # large values: thousands separated, no exponent
+            precision = _PLAIN_SPEC.match(fmt)
+            if precision and precision.group(3) in ("g", "G") and abs(x) >= 10 ** int(precision.group(2) or 6):
+                fmt = f"{precision.group(1)},.0f"
+            elif precision:
+                fmt = f"{precision.group(1)},.{precision.group(2) or 6}{precision.group(3) or 'f'}"
+        text = never_zero(x, format(x, fmt))  # a tiny non-zero value gets significant digits, never 0.000
         if self.unit == "%":
             return text + "%"
         return f"{text} {self.unit}" if self.unit in ("pp",) else text + self.unit
@@ -74,6 +84,33 @@ class MetricSpec:
         if not math.isnan(v) and ((lo is not None and v < lo - 1e-12) or (hi is not None and v > hi + 1e-12)):
             raise ValueError(f"metric {self.name!r}: value {v} outside its range [{lo}, {hi}]")
         return v
+
+
+_PLAIN_SPEC = re.compile(r"^([+\- ]?)\.(\d+)([fFgG%]?)$")
+_FIXED_TEXT = re.compile(r"^([+\-−]?)([\d,]*\.?\d*)(.*)$", re.S)
+
+
+def significant(value: float, digits: int = 2) -> str:
+    """``value`` to ``digits`` significant digits in plain decimals (``0.00018``, ``4.9e−07`` below 1e−6)."""
+    if value == 0 or not math.isfinite(value):
+        return format(value, "g")
+    exp = math.floor(math.log10(abs(value)))
+    if exp < -6:
+        return format(value, f".{digits - 1}e")
+    decimals = max(0, digits - 1 - exp)
+    return format(value, f",.{decimals}f")
+
+
+def never_zero(value: float, text: str, *, digits: int = 2) -> str:
+    """``text`` (``value`` formatted at a fixed precision), unless it reads as zero while ``value`` is
+    not: then ``value`` to ``digits`` significant digits, so a tiny positive time never prints 0.000.
+    Values within 1e−12 of zero (rounding noise of a difference) stay zero."""
+    if not math.isfinite(value) or abs(value) < 1e-12:
+        return text
+    m = _FIXED_TEXT.match(text)
+    if m and m.group(2) and set(m.group(2)) <= set("0.,"):
+        return ("+" if m.group(1) == "+" and value > 0 else "") + significant(value, digits) + m.group(3)
+    return text
 
 
 def _parse(name: str, entry: dict) -> MetricSpec:
