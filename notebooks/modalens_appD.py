@@ -27,8 +27,8 @@
 # **What the demo runs.** The 64-px NIH cohort (one-question design on
 # {glue:text}`ml.d.framing.n_trials` cases) has no report text and no study dates: reports are
 # **template reports** written from the labels, and chronology is the order of the NIH follow-up
-# visits. The model is `ref-anchored@0.5` (half report, half image evidence), whose report weight
-# is halved when a warning precedes the report and unchanged under the historical framing — a
+# visits. The model is `ref-anchored@0.5` (a hashed half of the (report, question) pairs answered
+# from the report, the rest from the image), whose report weight is halved when a warning precedes the report and unchanged under the historical framing — a
 # **planted framing effect** the chapter must recover inside its interval. `ref-blind-prior` must be
 # unaffected by every framing. The framing sentences are this package's paraphrases of the paper's
 # description (`shovir_core.models.prompts.FRAMINGS`); the verbatim sentences are not published.

@@ -195,6 +195,8 @@ if primary_w is not None:
     # on image-branch trials (the planted gate, checked trial by trial on every question)
     gate = g.anchoring_gate_check(P, A, w=primary_w)
     assert gate["holds"] and gate["n_report_branch"] > 0 and gate["n_image_branch"] > 0, gate
+    share = gate["n_report_branch"] / (gate["n_report_branch"] + gate["n_image_branch"])
+    assert abs(share - primary_w) < 0.06, f"realised report-branch share {share:.3f}, planted w = {primary_w}"
     book.show(labelled_values({**gate, "w": primary_w}, {
         "w": "report weight w", "n_report_branch": "trials on the report branch",
         "n_image_branch": "trials on the image branch", "share_report_branch": "share on the report branch",

@@ -24,7 +24,8 @@
 # (`ref-image-classifier`) with its own operating points (its training class priors), not
 # TorchXRayVision; its scores are operating-point normalised as the paper's are. The model is
 # `ref-anchored@0.5`, whose planted behaviour is that the report-absent answer is the CNN's call and
-# the report-present answer mixes the report's label with the CNN's evidence half and half. The
+# that with the report present a hashed half of the (report, question) pairs is answered from the
+# report alone and the other half exactly as without it, from the CNN (no mixture of the two). The
 # surrogate shares that CNN, so both arms' flips concentrate on predicted changes; the chapter
 # asserts that the report-absent arm's concentration (change − preservation) is larger, with an
 # interval above zero.

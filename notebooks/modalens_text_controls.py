@@ -81,6 +81,9 @@ for arm in tct.ARMS:
 assert v["tc.n_section_cases"] + v["tc.n_section_excluded"] == v["tc.n_cases"]
 for arm in ("findings_only", "impression_only"):
     assert runs[arm].manifest["counts"]["n_text_control_excluded"] == v["tc.n_section_excluded"]
+if runs["answer_sentence"].manifest["spec"]["model"].startswith("ref-anchored@"):
+    # planted: a hashed share w of the pairs (each case's sentence phrased differently) answer from it
+    assert v["tc.answer_sentence.source_agreement_c"] > 0.4, v["tc.answer_sentence.source_agreement_c"]
 book.glue_values("ml", v, runs=runs)
 
 # %% [markdown]

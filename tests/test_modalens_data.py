@@ -55,6 +55,45 @@ def test_template_reports_read_back_by_the_reference_reader(seed):
         assert read[finding] == expected, (finding, code)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_varied_template_reports_state_the_same_codes(seed):
+    """Every varied phrasing is read back to the study's codes by the reference reader, the rules
+    labeller and the text controls' mention lexicon; the wording depends on the key only."""
+    from shovir_core.data.text_controls import mentions, split_sentences
+    from shovir_core.labeling import label_reports
+
+    rng = np.random.default_rng(seed)
+    labels = dict(zip(FINDINGS_13, rng.choice([1.0, 0.0, np.nan], size=len(FINDINGS_13))))
+    texts = [template_report(labels, negatives="all", wording="varied", key=f"s{seed}-{k}") for k in range(12)]
+    assert texts[0] == template_report(labels, negatives="all", wording="varied", key=f"s{seed}-0")
+    assert len(set(texts)) >= 10  # the phrasing varies from study to study
+    coded = label_reports(texts, labeller="rules")
+    for text, (_, codes) in zip(texts, coded.iterrows()):
+        read = read_report(text)
+        named = set().union(*(mentions(s) for s in split_sentences(text)))
+        for finding, code in labels.items():
+            if np.isnan(code):
+                assert read[finding] == 0.0 and finding not in named, (text, finding)
+            else:
+                assert read[finding] == (1.0 if code == 1 else -1.0), (text, finding)
+                assert codes[finding] == code, (text, finding)
+                assert finding in named, (text, finding)
+
+
+def test_varied_wording_options():
+    labels = {"Edema": 1.0, "Pneumothorax": 0.0}
+    assert template_report(labels) == template_report(labels, wording="fixed", key="ignored")
+    with pytest.raises(ValueError, match="needs the study key"):
+        template_report(labels, wording="varied")
+    with pytest.raises(ValueError, match="wording"):
+        template_report(labels, wording="free")
+    frame = pd.DataFrame([[1.0] + [0.0] * 13] * 3, columns=list(CHEXPERT_CLASSES), index=["a", "b", "c"])
+    by_index = template_reports(frame, negatives="all", wording="varied")["text"]
+    by_keys = template_reports(frame, negatives="all", wording="varied", keys=["a", "b", "c"])["text"]
+    assert by_index.tolist() == by_keys.tolist() and by_index.nunique() == 3
+    assert template_fingerprint(negatives="all") != template_fingerprint(negatives="all", wording="varied")
+
+
 def test_template_reports_frame_and_fingerprint():
     labels = pd.DataFrame([[1.0] + [np.nan] * 13, [np.nan] * 13 + [1.0]], columns=list(CHEXPERT_CLASSES),
                           index=pd.Index(["s1", "s2"], name="study_id"))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from shovir_core.data import text_controls as tc
-from shovir_core.data.template_reports import template_report
+from shovir_core.data.template_reports import POSITIVE_FORMS, template_report
 from shovir_core.labels import FINDINGS_13
 from shovir_core.models.report_text import read_report
 
@@ -146,6 +146,28 @@ def test_apply_text_control_identity_exclusions_and_errors():
     assert tc.apply_text_control("none", text, finding="Edema") == text
     assert tc.apply_text_control("answer_sentence", text, finding="Edema", label=float("nan")) is None
     assert tc.apply_text_control("opposite_label", text, finding="Edema", label=None) is None
-    assert tc.apply_text_control("answer_sentence", text, finding="Edema", label=1.0) == "There is pulmonary edema."
+    shown = tc.apply_text_control("answer_sentence", text, finding="Edema", label=1.0, case_id="c1")
+    assert shown in {f.format(phrase="pulmonary edema", Phrase="Pulmonary edema") for f in POSITIVE_FORMS}
+    assert shown == tc.apply_text_control("answer_sentence", text, finding="Edema", label=1.0, case_id="c1")
     with pytest.raises(ValueError, match="unknown text control"):
         tc.apply_text_control("shuffled", text, finding="Edema")
+
+
+@pytest.mark.parametrize("finding", [*FINDINGS_13, "composite"])
+def test_answer_sentence_phrasing_is_drawn_per_case_and_states_the_label(finding):
+    """Cases asking the same finding see different answer sentences, each stating the source label."""
+    from shovir_core.labeling import label_reports
+
+    labels = (0, 1) if finding != "composite" else (0,)
+    for label in labels:
+        shown = {tc.apply_text_control("answer_sentence", "FINDINGS: x.", finding=finding, label=float(label),
+                                       case_id=f"case{k}") for k in range(40)}
+        assert len(shown) >= (4 if finding != "composite" else 30), (finding, label, shown)
+        for sentence in shown:
+            assert tc.names_finding(sentence, finding)
+            read = read_report(sentence)
+            codes = label_reports([sentence], labeller="rules").iloc[0]
+            targets = [finding] if finding != "composite" else list(FINDINGS_13)
+            for f in targets:
+                assert read[f] == (1.0 if label else -1.0), (sentence, f)
+                assert codes[f] == float(label), (sentence, f)

@@ -11,7 +11,8 @@ control             report shown
 ``boilerplate``     clinical boilerplate without any finding, same length, drawn per case
                     from :data:`BOILERPLATE_SENTENCES`
 ``finding_removed`` the report without the sentences that name the asked finding
-``answer_sentence`` one sentence stating the reference answer (the source label)
+``answer_sentence`` one sentence stating the reference answer (the source label), its phrasing
+                    drawn per case
 ``opposite_label``  the sentences naming the asked finding replaced by one sentence stating
                     the opposite label
 ``findings_only``   the FINDINGS section alone (cases with both sections)
@@ -25,7 +26,12 @@ included) finds it there; for the composite question ("any acute cardiopulmonary
 sentence names it when it names any of the 13 findings or says "acute cardiopulmonary". The
 answer and opposite sentences use the phrases of
 :data:`shovir_core.data.template_reports.PHRASES`; the composite's negative sentence lists the 13
-findings so that it states the answer, not only its wording.
+findings so that it states the answer, not only its wording. The answer-sentence control draws its
+phrasing per case (one of :data:`~shovir_core.data.template_reports.POSITIVE_FORMS` /
+:data:`~shovir_core.data.template_reports.NEGATIVE_FORMS`; for the composite's negative sentence,
+the order of the 13 listed findings), so that cases asking the same finding do not all see one
+byte-identical report, as no two real reports are; the opposite-label sentence keeps the first
+phrasing (it sits inside the case's own report).
 
 Sections. :func:`parse_sections` finds the FINDINGS and IMPRESSION sections in the header forms
 real reports use: upper-case headers at a line start or inline (``FINDINGS:``, ``IMPRESSION:``),
@@ -35,7 +41,7 @@ Any other upper-case header (``INDICATION:``, ``COMPARISON:``, ...) ends a secti
 without both sections returns ``None`` from the section controls: the protocol counts those
 cases and leaves them out of the section arms.
 
-Everything is deterministic: the two random controls draw from
+Everything is deterministic: the two random controls and the answer sentence draw from
 :func:`shovir_core.perturb.rng.seed_sequence` of ``(seed, "text_control", control, case id)``.
 """
 from __future__ import annotations
@@ -48,7 +54,7 @@ import numpy as np
 
 from ..labels import FINDINGS_13
 from ..vocab import COMPOSITE
-from .template_reports import PHRASES
+from .template_reports import NEGATIVE_FORMS, PHRASES, POSITIVE_FORMS
 
 __all__ = [
     "TEXT_CONTROLS", "SECTION_CONTROLS", "RANDOM_CONTROLS", "NEUTRAL_SENTENCES", "BOILERPLATE_SENTENCES",
@@ -281,8 +287,11 @@ def names_finding(sentence: str, finding: str) -> bool:
     return finding in mentions(sentence)
 
 
-def answer_sentence(finding: str, label: float) -> str:
+def answer_sentence(finding: str, label: float, *, rng: np.random.Generator | None = None) -> str:
     """One sentence stating ``label`` (1 = present, 0 = absent) for the asked finding.
+
+    Without ``rng`` the first phrasing; with it, a phrasing drawn from ``rng`` (see the module
+    docstring). Every phrasing states the same label.
 
     >>> answer_sentence("Edema", 1), answer_sentence("Pleural Effusion", 0)
     ('There is pulmonary edema.', 'No pleural effusion.')
@@ -294,11 +303,15 @@ def answer_sentence(finding: str, label: float) -> str:
     if finding == COMPOSITE:
         if label:
             return "There is an acute cardiopulmonary finding."
-        listed = ", ".join(PHRASES[f] for f in FINDINGS_13[:-1]) + f" or {PHRASES[FINDINGS_13[-1]]}"
+        order = list(FINDINGS_13) if rng is None else [FINDINGS_13[int(i)] for i in rng.permutation(len(FINDINGS_13))]
+        listed = ", ".join(PHRASES[f] for f in order[:-1]) + f" or {PHRASES[order[-1]]}"
         return f"No acute cardiopulmonary finding (no {listed})."
     if finding not in FINDINGS_13:
         raise ValueError(f"unknown finding {finding!r}; use one of {list(FINDINGS_13)} or {COMPOSITE!r}")
-    return f"There is {PHRASES[finding]}." if label else f"No {PHRASES[finding]}."
+    forms = POSITIVE_FORMS if label else NEGATIVE_FORMS
+    form = forms[0] if rng is None else forms[int(rng.integers(len(forms)))]
+    phrase = PHRASES[finding]
+    return form.format(phrase=phrase, Phrase=phrase[0].upper() + phrase[1:])
 
 
 def _rebuild(text: str, keep: list[tuple[str, str]]) -> str:
@@ -398,16 +411,16 @@ def apply_text_control(control: str, text: str, *, finding: str, label: float | 
         The source label of the asked finding (1 / 0; ``None`` or NaN where the label policy
         excludes it -- the answer and opposite controls then return ``None``).
     seed, case_id
-        The random stream of the neutral-prose and boilerplate controls.
+        The random stream of the neutral-prose, boilerplate and answer-sentence controls.
     """
     if control not in TEXT_CONTROLS:
         raise ValueError(f"unknown text control {control!r}; use one of {list(TEXT_CONTROLS)}")
     if control == "none":
         return text
-    if control in RANDOM_CONTROLS:
-        from ..perturb.rng import seed_sequence
+    from ..perturb.rng import seed_sequence
 
-        rng = np.random.default_rng(seed_sequence(int(seed), "text_control", control, str(case_id)))
+    rng = np.random.default_rng(seed_sequence(int(seed), "text_control", control, str(case_id)))
+    if control in RANDOM_CONTROLS:
         pool = NEUTRAL_SENTENCES if control == "neutral_prose" else BOILERPLATE_SENTENCES
         return length_matched(max(len(text), 1), pool, rng)
     if control in SECTION_CONTROLS:
@@ -417,5 +430,5 @@ def apply_text_control(control: str, text: str, *, finding: str, label: float | 
     if label is None or (isinstance(label, float) and np.isnan(label)):
         return None
     if control == "answer_sentence":
-        return answer_sentence(finding, int(label))
+        return answer_sentence(finding, int(label), rng=rng)
     return replace_with_opposite(text, finding, int(label))

@@ -374,6 +374,14 @@ class Anchored(ImageClassifier):
     (a trial that follows the report at w follows it at every larger w), so the flip rate falls
     monotonically along a sweep of w on the same trials.
 
+    The gate is a function of the pair's text, so the realised share of *trials* that follow the
+    report is near w only when the trials' reports differ: trials that share a byte-identical report
+    share one draw. The ModaLens demo's template reports therefore state every negative and draw
+    their phrasing per study (:mod:`shovir_core.data.template_reports`, ``wording="varied"``), which
+    also makes the report branch answer every stated finding from the report rather than from the
+    ``ref-blind-prior`` fallback of an unmentioned one (on the one-question demo design the share is
+    0.51 at w = 0.5; a test holds it within 0.06 of w).
+
     (A logit mixture ``w * report + (1 - w) * image`` does not anchor: where the report and a
     confident image disagree -- the one-question design asks each case's positive finding, on
     which the CNN's margin averages -6 against the report's +4 -- the mixture lands near 0, and

@@ -21,7 +21,10 @@ Questions
 Reports
     The source study's report, fixed on both sides. Datasets without report text (the 64-px NIH
     demo) use :func:`shovir_core.data.template_reports.template_report` of the study's labels
-    (``reports: template``); the record says which.
+    (``reports: template``); the record says which. By default the template states every negative
+    code and draws its phrasing per study (``template_negatives: all``, ``template_wording:
+    varied``), as real reports state their negatives and differ from study to study; the fixed
+    routine-negative template (``routine``, ``fixed``) is the one ``ref-vlm`` was trained on.
 Prompt variants
     ``template`` (``alt``: App. L), ``order`` (text first: App. H), ``instruction`` (``no_yes``,
     ``yes_no_uncertain``: App. M), ``framing`` (a sentence before the report, App. D) and
@@ -112,7 +115,10 @@ def _spec_schema() -> SpecSchema:
         Field("image", bool, True, doc="show the image (false: the image-absent ablation arm)"),
         Field("answer_tokens", int, 8, range=(1, 256), doc="greedy tokens of the generated answer"),
         Field("reports", str, "auto", choices=("auto", "dataset", "template")),
-        Field("template_negatives", str, "routine", choices=("routine", "all", "none")),
+        Field("template_negatives", str, "all", choices=("routine", "all", "none"),
+              doc="negative codes the template reports state (reports: template)"),
+        Field("template_wording", str, "varied", choices=("fixed", "varied"),
+              doc="template-report phrasing: one per sentence kind, or drawn per study (reports: template)"),
         Field("substitute_seed", int, 0, range=(0, None)),
         Field("ssim_size", int, 896, range=(8, None), doc="side of the greyscale images SSIM compares"),
         Field("ssim_threshold", float, 0.9, range=(0.0, 1.0)),
@@ -125,7 +131,8 @@ def _spec_schema() -> SpecSchema:
               doc="sentence before the report (App. D: historical, warning); needs report: present"),
         Field("text_control", str, "none", choices=TEXT_CONTROLS,
               doc="report text-content control (Table 18, shovir_core.data.text_controls); needs report: present"),
-        Field("text_control_seed", int, 0, range=(0, None), doc="seed of the neutral-prose and boilerplate draws"),
+        Field("text_control_seed", int, 0, range=(0, None),
+              doc="seed of the neutral-prose, boilerplate and answer-sentence draws"),
         # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
         Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
         Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
@@ -344,7 +351,8 @@ def _reports(spec: dict, cases: pd.DataFrame) -> pd.Series:
         text.index = text.index.astype(str)
         return pd.Series(text.loc[cases["study_id"]].to_numpy(), index=cases["case_id"])
     labels = ds.labels.reindex(cases["image_id"])
-    reps = template_reports(labels, negatives=spec["template_negatives"])
+    reps = template_reports(labels, negatives=spec["template_negatives"], wording=spec["template_wording"],
+                            keys=cases["study_id"].astype(str).tolist())
     return pd.Series(reps["text"].to_numpy(), index=cases["case_id"])
 
 
@@ -389,7 +397,7 @@ def resolve_spec(spec: dict) -> dict:
         raise ValueError(f"modalens: dataset {out['dataset']!r} has no report text; use reports: template")
     pinned_template = out.pop("template_id", None)
     if out["reports"] == "template":
-        out["template_id"] = template_fingerprint(negatives=out["template_negatives"])
+        out["template_id"] = template_fingerprint(negatives=out["template_negatives"], wording=out["template_wording"])
         if pinned_template not in (None, out["template_id"]):
             raise ValueError("modalens: the template-report writer changed since the spec was resolved")
     if out["design"] == "six":
@@ -604,7 +612,8 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
 
 # --------------------------------------------------------------------------- several arms at once
 _CASE_KEYS = ("dataset", "dataset_sha256", "substitute_seed", "ssim_size", "ssim_threshold", "n_patients",
-              "subset_seed", "reports", "template_negatives", "template_id", "primary_policy", "answer_tokens")
+              "subset_seed", "reports", "template_negatives", "template_wording", "template_id", "primary_policy",
+              "answer_tokens")
 """Spec keys that arms scored together must share (same cases, reports, labels and decoding)."""
 
 
