@@ -19,8 +19,8 @@
 # against {glue:text}`mlf.paper.llava_A:.2f`% without),
 # while no model reads the substituted image above chance on the one-question set.
 #
-# **What the demo profile runs.** The reference model `ref-anchored@0.5` (planted: half report, half
-# image evidence) stands in for a real model; the tiny random Gemma-3, LLaVA-NeXT
+# **What the demo profile runs.** The reference model `ref-anchored@0.5` (planted: a hashed half of the
+# (report, question) pairs answer from the report, the rest from the image) stands in for a real model; the tiny random Gemma-3, LLaVA-NeXT
 # (`LlavaNextForConditionalGeneration`, anyres tiling) and Qwen3.5 (`Qwen3_5ForConditionalGeneration`,
 # linear and full attention, thinking disabled in the template) models run the same arms on a few
 # patients, showing that each architecture's adapter, chat template and token families work end

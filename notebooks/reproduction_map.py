@@ -54,7 +54,7 @@ book.glue_values("repro", result.values, runs=runs)
 # The map lists {glue:}`repro.n_items` items ({glue:}`repro.n_items_shovir` of ShoViR,
 # {glue:}`repro.n_items_modalens` of ModaLens); {glue:}`repro.n_with_notebook` have a chapter in this
 # book and {glue:}`repro.n_with_command` a paper-scale command. The {glue:}`repro.n_model_items` items
-# that call a model need {glue:}`repro.paper_trials_total` trials at the papers' scale (lower bounds
+# that call a model need {glue:text}`repro.paper_trials_total:,` trials at the papers' scale (lower bounds
 # where the paper does not give the grid, as the notes say). On this machine a ShoViR trial of the
 # tiny transformer took {glue:}`repro.shovir.s_per_trial_tiny_cpu` s and a ModaLens trial
 # {glue:}`repro.modalens.s_per_trial_tiny_cpu` s (median over chapters; "not measured" where no record
