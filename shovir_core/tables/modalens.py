@@ -521,8 +521,8 @@ def margin_by_finding(present: pd.DataFrame, absent: pd.DataFrame) -> TableResul
 
 # --------------------------------------------------------------------------- validation
 def _gate_range(present: pd.DataFrame, flips_absent: np.ndarray, *, w: float, n_draws: int,
-                seed: int) -> tuple[float, float]:
-    """Central 95 % range of the report-present flip rate of ``ref-anchored@w`` over its gate.
+                seed: int, level: float = 0.95) -> tuple[float, float]:
+    """Central ``level`` range of the report-present flip rate of ``ref-anchored@w`` over its gate.
 
     The gate sends a (report, question) pair to the image branch with probability 1 − w, one
     draw per distinct pair (``report_sha256``, finding), shared by every trial of that pair; a
@@ -535,12 +535,13 @@ def _gate_range(present: pd.DataFrame, flips_absent: np.ndarray, *, w: float, n_
     rng = np.random.default_rng(seed)
     image = rng.random((n_draws, len(units))) >= w
     rates = image.astype(float) @ units / len(flips_absent)
-    return float(np.quantile(rates, 0.025)), float(np.quantile(rates, 0.975))
+    tail = (1.0 - level) / 2.0
+    return float(np.quantile(rates, tail)), float(np.quantile(rates, 1.0 - tail))
 
 
 def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]], *, key: str = "validation",
                     names: Mapping[float, str] | None = None, gate_draws: int | None = None,
-                    seed: int = 0) -> TableResult:
+                    gate_level: float = 0.95, seed: int = 0) -> TableResult:
     """Flip rates of ``ref-anchored@w`` (or any model keyed by a number) with and without the report.
 
     ``pairs`` maps w -> (present trials, absent trials). Frame (index ``w``): ``fr_present``,
@@ -550,9 +551,9 @@ def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]], *,
 
     With ``gate_draws`` (``ref-anchored@w`` records, which store ``report_sha256``) the frame adds
     ``fr_expected`` = (1 − w) · ``fr_absent`` (the planted expectation), ``gate_lo`` / ``gate_hi``
-    (the central 95 % range of the report-present rate over the gate's draws, one per distinct
-    (report, question) pair: :func:`_gate_range`; template reports repeat, so pairs, not trials,
-    are the sampling units) and ``within_gate_range``; values ``<key>.<name>.fr_expected``,
+    (the central ``gate_level`` range of the report-present rate over the gate's draws, one per distinct
+    (report, question) pair: :func:`_gate_range`; where reports repeat -- a fixed template -- pairs,
+    not trials, are the sampling units) and ``within_gate_range``; values ``<key>.<name>.fr_expected``,
     ``gate_lo``, ``gate_hi``, ``within_gate_range`` and ``<key>.n_gate_units`` (distinct pairs).
     """
     rows = []
@@ -566,7 +567,7 @@ def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]], *,
                                 rtol=0, atol=1e-9))
         row = {"w": w, "fr_present": float((pc != pd_).mean()), "fr_absent": float((ac != ad).mean())}
         if gate_draws is not None:
-            lo, hi = _gate_range(p, ac != ad, w=w, n_draws=gate_draws, seed=seed)
+            lo, hi = _gate_range(p, ac != ad, w=w, n_draws=gate_draws, seed=seed, level=gate_level)
             row.update({"fr_expected": (1.0 - w) * row["fr_absent"], "gate_lo": lo, "gate_hi": hi,
                         "within_gate_range": bool(lo - 1e-12 <= row["fr_present"] <= hi + 1e-12)})
             n_units.add(int(p.groupby(["report_sha256", "finding"]).ngroups))
@@ -583,6 +584,7 @@ def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]], *,
     if gate_draws is not None:
         values[f"{key}.n_gate_units"] = max(n_units) if n_units else 0
         values[f"{key}.gate_draws"] = int(gate_draws)
+        values[f"{key}.gate_level"] = float(gate_level)
     metrics = {"fr_present": "flip_rate", "fr_absent": "flip_rate", "n_trials": "count"}
     labels = {"fr_present": "flip rate, report present", "fr_absent": "flip rate, report absent",
               "present_equals_absent": "present = absent", "n_trials": "trials", "w": "anchoring weight w"}
@@ -592,7 +594,7 @@ def anchoring_sweep(pairs: Mapping[float, tuple[pd.DataFrame, pd.DataFrame]], *,
                        "gate_hi": "gate range high", "within_gate_range": "within range"})
     return TableResult(frame, values, metrics=metrics, labels=labels,
                        caption="Reference-model validation: swap flip rates against the known report weight w"
-                               + ("; the expected report-present rate (1 − w) × report absent and the central 95 % "
+                               + (f"; the expected report-present rate (1 − w) × report absent and the central {gate_level:.1%} "
                                   "range of the report-present rate over the gate's draws (one per distinct "
                                   "report–question pair)." if gate_draws is not None else "."))
 
