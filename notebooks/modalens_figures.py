@@ -131,15 +131,15 @@ book.glue_values("ml", by_finding_table.values, runs=runs)
 # w), while the report-absent rate does not depend on w. The page checks the branch identity trial
 # by trial at every w, and the expectation with its sampling spread: the gate is one draw per
 # distinct (report, question) pair, shared by all trials of that pair
-# ({glue:text}`ml.validation.n_gate_units` distinct pairs), so the table gives, beside the expected
+# ({glue:text}`ml.validation.n_gate_units:,` distinct pairs), so the table gives, beside the expected
 # (1 − w) × report-absent rate, the central {glue:text}`ml.validation.gate_level:.1%` range of the
-# report-present rate over {glue:text}`ml.validation.gate_draws` redraws of the gate, and each
+# report-present rate over {glue:text}`ml.validation.gate_draws:,` redraws of the gate, and each
 # realised rate must lie in it. The range is that wide because three rates (0 < w < 1) are checked
 # at once: at 95 % each, a model exactly as planted could fail one of them on up to 15 % of cohorts.
 # `ref-blind-prior`
 # ignores both image and report, so no swap flips it. The run must reproduce all of that; the sweep
 # uses a smaller subset of the same cohort ({glue:text}`ml.validation.n_patients` patients,
-# {glue:text}`ml.validation.n_trials` all-14 trials per arm); {numref}`fig-ml-validation` plots it.
+# {glue:text}`ml.validation.n_trials:,` all-14 trials per arm); {numref}`fig-ml-validation` plots it.
 
 # %% tags=["nbval-check-output"]
 pairs = {float(k[1:-2]): (trials[k], trials[k[:-2] + "_A"]) for k in trials if k.startswith("w") and k.endswith("_P")}
