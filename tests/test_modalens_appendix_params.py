@@ -11,7 +11,7 @@ from shovir_core.protocols import modalens as ml
 from shovir_core.records import spec_hash
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mimic_jpg"
-NOTEBOOKS = ("modalens_s41", "modalens_appD", "modalens_appH", "modalens_appL", "modalens_appM",
+NOTEBOOKS = ("modalens_s41", "modalens_appd", "modalens_apph", "modalens_appl", "modalens_appm",
              "modalens_text_controls")
 
 

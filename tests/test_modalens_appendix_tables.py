@@ -224,7 +224,7 @@ def test_regression_recovers_the_planted_odds_ratio_and_can_fail():
 
 
 # --------------------------------------------------------------------------- params
-@pytest.mark.parametrize("notebook", ["modalens_appG", "modalens_ablation", "modalens_appB"])
+@pytest.mark.parametrize("notebook", ["modalens_appg", "modalens_ablation", "modalens_appb"])
 @pytest.mark.parametrize("profile", ["demo", "mimic"])
 def test_chapter_params_resolve(notebook, profile, monkeypatch):
     """Every record these chapters name resolves (mimic: on the fixture via $SHOVIR_MIMIC_JPG)."""

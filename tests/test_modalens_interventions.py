@@ -169,7 +169,7 @@ def test_chapter_params_resolve(profile, monkeypatch):
     from shovir_core.book.params import load_params, toc_notebooks
 
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
-    params = load_params("modalens_appN_interventions", profile)
+    params = load_params("modalens_appn_interventions", profile)
     assert set(params["runs"]) == {"patch", "steer"}
     for r in params["runs"].values():
         assert r["protocol"] == "modalens-interventions"
@@ -182,7 +182,7 @@ def test_chapter_params_resolve(profile, monkeypatch):
         else:
             assert params["parameters"]["reproduces_paper"] is True and spec["ssim_size"] == 896
     names = toc_notebooks()
-    assert names.index("modalens_appN_interventions") == names.index("modalens_appN") + 1
+    assert names.index("modalens_appn_interventions") == names.index("modalens_appn") + 1
 
 
 def test_an_interrupted_patching_record_resumes_to_the_same_rows(runs_root, monkeypatch):

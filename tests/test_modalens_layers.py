@@ -89,7 +89,7 @@ def test_appendix_n_params_resolve(profile, monkeypatch):
     from shovir_core.book.params import load_params
 
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
-    params = load_params("modalens_appN", profile)
+    params = load_params("modalens_appn", profile)
     assert {"lens_P", "lens_A", "ko_report", "ko_image", "ko_question"} <= set(params["runs"])
     for r in params["runs"].values():
         assert r["protocol"] == "modalens-layers"

@@ -110,7 +110,7 @@ def test_probe_chapter_params_resolve(profile, monkeypatch):
     from shovir_core.book.params import load_params
 
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
-    params = load_params("modalens_appN_probes", profile)
+    params = load_params("modalens_appn_probes", profile)
     assert {"probe", "lens_P", "lens_A"} <= set(params["runs"])
     for r in params["runs"].values():
         assert r["protocol"] == "modalens-probes"

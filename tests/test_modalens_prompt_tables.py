@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 
 from shovir_core.metrics import prompt_variants as pv
-from shovir_core.tables import modalens_appD as appd
-from shovir_core.tables import modalens_appH as apph
-from shovir_core.tables import modalens_appL as appl
-from shovir_core.tables import modalens_appM as appm
+from shovir_core.tables import modalens_appd as appd
+from shovir_core.tables import modalens_apph as apph
+from shovir_core.tables import modalens_appl as appl
+from shovir_core.tables import modalens_appm as appm
 from shovir_core.tables import modalens_arms as arms_t
 from shovir_core.tables import modalens_s41 as s41
 from shovir_core.tables import modalens_text_controls as tct

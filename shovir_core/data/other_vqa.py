@@ -29,7 +29,7 @@ def _unavailable(adapter: str, path: Path):
         f"{OTHER_DATASETS[adapter]} ({adapter}:{path}): ModaLens App. N.4's other-dataset runs need an adapter "
         f"for {OTHER_DATASETS[adapter]}'s question/answer format, which this repository does not have yet; "
         "the image-token knockout and its random-token control run on the chest X-ray datasets "
-        "(notebooks/modalens_appN.py)")
+        "(notebooks/modalens_appn.py)")
 
 
 def load_vqa_rad(path: Path) -> None:

@@ -15,7 +15,7 @@ from shovir_core.labeling.second_reader import simulate_second_reader, study_cod
 from shovir_core.labels import CHEXPERT_CLASSES, FINDINGS_13
 from shovir_core.metrics.label_agreement import (agreement_stats, expected_reader_confusion, kappa_from_counts,
                                            kappa_from_rates)
-from shovir_core.tables import modalens_appE as te
+from shovir_core.tables import modalens_appe as te
 from shovir_core.tables.result import TableResult
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mimic_manual"
@@ -173,11 +173,11 @@ def test_params_demo_reuse_the_tables_records_and_mimic_resolves_on_the_fixtures
     from shovir_core import protocols
     from shovir_core.book import load_params
 
-    demo, tables = load_params("modalens_appE", "demo"), load_params("modalens_tables", "demo")
+    demo, tables = load_params("modalens_appe", "demo"), load_params("modalens_tables", "demo")
     for key in ("P", "A"):
         assert demo["runs"][key] == tables["runs"][key], "Appendix E reads the Tables 1-5 records"
     assert demo["parameters"]["manual_labels"] is None and 0 < demo["parameters"]["reader_error_rate"] < 0.5
-    mimic = load_params("modalens_appE", "mimic")
+    mimic = load_params("modalens_appe", "mimic")
     root = tmp_path / "mimic-cxr-jpg"
     shutil.copytree(Path(__file__).parent / "fixtures" / "mimic_jpg", root)
     shutil.copy(FIXTURE / MANUAL_LABELS_FILE, root / MANUAL_LABELS_FILE)

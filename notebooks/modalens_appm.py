@@ -43,9 +43,9 @@ import numpy as np
 from shovir_core import book
 from shovir_core.book.paper_section import paper_section
 from shovir_core.models.prompts import INSTRUCTIONS
-from shovir_core.tables import modalens_appM as appm
+from shovir_core.tables import modalens_appm as appm
 
-runs = book.load_runs("modalens_appM", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appm", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 order_arms = {k: trials[k] for k in appm.ORDER_ARMS}
 unc_arms = {k: trials[k] for k in appm.UNCERTAIN_ARMS}

@@ -11,7 +11,7 @@ from shovir_core.metrics.surrogate import (HEAD_TO_FINDING, SURROGATE_FINDINGS, 
 from shovir_core.models.spec import ModelNotAvailableError
 from shovir_core.models.xrv import (XRV_WEIGHTS_FILE, XRVSurrogate, load_xrv, score_images, tiny_xrv_densenet,
                                     xrv_weights_path)
-from shovir_core.tables import modalens_appK as tk
+from shovir_core.tables import modalens_appk as tk
 
 
 def test_preprocessing_follows_the_paper():
@@ -143,7 +143,7 @@ def test_params_demo_reuse_the_tables_records_and_mimic_resolves(monkeypatch):
     from shovir_core import protocols
     from shovir_core.book import load_params
 
-    demo, tables = load_params("modalens_appK", "demo"), load_params("modalens_appK", "mimic")
+    demo, tables = load_params("modalens_appk", "demo"), load_params("modalens_appk", "mimic")
     ref = load_params("modalens_tables", "demo")["runs"]
     assert demo["runs"]["P"] == ref["P"] and demo["runs"]["A"] == ref["A"]
     assert demo["parameters"]["surrogate"] == "reference" and tables["parameters"]["surrogate"] == "torchxrayvision"

@@ -46,10 +46,10 @@ import os
 from shovir_core import book, papers
 from shovir_core.data import load_dataset
 from shovir_core.models.xrv import ReferenceSurrogate, load_xrv, score_images
-from shovir_core.tables import modalens_appK as tk
+from shovir_core.tables import modalens_appk as tk
 from shovir_core.tables.appendix_checks import appendix_checks
 
-runs = book.load_runs("modalens_appK", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appk", profile=profile, run_ids=run_ids)
 present, absent = runs["P"].trials, runs["A"].trials
 dataset = load_dataset(os.path.expandvars(runs["P"].manifest["spec"]["dataset"]))
 classifier = ReferenceSurrogate() if surrogate == "reference" else load_xrv(weights_path=xrv_weights)

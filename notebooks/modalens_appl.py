@@ -43,9 +43,9 @@ import numpy as np
 from shovir_core import book
 from shovir_core.book.paper_section import paper_section
 from shovir_core.protocols import modalens as ml
-from shovir_core.tables import modalens_appL as appl
+from shovir_core.tables import modalens_appl as appl
 
-runs = book.load_runs("modalens_appL", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appl", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 arms = {k: trials[k] for k in appl.ARMS}
 blind = {k: trials[f"blind_{k}"] for k in appl.ARMS} if reference_validation else {}

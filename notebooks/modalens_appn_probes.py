@@ -47,7 +47,7 @@ from shovir_core.book.paper_section import paper_section
 from shovir_core.papers import published
 from shovir_core.tables import modalens_appn_probes as tp
 
-runs = book.load_runs("modalens_appN_probes", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appn_probes", profile=profile, run_ids=run_ids)
 probe_run = runs["probe"]
 
 # %% [markdown]

@@ -44,9 +44,9 @@ import numpy as np
 
 from shovir_core import book
 from shovir_core.book.paper_section import paper_section
-from shovir_core.tables import modalens_appH as apph
+from shovir_core.tables import modalens_apph as apph
 
-runs = book.load_runs("modalens_appH", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_apph", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 oneq = {k: trials[k] for k in apph.ARMS}
 all14 = {k: trials[f"all14_{k}"] for k in apph.ARMS}

@@ -49,9 +49,9 @@ from shovir_core.tables.key_values import labelled_values
 from shovir_core.book.paper_section import paper_section
 from shovir_core.models.prompts import FRAMINGS
 from shovir_core.models.reference import FRAMING_DISCOUNT
-from shovir_core.tables import modalens_appD as appd
+from shovir_core.tables import modalens_appd as appd
 
-runs = book.load_runs("modalens_appD", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appd", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 has_validation = "P_quarter" in trials  # the reference-model arms (demo profile)
 framed = {"plain": trials["P_instr"], "historical": trials["P_hist"], "warning": trials["P_warn"],

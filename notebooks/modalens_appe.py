@@ -45,10 +45,10 @@ from shovir_core import book
 from shovir_core.book.paper_section import paper_section
 from shovir_core.data.mimic_manual import load_manual_labels
 from shovir_core.labeling.second_reader import simulate_second_reader, study_codes
-from shovir_core.tables import modalens_appE as te
+from shovir_core.tables import modalens_appe as te
 from shovir_core.tables.appendix_checks import appendix_checks
 
-runs = book.load_runs("modalens_appE", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appe", profile=profile, run_ids=run_ids)
 present, absent = runs["P"].trials, runs["A"].trials
 policy = runs["P"].manifest["spec"]["primary_policy"]
 simulated = manual_labels is None

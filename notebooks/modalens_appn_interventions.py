@@ -55,7 +55,7 @@ from shovir_core.book import figures
 from shovir_core.book.paper_section import paper_section
 from shovir_core.tables import modalens_appn_interventions as ivt
 
-runs = book.load_runs("modalens_appN_interventions", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appn_interventions", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 
 # %% [markdown]

@@ -45,10 +45,10 @@ from shovir_core import book, papers
 from shovir_core.book.paper_section import paper_section
 from shovir_core.protocols import modalens as ml
 from shovir_core.tables import modalens as mt
-from shovir_core.tables import modalens_appF as tf
+from shovir_core.tables import modalens_appf as tf
 from shovir_core.tables.appendix_checks import appendix_checks
 
-runs = book.load_runs("modalens_appF", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appf", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 for model, (kp, ka) in {**lineage, **six_models}.items():
     assert runs[kp].manifest["spec"]["model"] == model == runs[ka].manifest["spec"]["model"], model

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from shovir_core import metrics
-from shovir_core.tables import modalens_appF as tf
+from shovir_core.tables import modalens_appf as tf
 from shovir_core.tables.result import TableResult
 
 FINDINGS = ["Edema", "Cardiomegaly"]
@@ -115,7 +115,7 @@ def test_params_name_consistent_arms_and_mimic_resolves_on_the_fixture(monkeypat
     from shovir_core.book import load_params
 
     for profile in ("demo", "mimic"):
-        prm = load_params("modalens_appF", profile)
+        prm = load_params("modalens_appf", profile)
         runs, par = prm["runs"], prm["parameters"]
         um, up, ua = par["uninstructed"]
         assert runs[up]["spec"]["model"] == um == runs[ua]["spec"]["model"] and runs[ua]["spec"]["report"] == "absent"
@@ -126,7 +126,7 @@ def test_params_name_consistent_arms_and_mimic_resolves_on_the_fixture(monkeypat
                 assert runs[kp]["spec"].get("report", "present") == "present" and runs[ka]["spec"]["report"] == "absent"
                 assert runs[kp]["spec"]["instruction"] == runs[ka]["spec"]["instruction"] == "yes_no"
         assert runs["second_P"]["spec"]["model"] == par["second_model"]
-    mimic = load_params("modalens_appF", "mimic")
+    mimic = load_params("modalens_appf", "mimic")
     assert {m for m in mimic["parameters"]["lineage"]} == {"medgemma-27b", "qwen3.5-9b", "qwen3.5-27b",
                                                            "llava-next-mistral-7b"}
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(Path(__file__).parent / "fixtures" / "mimic_jpg"))

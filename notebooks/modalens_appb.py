@@ -51,7 +51,7 @@ from shovir_core.tables import modalens as mt
 from shovir_core.tables import modalens_appb as mb
 from shovir_core.book.paper_section import paper_section
 
-runs = book.load_runs("modalens_appB", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appb", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 primary_runs = {k: runs[k] for k in ("P", "A", "distance")}
 spec = runs["P"].manifest["spec"]

@@ -52,7 +52,7 @@ from shovir_core.book import figures
 from shovir_core.tables import modalens_appg as g
 from shovir_core.book.paper_section import paper_section
 
-runs = book.load_runs("modalens_appG", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appg", profile=profile, run_ids=run_ids)
 P, A = runs["P"].trials, runs["A"].trials
 n_cases = int(P["case_id"].nunique())
 book.glue_values("ml.g", {"n_draws": n_draws, "n_cases": n_cases, "n_trials": len(P),

@@ -48,7 +48,7 @@ from shovir_core import book
 from shovir_core.book import figures
 from shovir_core.tables import modalens_appn as an
 
-runs = book.load_runs("modalens_appN", profile=profile, run_ids=run_ids)
+runs = book.load_runs("modalens_appn", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 
 # %% [markdown]
