@@ -41,7 +41,7 @@ reproduces_paper = False
 # %%
 import numpy as np
 
-from shovir_core import book, papers
+from shovir_core import book
 from shovir_core.book.paper_section import paper_section
 from shovir_core.protocols import modalens as ml
 from shovir_core.tables import modalens as mt
@@ -54,8 +54,8 @@ for model, (kp, ka) in {**lineage, **six_models}.items():
     assert runs[kp].manifest["spec"]["model"] == model == runs[ka].manifest["spec"]["model"], model
 book.glue_values("mlf", {"n_draws": n_draws, "bootstrap_seed": bootstrap_seed, "n_models": len(lineage),
                          "reference_model": reference_model, "second_model": second_model}, runs=runs)
-book.glue_values("mlf.paper", {"llava_P": papers.published_value("modalens", id="f.llava.P"),
-                               "llava_A": papers.published_value("modalens", id="f.llava.A")}, runs=runs)
+book.glue_paper("mlf.paper.llava_P", "f.llava.P")
+book.glue_paper("mlf.paper.llava_A", "f.llava.A")
 
 # %% [markdown]
 # ## Table 14: the third lineage and a scale check

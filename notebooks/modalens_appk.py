@@ -43,7 +43,7 @@ reproduces_paper = False
 # %%
 import os
 
-from shovir_core import book, papers
+from shovir_core import book
 from shovir_core.data import load_dataset
 from shovir_core.models.xrv import ReferenceSurrogate, load_xrv, score_images
 from shovir_core.tables import modalens_appk as tk
@@ -57,7 +57,7 @@ image_ids = sorted(set(present["image_id"]) | set(present["sub_image_id"]))
 scores = {kind: score_images(classifier, dataset.load_image, image_ids, kind=kind) for kind in ("normalised", "raw")}
 book.glue_values("mlk", {"band": band, "n_draws": n_draws, "n_images": len(image_ids), "surrogate": classifier.name},
                  runs=runs)
-book.glue("mlk.paper.trials", int(papers.published_value("modalens", id="k.trials")), runs=runs)
+book.glue_paper("mlk.paper.trials", "k.trials")
 
 # %% [markdown]
 # ## Table 24: flip rates on predicted changes and preservations

@@ -44,7 +44,6 @@ import matplotlib.pyplot as plt
 from shovir_core import book
 from shovir_core.book import figures
 from shovir_core.book.paper_section import paper_section
-from shovir_core.papers import published
 from shovir_core.tables import modalens_appn_probes as tp
 
 runs = book.load_runs("modalens_appn_probes", profile=profile, run_ids=run_ids)
@@ -67,7 +66,7 @@ book.show(frozen, runs=runs, name="ml-appn-probe-protocol")
 fz = frozen.values
 assert fz["round_trip"], "the recorded protocol hash is the stored configuration's and every row's"
 book.glue_values("mlnp.protocol", fz, runs=runs)
-book.glue("mlnp.paper_protocol_prefix", published("modalens", id="n3.protocol_prefix")["reported"].iloc[0], runs=[])
+book.glue_paper("mlnp.paper_protocol_prefix", "n3.protocol_prefix")
 
 # %% [markdown]
 # The protocol hash begins {glue:text}`mlnp.protocol.recorded_prefix` (the paper's began

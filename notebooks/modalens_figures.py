@@ -76,7 +76,7 @@ fig2_rows = tuple(r for r in pvr.MODALENS_ROWS if r.key.startswith("fig2."))
 vs_paper = pvr.paper_vs_run(v, paper="modalens", rows=fig2_rows, same_setting=reproduces_paper,
                             setting="MedGemma-27B on MIMIC-CXR", runs=runs)
 assert (vs_paper.frame["verdict"] != pvr.NOT_RUN).all(), "the four published Figure 2 values have run values"
-book.glue_values("ml.paper", vs_paper.values, runs=[])  # published values: from the paper, not from a record
+book.glue_values("ml.paper", vs_paper.values, runs=runs)  # the paper's values are glued as the paper's
 
 # %% tags=["nbval-check-output"]
 book.show(vs_paper, runs=runs, name="ml-fig2-paper-vs-run",

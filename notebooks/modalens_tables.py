@@ -46,7 +46,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from shovir_core import book, papers
+from shovir_core import book
 from shovir_core.protocols import modalens as ml
 from shovir_core.tables import modalens as mt
 from shovir_core.tables import paper_vs_run as pvr
@@ -216,7 +216,7 @@ vs_paper = pvr.paper_vs_run({**v2, **v3, **v4, **v5}, paper="modalens", rows=tab
                             same_setting=reproduces_paper, setting="MedGemma-27B on MIMIC-CXR", runs=runs)
 book.show(vs_paper, runs=runs, name="ml-paper-vs-run", groups="section",
           intervals={"paper": ("paper_lo", "paper_hi")}, missing={"run": "not run"})
-book.glue("ml.paper.n_cases", int(papers.published_value("modalens", id="design.cases")), runs=[])
+book.glue_paper("ml.paper.n_cases", "design.cases")
 
 # %%
 verdicts = vs_paper.frame["verdict"]
@@ -225,7 +225,7 @@ if reproduces_paper:
     assert not pvr.not_held(vs_paper, ["t2.all14.diff_pp", "t3.instructed.generated.diff_pp"])
 else:
     assert (verdicts == pvr.DIFFERENT_SETTING).all(), "no judgement against the paper's interval off its setting"
-book.glue_values("ml.paper", vs_paper.values, runs=[])  # published values: from the paper, not from a record
+book.glue_values("ml.paper", vs_paper.values, runs=runs)  # the paper's values are glued as the paper's
 
 # %% [markdown] tags=["profile:demo"]
 # ## A trained transformer: `ref-vlm`

@@ -4,6 +4,12 @@ from __future__ import annotations
 from shovir_core.book import paper_section as ps
 
 
+class _Public:
+    credentialed = False
+    run_id = "cohort/demo/abc"
+    manifest: dict = {}
+
+
 def test_empty_comparison_is_a_sentence(monkeypatch):
     shown, said = [], []
     monkeypatch.setattr(ps, "show", lambda *a, **k: shown.append(a))
@@ -11,7 +17,7 @@ def test_empty_comparison_is_a_sentence(monkeypatch):
 
     monkeypatch.setattr("IPython.display.display",
                         lambda obj, **kw: said.append(obj.data) if isinstance(obj, Markdown) else None)
-    side, audit = ps.paper_section("x.y", {}, {}, reproduces_paper=False, runs=[], name="x-y")
+    side, audit = ps.paper_section("x.y", {}, {}, reproduces_paper=False, runs=[_Public()], name="x-y")
     assert side.frame.empty and audit is None
     assert not shown, "no table is rendered"
     assert said == [ps.empty_comparison_sentence({})]

@@ -12,7 +12,18 @@ from ..records import load_run
 from .guard import assert_aggregate
 from .params import load_params
 
-__all__ = ["load_runs", "glue", "glue_values", "show", "runs_table", "GLUE_LOG_ENV"]
+__all__ = ["load_runs", "glue", "glue_paper", "glue_values", "show", "runs_table", "GLUE_LOG_ENV", "ProvenanceError",
+           "RUN_DERIVED_PAPER_KEYS"]
+
+
+class ProvenanceError(ValueError):
+    """A value glued with provenance it does not have: the paper's number as a run's, or a run's
+    (or a setting's) number with no record."""
+
+
+RUN_DERIVED_PAPER_KEYS = ("verdict", "n_compared", "n_inside", "n_outside", "n_missing", "audit")
+"""Segments after ``.paper.`` in keys that a run (not the paper) decides: the verdicts and counts of
+a paper-vs-run table (:func:`shovir_core.tables.paper_vs_run.paper_vs_run`)."""
 
 GLUE_LOG_ENV = "SHOVIR_GLUE_LOG"
 """When set, every glued key is appended to this file with the runs it came from (the book runner
@@ -54,15 +65,100 @@ def glue(key: str, value, *, runs, display: bool = False) -> None:
 
     ``runs`` are the records the value was derived from (a Run, a list or the
     dict returned by :func:`load_runs`); credentialed runs admit aggregates only.
+
+    Raises
+    ------
+    ProvenanceError
+        When ``runs`` is empty (a published value goes through :func:`glue_paper`; a setting is
+        glued with the records that used it), or when the value is a published one: taken from
+        the paper's stored values (a :class:`~shovir_core.papers.PaperNumber`), or a number under
+        a ``.paper.`` key equal to a stored published value. Glued with run provenance, it would
+        link a paper's number to a demo record.
     """
+    from ..papers.published import PaperNumber
+
+    _check_key(key)
+    if isinstance(value, PaperNumber):
+        if _runs_of(runs):
+            raise ProvenanceError(f"glue {key!r}: {float(value)!r} is the paper's value {value.paper}:{value.id}, "
+                                  "glued with run records; glue it with book.glue_paper (or book.glue_values, which "
+                                  "routes published values) so it is marked as the paper's")
+        _glue_source(key, float(value), value.source(), display=display)
+        return
+    value = _plain(value)
+    assert_aggregate(value, runs, what=f"glue {key!r}")  # the credentialed-data guard speaks first
+    if not _runs_of(runs):
+        raise ProvenanceError(f"glue {key!r}: no run record given (runs=[]); a published value is glued with "
+                              "book.glue_paper(key, paper_id), a setting with the records that used it")
+    _refuse_published(key, value)
     from myst_nb import glue as _glue
 
-    if "." not in key:
-        raise ValueError(f"glue key {key!r} must be namespaced, e.g. 'data.n_images'")
-    value = _plain(value)
-    assert_aggregate(value, runs, what=f"glue {key!r}")
     _glue(key, value, display=display)
     _log_glue(key, runs)
+
+
+def _check_key(key: str) -> None:
+    if "." not in key:
+        raise ValueError(f"glue key {key!r} must be namespaced, e.g. 'data.n_images'")
+
+
+def _refuse_published(key: str, value) -> None:
+    """A number glued with run records under a ``.paper.`` key must not be a stored published value."""
+    parts = key.split(".")
+    if "paper" not in parts[:-1]:
+        return
+    rest = parts[parts.index("paper") + 1:]
+    if rest and (rest[0] in RUN_DERIVED_PAPER_KEYS or rest[-1].startswith("n_")):
+        return
+    from ..papers.published import equals_published
+
+    hits = equals_published(value)
+    if hits:
+        raise ProvenanceError(f"glue {key!r}: {value!r} equals the published value(s) {hits[:3]} and is glued with "
+                              "run records; glue the paper's value with book.glue_paper")
+
+
+def glue_paper(key: str, paper_id: str, *, paper: str = "modalens", part: str = "value", scale: float = 1.0,
+               display: bool = False) -> None:
+    """Glue a published value, marked as the paper's: ``paper``'s stored value ``paper_id``.
+
+    The value is read from the package's published numbers (``shovir_core/papers/data``), never
+    passed in, so it cannot be a run's number under the paper's name. ``part`` picks the value or a
+    bound of its printed interval (``"lo"``, ``"hi"``); ``scale`` converts the printed unit (``0.01``:
+    a printed % or pp as a fraction, for ``{glue:text}`key:.1%```). The book links it to the stored
+    value and the section that prints it (:mod:`shovir_core.book.sphinx_ext`).
+
+    >>> glue_paper("x", "t3.gen.P", part="median")
+    Traceback (most recent call last):
+    ...
+    ValueError: glue_paper 'x': part 'median'; use 'value', 'lo' or 'hi'
+    """
+    from ..papers.published import paper_source
+    from ..papers.values import load_values
+
+    if part not in ("value", "lo", "hi"):
+        raise ValueError(f"glue_paper {key!r}: part {part!r}; use 'value', 'lo' or 'hi'")
+    _check_key(key)
+    item = load_values(paper)[paper_id]
+    if part == "value":
+        value = item.value if item.categorical else float(item.value) * scale
+    else:
+        if item.ci_values is None:
+            raise ValueError(f"glue_paper {key!r}: {paper}:{paper_id} prints no interval")
+        value = item.ci_values[0 if part == "lo" else 1] * scale
+    if isinstance(value, frozenset):
+        value = "; ".join(sorted(value))
+    _glue_source(key, value, paper_source(paper, paper_id, part=part, scale=scale), display=display)
+
+
+def _glue_source(key: str, value, source: dict, *, display: bool) -> None:
+    from myst_nb import glue as _glue
+
+    _glue(key, _plain(value), display=display)
+    log = os.environ.get(GLUE_LOG_ENV)
+    if log:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"key": key, "runs": [], "paper": source}) + "\n")
 
 
 def _runs_of(runs) -> list:
@@ -86,11 +182,18 @@ def _log_glue(key: str, runs) -> None:
 
 
 def glue_values(prefix: str, values: Mapping, *, runs) -> None:
-    """Glue every ``values[k]`` under ``<prefix>.<k>`` (see :func:`glue`); ``prefix`` is the namespace."""
+    """Glue every ``values[k]`` under ``<prefix>.<k>`` (see :func:`glue`); ``prefix`` is the namespace.
+
+    A published value among them (a :class:`~shovir_core.papers.PaperNumber`, as
+    :func:`shovir_core.tables.paper_vs_run.paper_vs_run` returns the paper's side) is glued as the
+    paper's, the rest with ``runs``.
+    """
     if not prefix or prefix.endswith("."):
         raise ValueError(f"glue prefix {prefix!r} must be a namespace such as 'ml' (no trailing dot)")
+    from ..papers.published import PaperNumber
+
     for k, v in values.items():
-        glue(f"{prefix}.{k}", v, runs=runs)
+        glue(f"{prefix}.{k}", v, runs=[] if isinstance(v, PaperNumber) else runs)
 
 
 def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt: str | None = None,

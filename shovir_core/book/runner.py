@@ -211,11 +211,13 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         entries = _read_entries(log)
         reads = sorted({e["run_id"] for e in entries if "run_id" in e})
         credentialed = [e for e in entries if e.get("credentialed")]
-        glued = {}
+        glued, sources = {}, {}
         for line in glue_log.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 entry = json.loads(line)
                 glued[entry["key"]] = entry["runs"]
+                if entry.get("paper"):  # a published value (book.glue_paper): where the paper prints it
+                    sources[entry["key"]] = entry["paper"]
         executed = json.loads(executed_path.read_text(encoding="utf-8"))
         unglued = unglued_references(executed["cells"], glued)
         if unglued:
@@ -249,7 +251,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
     from ..records import atomic_write_text
 
     atomic_write_text(target, json.dumps(executed, indent=1, ensure_ascii=False) + "\n")
-    _update_glue_index(output_dir, notebook, glued)
+    _update_glue_index(output_dir, notebook, glued, papers=sources)
     return target
 
 
@@ -288,13 +290,16 @@ def _keep_failed_copy(executed: Path, target: Path, notebook: str, *, credential
     return dest
 
 
-def _update_glue_index(output_dir: Path, notebook: str, glued: dict) -> None:
-    """Replace ``notebook``'s entries of the book's glue index with ``glued``."""
+def _update_glue_index(output_dir: Path, notebook: str, glued: dict, *, papers: dict | None = None) -> None:
+    """Replace ``notebook``'s entries of the book's glue index with ``glued`` (and, for published
+    values, ``papers[key]``: the paper, value id and location they were read from)."""
     from ..records import atomic_write_text
 
     index = glue_index(output_dir)
     index = {k: v for k, v in index.items() if v.get("notebook") != notebook}
-    index.update({k: {"notebook": notebook, "runs": runs} for k, runs in glued.items()})
+    papers = papers or {}
+    index.update({k: {"notebook": notebook, "runs": runs, **({"paper": papers[k]} if k in papers else {})}
+                  for k, runs in glued.items()})
     atomic_write_text(Path(output_dir) / GLUE_INDEX, json.dumps(index, indent=1, sort_keys=True) + "\n")
 
 

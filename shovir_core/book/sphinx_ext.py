@@ -5,8 +5,12 @@ Registered in ``_config.yml`` (``sphinx.extra_extensions``). It
 * wraps myst-nb's ``{glue}`` / ``{glue:text}`` roles so that each pasted value becomes a link whose
   hover title names the run id, spec hash and git commit of the records it was computed from
   (``book/_glue_index.json``, written by the runner); a value from one record links to that
-  record's manifest, a value from several to the chapter's "Records read" section, and a value
-  from no record (a published number, a setting) says so;
+  record's manifest, a value from several to its own provenance entry
+  (``_provenance/<chapter>.html#<key>``: every record, each linked to its manifest; the title lists
+  the first few), and a published value (``book.glue_paper``) to the stored value on
+  ``_papers/<paper>.html#<id>``, marked "paper" and titled with the paper, the section that prints
+  it and the printed text; a value with no record and no paper source, or a published value
+  glued with records, is a build warning (an error under ``-W``);
 * adds the ``{record}`run_id``` role (a link to ``_records/<run_id>/manifest.json`` titled with its
   spec hash and commit), used by the "Records read" tables, and copies the manifests the notebooks
   read (``book/_records``) into the HTML so the links work offline;
@@ -30,12 +34,17 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxRole
 from sphinx.util.osutil import relative_uri
 
-__all__ = ["setup", "glue_title", "record_title"]
+__all__ = ["setup", "glue_title", "paper_title", "record_title", "write_provenance_pages", "write_paper_pages"]
 
 logger = logging.getLogger(__name__)
 
 GLUE_CLASS = "shovir-glue"
+PAPER_CLASS = "shovir-paper"
 RECORDS_SECTION = "records-read"
+PROVENANCE_DIR = "_provenance"
+PAPERS_DIR = "_papers"
+TITLE_RUNS = 3
+"""A hover title lists at most this many records; the provenance entry lists them all."""
 
 
 # --------------------------------------------------------------------------- data the notebooks left
@@ -68,12 +77,31 @@ def record_title(run_id: str, manifest: dict, spec_sha256: str | None = None) ->
     return f"run {run_id} · spec sha256 {spec} · commit {_commit(manifest)}"
 
 
-def glue_title(key: str, runs: list[dict], manifests: dict[str, dict]) -> str:
-    """The hover title of a glued value computed from ``runs`` (entries of the glue index)."""
+def glue_title(key: str, runs: list[dict], manifests: dict[str, dict], paper: dict | None = None) -> str:
+    """The hover title of a glued value computed from ``runs`` (entries of the glue index), or of a
+    published value read from ``paper`` (its glue index source)."""
+    if paper:
+        return paper_title(key, paper)
     if not runs:
-        return f"{key}: not computed from a run record (a published value or a setting)"
-    parts = [record_title(r["run_id"], manifests.get(r["run_id"], {}), r.get("spec_sha256")) for r in runs]
-    return f"{key} — from " + "; ".join(parts)
+        return f"{key}: not computed from a run record and not a published value"
+    parts = [record_title(r["run_id"], manifests.get(r["run_id"], {}), r.get("spec_sha256")) for r in runs[:TITLE_RUNS]]
+    more = len(runs) - TITLE_RUNS
+    tail = f"; and {more} more record{'s' if more > 1 else ''} (click for the list)" if more > 0 else ""
+    return f"{key} — from {len(runs)} record{'s' if len(runs) > 1 else ''}: " + "; ".join(parts) + tail
+
+
+def paper_title(key: str, paper: dict) -> str:
+    """``paper value — ModaLens (arXiv …), Table 3 / §4.1: t3.gen.P printed 4.26 %`` for a hover title."""
+    from ..papers.values import PAPERS
+
+    name = PAPERS.get(paper.get("paper"), paper.get("paper", "?"))
+    short = name.partition(": ")[0]
+    arxiv = name[name.rfind("(") + 1:-1] if name.endswith(")") else name
+    part = {"lo": "lower bound of the interval of ", "hi": "upper bound of the interval of "}.get(paper.get("part"), "")
+    unit = paper.get("unit", "")
+    unit = "" if unit in ("count", "label", "set", "score", "proportion", "ratio") else f" {unit}"
+    return (f"paper value, not from a run — {short} ({arxiv}), {paper.get('location')}: {part}{paper.get('id')} "
+            f"printed {paper.get('text')}{unit} ({key})")
 
 
 # --------------------------------------------------------------------------- roles
@@ -137,24 +165,30 @@ class LinkGluedValues(SphinxPostTransform):
                                    type="shovir", subtype="glue_index")
                     continue
                 runs = entry.get("runs") or []
+                paper = entry.get("paper")
                 manifests = {r["run_id"]: _manifest(app, r["run_id"]) for r in runs}
-                title = glue_title(key, runs, manifests)
-                if len(runs) == 1:
+                title = glue_title(key, runs, manifests, paper)
+                classes = [GLUE_CLASS]
+                if paper:
+                    if runs:
+                        logger.warning(f"glued value {key!r} is the paper's ({paper.get('id')}) but the glue index "
+                                       f"gives it {len(runs)} run record(s)", location=node,
+                                       type="shovir", subtype="provenance")
+                    uri = self._uri(f"{PAPERS_DIR}/{paper['paper']}.html") + f"#{paper['id']}"
+                    classes.append(PAPER_CLASS)
+                elif len(runs) == 1:
                     uri = self._uri(f"_records/{runs[0]['run_id']}/manifest.json")
                 elif runs:
-                    doc = f"{app.config.shovir_book_dir}/{entry['notebook']}"
-                    if doc == self.env.docname and RECORDS_SECTION not in self.document.ids:
-                        logger.warning(f"glued value {key!r} comes from {len(runs)} records and links to this "
-                                       f"chapter's '#{RECORDS_SECTION}' section, which the chapter lacks (end it "
-                                       "with '## Records read' and book.runs_table(runs))", location=node,
-                                       type="shovir", subtype="records_section")
-                    uri = self._uri(app.builder.get_target_uri(doc)) + f"#{RECORDS_SECTION}"
+                    uri = self._uri(f"{PROVENANCE_DIR}/{entry['notebook']}.html") + f"#{key}"
                 else:
+                    logger.warning(f"glued value {key!r} comes from no run record and is not a published value "
+                                   "(glue published values with book.glue_paper)", location=node,
+                                   type="shovir", subtype="provenance")
                     node.replace_self(nodes.abbreviation("", "", *node.children, explanation=title,
                                                          classes=[GLUE_CLASS, "no-record"]))
                     continue
                 ref = nodes.reference("", "", *node.children, refuri=uri, reftitle=title, internal=False,
-                                      classes=[GLUE_CLASS])
+                                      classes=classes)
                 node.replace_self(ref)
             elif "shovir_record" in node:
                 run_id = node["shovir_record"]
@@ -229,6 +263,75 @@ def _copy_records(app, exception) -> None:
     static = _book_dir(app) / "_static"
     if static.is_dir():
         shutil.copytree(static, Path(app.outdir) / "_static", dirs_exist_ok=True)
+    index = _json(_book_dir(app) / "_glue_index.json")
+    write_provenance_pages(index, Path(app.outdir), manifest=lambda rid: _manifest(app, rid))
+    write_paper_pages(Path(app.outdir))
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<link rel="stylesheet" href="../_static/shovir.css"></head>
+<body class="shovir-provenance"><main><h1>{title}</h1>
+{intro}
+{body}
+</main></body></html>
+"""
+
+
+def write_provenance_pages(index: dict, outdir: Path, *, manifest=lambda run_id: {}) -> list[Path]:
+    """``_provenance/<chapter>.html``: one entry (``id`` = the glue key) per value glued from several
+    records, listing every record linked to its manifest. Returns the pages written."""
+    from html import escape
+
+    by_nb: dict[str, list] = {}
+    for key, entry in sorted(index.items()):
+        if len(entry.get("runs") or []) > 1 and not entry.get("paper"):
+            by_nb.setdefault(entry.get("notebook", "book"), []).append((key, entry["runs"]))
+    out = []
+    for nb, items in by_nb.items():
+        body = []
+        for key, runs in items:
+            lis = "".join(
+                f'<li><a href="../_records/{escape(r["run_id"])}/manifest.json"><code>{escape(r["run_id"])}</code></a>'
+                f' · {escape(record_title(r["run_id"], manifest(r["run_id"]), r.get("spec_sha256")))}</li>'
+                for r in runs)
+            body.append(f'<section id="{escape(key)}"><h2><code>{escape(key)}</code></h2>'
+                        f'<p>computed from {len(runs)} records:</p><ul>{lis}</ul></section>')
+        page = Path(outdir) / PROVENANCE_DIR / f"{nb}.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(_PAGE.format(title=escape(f"Provenance of the values of {nb}"),
+                                     intro=f'<p>Back to <a href="../book/{escape(nb)}.html">the chapter</a>.</p>',
+                                     body="\n".join(body)), encoding="utf-8")
+        out.append(page)
+    return out
+
+
+def write_paper_pages(outdir: Path) -> list[Path]:
+    """``_papers/<paper>.html``: every stored published value (``id`` = its value id) with the
+    section that prints it, the printed text, unit, interval and description."""
+    from html import escape
+
+    from ..papers.values import PAPERS, load_values
+
+    out = []
+    for paper, title in PAPERS.items():
+        rows = []
+        for vid, item in load_values(paper).items():
+            ci = f" [{escape(item.ci[0])}, {escape(item.ci[1])}]" if item.ci else ""
+            rows.append(f'<tr id="{escape(vid)}"><td><code>{escape(vid)}</code></td><td>{escape(item.location)}</td>'
+                        f'<td class="shovir-num">{escape(item.text)}{ci}</td><td>{escape(item.unit)}</td>'
+                        f'<td>{escape(item.desc)}</td></tr>')
+        page = Path(outdir) / PAPERS_DIR / f"{paper}.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        body = ('<table class="shovir-table"><thead><tr><th>value id</th><th>where the paper prints it</th>'
+                '<th>printed</th><th>unit</th><th>what it is</th></tr></thead><tbody>' + "".join(rows)
+                + "</tbody></table>")
+        page.write_text(_PAGE.format(title=escape(f"Published values of {title}"),
+                                     intro="<p>As stored in <code>shovir_core/papers/data</code>, copied from the paper; "
+                                           "every value the book marks \u201cpaper\u201d links here.</p>",
+                                     body=body), encoding="utf-8")
+        out.append(page)
+    return out
 
 
 def setup(app):

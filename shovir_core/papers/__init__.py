@@ -10,11 +10,11 @@
 """
 from .audit import AUDIT_COLUMNS, KINDS, Check, audit, checks_of, engine_sha256, run_check
 from .expression import Evaluation, ExpressionError, evaluate
-from .published import published, published_value
+from .published import PaperNumber, equals_published, paper_source, published, published_value
 from .values import PAPERS, PaperDataError, Reported, data_files, data_sha256, load_values
 
 __all__ = [
     "PAPERS", "Reported", "PaperDataError", "load_values", "data_files", "data_sha256",
-    "published", "published_value", "Check", "KINDS", "AUDIT_COLUMNS", "checks_of", "run_check",
+    "published", "published_value", "PaperNumber", "paper_source", "equals_published", "Check", "KINDS", "AUDIT_COLUMNS", "checks_of", "run_check",
     "audit", "engine_sha256", "evaluate", "Evaluation", "ExpressionError",
 ]

@@ -30,7 +30,7 @@ import pandas as pd
 
 from .values import load_values
 
-__all__ = ["published", "published_value"]
+__all__ = ["published", "published_value", "PaperNumber", "paper_source", "equals_published"]
 
 _COLUMNS = ["id", "paper", "location", "desc", "reported", "value", "unit", "ci_low", "ci_high"]
 
@@ -93,3 +93,74 @@ def published_value(paper: str, *, id: str | None = None, **keys) -> float:
     if items[0].categorical:
         raise LookupError(f"{paper}:{items[0].id} is a label ({items[0].text!r}), not a number")
     return float(items[0].value)
+
+
+class PaperNumber(float):
+    """A published value (or one bound of its interval) carried as a number that remembers its source.
+
+    ``float`` arithmetic on it returns a plain ``float`` (a value derived from a published one is the
+    run's or the reader's, not the paper's), so only a value taken as it is keeps the tag; the book's
+    glue helpers (:func:`shovir_core.book.glue.glue`) refuse to paste a tagged value with run
+    provenance and paste it as the paper's instead.
+
+    >>> x = PaperNumber(4.26, paper="modalens", id="t3.gen.P", scale=0.01)
+    >>> x.source()["id"], float(x)
+    ('t3.gen.P', 4.26)
+    """
+
+    paper: str
+    id: str
+    part: str
+    scale: float
+
+    def __new__(cls, value, *, paper: str, id: str, part: str = "value", scale: float = 1.0):
+        self = super().__new__(cls, value)
+        self.paper, self.id, self.part, self.scale = paper, id, part, float(scale)
+        return self
+
+    def __reduce__(self):  # pickles (and copies) with its source
+        return (_paper_number, (float(self), self.paper, self.id, self.part, self.scale))
+
+    def source(self) -> dict:
+        """``{"paper", "id", "location", "text", "part", "scale"}``: where the paper prints it."""
+        return paper_source(self.paper, self.id, part=self.part, scale=self.scale)
+
+
+def _paper_number(value, paper, id, part, scale):
+    return PaperNumber(value, paper=paper, id=id, part=part, scale=scale)
+
+
+def paper_source(paper: str, id: str, *, part: str = "value", scale: float = 1.0) -> dict:
+    """The provenance entry of a published value: paper, id, where it is printed and as what text."""
+    item = load_values(paper)[id]
+    text = item.text if part == "value" else (item.ci or ("", ""))[0 if part == "lo" else 1]
+    return {"paper": paper, "id": id, "location": item.location, "text": text, "unit": item.unit,
+            "part": part, "scale": float(scale)}
+
+
+def equals_published(value, *, scales=(1.0, 0.01, 100.0)) -> list[str]:
+    """``paper:id`` of every stored published number (or interval bound) equal to ``value`` at one of
+    ``scales`` (the paper's % and pp as fractions, or a fraction as %); empty for a non-number."""
+    import math
+
+    from .values import PAPERS
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            import numpy as np
+        except ImportError:  # pragma: no cover
+            return []
+        if not isinstance(value, np.number):
+            return []
+    x = float(value)
+    if not math.isfinite(x):
+        return []
+    out = []
+    for paper in PAPERS:
+        for item in load_values(paper).values():
+            if item.categorical:
+                continue
+            numbers = [float(item.value)] + list(item.ci_values or ())
+            if any(math.isclose(x, n * s, rel_tol=1e-9, abs_tol=1e-12) for n in numbers for s in scales):
+                out.append(f"{paper}:{item.id}")
+    return out

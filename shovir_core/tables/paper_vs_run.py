@@ -184,11 +184,13 @@ def paper_vs_run(values: Mapping[str, float], *, paper: str, rows: Sequence[Comp
         ``paper location``, ``metric`` (per-row schema metric), ``paper``, ``paper_lo``,
         ``paper_hi`` (NaN where the paper prints no interval), ``run`` (both sides in the metric's
         unscaled unit) and ``verdict``; ``values`` hold ``<key>`` -> the paper's value and
-        ``<key>_lo`` / ``<key>_hi`` in the run's storage unit (points for ``_pp`` keys), so prose
+        ``<key>_lo`` / ``<key>_hi`` in the run's storage unit (points for ``_pp`` keys), each a
+        :class:`~shovir_core.papers.PaperNumber` (glued as the paper's, not the run's), so prose
         can glue ``paper.<key>`` beside the run's ``<key>``, and ``verdict.<key>`` (see
         :func:`not_held`).
     """
     from ..metrics.schema import metric_spec
+    from ..papers.published import PaperNumber
     from ..papers.values import load_values
 
     published = load_values(paper)
@@ -217,9 +219,10 @@ def paper_vs_run(values: Mapping[str, float], *, paper: str, rows: Sequence[Comp
                     "metric": c.metric, "paper": pv, "paper_lo": lo, "paper_hi": hi, "run": run,
                     "verdict": verdict})
         back = 100.0 if c.run_unit == "pp" else 1.0
-        glue[c.key] = pv * back
-        glue[f"{c.key}_lo"] = lo * back
-        glue[f"{c.key}_hi"] = hi * back
+        tag = dict(paper=paper, id=c.paper_id, scale=scale * back)
+        glue[c.key] = PaperNumber(pv * back, **tag)
+        glue[f"{c.key}_lo"] = PaperNumber(lo * back, part="lo", **tag)
+        glue[f"{c.key}_hi"] = PaperNumber(hi * back, part="hi", **tag)
         glue[f"verdict.{c.key}"] = verdict
     frame = pd.DataFrame(out, columns=["section", "quantity", "paper location", "metric", "paper", "paper_lo",
                                        "paper_hi", "run", "verdict"])
