@@ -136,7 +136,8 @@ def test_intervals_print_inside_their_estimate():
                           "paper_lo": [0.1119, np.nan], "paper_hi": [0.1357, np.nan]})
     text = render.format_frame(frame, intervals={"paper": ("paper_lo", "paper_hi")})
     assert list(text.columns) == ["paper [95% CI]"]
-    assert text["paper [95% CI]"].tolist() == ["+12.37 pp [+11.19, +13.57]", "4.70%"]
+    nb = render.NBSP  # an estimate with its interval is one word: it never breaks across lines
+    assert text["paper [95% CI]"].tolist() == [f"+12.37{nb}pp{nb}[+11.19,{nb}+13.57]", "4.70%"]
     assert render.format_frame(frame).columns.tolist() == ["paper [95% CI]"]  # found by the _lo/_hi names
     assert render.format_frame(frame, intervals={}).shape[1] == 3
     assert render.auto_intervals(["quantity", "estimate", "lo", "hi"]) == {"estimate": ("lo", "hi")}
@@ -287,7 +288,7 @@ def test_metric_formats_never_print_a_tiny_value_as_zero_and_group_thousands():
 def test_significant_digit_intervals_print_bounds_at_the_estimates_decimals():
     frame = pd.DataFrame({"quantity": ["unchanged-answer rate"], "metric": ["value"], "d": [-0.0581],
                           "d_lo": [-0.1326], "d_hi": [0.02202]})
-    assert render.format_frame(frame)["d [95% CI]"].tolist() == ["−0.0581 [−0.1326, 0.0220]"]
+    assert render.format_frame(frame)["d [95% CI]"].tolist() == ["−0.0581 [−0.1326, 0.0220]".replace(" ", render.NBSP)]
 
 
 def test_glued_whole_number_floats_print_as_integers():

@@ -199,8 +199,14 @@ def glue_values(prefix: str, values: Mapping, *, runs) -> None:
 def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt: str | None = None,
          formats: Mapping[str, str] | None = None, missing: str | Mapping[str, str] | None = None,
          groups: str | None = None, note: str | None = None,
-         intervals: Mapping[str, tuple[str, str]] | None = None, collapsed: bool = False) -> None:
+         intervals: Mapping[str, tuple[str, str]] | None = None, collapsed: bool = False,
+         what: str | None = None) -> None:
     """Display a table or figure for readers, after the credentialed-data check.
+
+    Every caption ends with what ran, in brackets: the data and model(s) that the manifests of
+    ``runs`` name (``[demo: NIH 64 px, ref-anchored]``, :func:`shovir_core.book.captions.what_ran`),
+    or ``what`` where the table shows something else (the paper's numbers alone:
+    :data:`~shovir_core.book.captions.PAPER_ONLY`).
 
     * A :class:`~shovir_core.tables.result.TableResult` (or a DataFrame with a ``caption``) becomes a
       numbered table with its caption, display names, units and one precision per quantity from
@@ -218,19 +224,22 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
     from IPython.display import display
 
     from ..tables.result import TableResult
+    from .captions import with_what_ran
 
     if _is_figure(obj):
         from .figures import show_figure
 
-        show_figure(obj, runs=runs, name=name, caption=caption, alt=alt)
+        show_figure(obj, runs=runs, name=name, caption=with_what_ran(caption, runs, what=what) if caption else caption,
+                    alt=alt)
         return
     if isinstance(obj, pd.DataFrame):
         obj = TableResult(obj, caption=caption or "")
     if isinstance(obj, TableResult):
-        from .render import default_name, table_markdown
+        from .render import caption_name, table_markdown
 
+        caption = with_what_ran(caption or obj.caption, runs, what=what)
         auto = name is None
-        name = name or default_name(caption or obj.caption, obj.frame.to_csv())
+        name = name or caption_name(caption, obj.frame.to_csv())
         assert_aggregate(obj.frame, runs, what=f"table {name or caption!r}")
         display(table_markdown(obj, name=name, caption=caption, formats=formats, missing=missing,
                                groups=groups, note=note, intervals=intervals, collapsed=collapsed,

@@ -38,7 +38,7 @@ import pandas as pd
 from .. import paths
 from ..metrics.schema import never_zero
 
-__all__ = ["OUTPUT_DIR_ENV", "output_dir", "default_name", "WIDTH_BUDGET_PX", "BookTable", "table_markdown",
+__all__ = ["OUTPUT_DIR_ENV", "output_dir", "default_name", "caption_name", "NBSP", "VERDICT_COLUMN", "WIDTH_BUDGET_PX", "BookTable", "table_markdown",
            "format_frame", "auto_intervals", "split_plan", "tables_dir", "check_name", "RECORD_COLUMN", "ROW_METRIC_COLUMN"]
 
 OUTPUT_DIR_ENV = "SHOVIR_BOOK_DIR"
@@ -56,6 +56,12 @@ ROW_METRIC_COLUMN = "metric"
 """A column of this name holding schema metric names formats each row's float columns by its metric
 (long tables whose rows are different quantities); it is not shown itself."""
 
+NBSP = "\u00a0"
+"""Joins the words of a number with its unit and interval, so it never breaks across lines."""
+
+VERDICT_COLUMN = "verdict"
+"""A column of this name whose value is the same on every row becomes a note under the table."""
+
 RECORD_COLUMN = "run_id"
 """A column of this name holds run ids; its cells link to the record's manifest (``{record}`` role)."""
 
@@ -68,6 +74,8 @@ _SCROLL_SLACK = 1.15
 _SOFT_BOND_PX = 150  # cost of a part boundary between columns that belong together
 _MAX_PLANS = 20000   # splits tried per number of parts (wider tables scroll)
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)+$")
+"""A snake_case identifier (``image_first``, ``report_present``): shown with spaces."""
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|{}$~])")
 _LIST_MARKER = re.compile(r"^([+\-]|\d+[.)])(\s|$)")
 
@@ -78,6 +86,22 @@ def check_name(name: str) -> str:
         raise ValueError(f"table/figure name {name!r} must be lower-case letters and digits joined by '-' "
                          "(e.g. 'sv-t1'); it becomes the label 'tbl-<name>' and the CSV '<name>.csv'")
     return name
+
+
+def caption_name(caption: str, *parts: str, kind: str = "table", words: int = 7) -> str:
+    """A name for an unnamed table or figure, made from its caption: the caption's first ``words``
+    words (before the bracketed note of what ran), then 6 hex of caption and content, so the CSV a
+    reader downloads says what it holds (``flip-rates-by-finding-report-present-3f2a1c.csv``).
+
+    >>> caption_name("Table 2: flip rates, report present [demo: NIH 64 px]", "a,b")[:34]
+    'table-2-flip-rates-report-present-'
+    """
+    import hashlib
+
+    head = (caption or "").split(" [")[0]
+    slug = "-".join(re.findall(r"[a-z0-9]+", head.lower().replace("−", "-"))[:words])[:60].strip("-")
+    digest = hashlib.sha1("\x1f".join([caption or "", *map(str, parts)]).encode()).hexdigest()[:6]
+    return f"{slug}-{digest}" if slug else f"{kind}-{digest}"
 
 
 def default_name(*parts: str, kind: str = "table") -> str:
@@ -127,6 +151,8 @@ def _cell(v, *, fmt: str | None, missing: str) -> str:
     text = str(v)
     if "-" in text and _NUMERIC_TEXT.match(text):  # a number formatted upstream (TableResult.display)
         return text.replace("-", "−")
+    if _SNAKE.match(text):  # an identifier (`image_first`) reads as words
+        return text.replace("_", " ")
     return text
 
 
@@ -257,8 +283,9 @@ def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = Non
         # significant-digit formats: the bounds take the estimate's decimals ("−0.0581 [−0.1326, 0.0220]")
         lows = [_at_decimals(spec, v, x, a) for spec, v, x, a in zip(specs, out[col], flat[lo], out[lo])]
         highs = [_at_decimals(spec, v, y, b) for spec, v, y, b in zip(specs, out[col], flat[hi], out[hi])]
+        # one word: an estimate and its interval never break across lines (non-breaking spaces)
         out[col] = [v if (a == miss or b == miss or _is_missing(x) or _is_missing(y))
-                    else f"{v} [{_strip_unit(a)}, {_strip_unit(b)}]"
+                    else f"{v} [{_strip_unit(a)}, {_strip_unit(b)}]".replace(" ", NBSP)
                     for v, a, b, x, y in zip(out[col], lows, highs, flat[lo], flat[hi])]
         shown = [c for c in shown if c not in (lo, hi)]
     text = pd.DataFrame({c: out[c] for c in shown}, columns=shown)
@@ -586,7 +613,7 @@ def _list_table(text: pd.DataFrame, *, caption: str, label: str | None, record_c
 
 
 _NUMBER = r"[+\-−]?[\d,]*\.?\d+(e[+\-]?\d+)?"
-_NUMERIC_TEXT = re.compile(rf"^{_NUMBER}\s?(%|pp|x)?( \[{_NUMBER}, {_NUMBER}\])?$|^n/a$|^–$|^∞$")
+_NUMERIC_TEXT = re.compile(rf"^{_NUMBER}\s?(%|pp|x)?(\s\[{_NUMBER},\s{_NUMBER}\])?$|^n/a$|^–$|^∞$")
 
 
 def _numeric_columns(text: pd.DataFrame, skip: frozenset = frozenset()) -> set[int]:
@@ -668,6 +695,11 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
     if isinstance(frame.columns, pd.MultiIndex):
         frame, metrics = _stack_column_levels(frame, metrics, labels)
     skip = frozenset(["n/a", "–"] + (list(missing.values()) if isinstance(missing, Mapping) else [missing]))
+    if VERDICT_COLUMN in frame.columns and len(frame) > 1 and frame[VERDICT_COLUMN].nunique(dropna=False) == 1:
+        # a verdict that is the same on every row is said once, under the table
+        same = f"Verdict on every row: {frame[VERDICT_COLUMN].iloc[0]}."
+        note = f"{same} {note}" if note else same
+        frame = frame.drop(columns=[VERDICT_COLUMN])
     dropped = []
     if drop_empty:  # a column with no value at all carries nothing: say so once instead
         empty = [c for c in frame.columns if frame[c].map(_is_missing).all() and c != groups]

@@ -1,0 +1,58 @@
+"""Captions say what ran; tables read as words and numbers (issue 30)."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from shovir_core.book import captions, render
+from shovir_core.tables.result import TableResult
+
+
+class _Run:
+    credentialed = False
+    path = None
+
+    def __init__(self, dataset, model, protocol="modalens"):
+        self.run_id = f"{protocol}/x/{model}"
+        self.manifest = {"protocol": protocol, "dataset": {"name": dataset}, "model": {"id": model}}
+
+
+@pytest.fixture
+def outdir(tmp_path, monkeypatch):
+    monkeypatch.setenv(render.OUTPUT_DIR_ENV, str(tmp_path))
+    return tmp_path
+
+
+def test_what_ran_names_data_and_models_from_the_manifests():
+    assert captions.what_ran([_Run("demo-64px", "ref-anchored")]) == "demo: NIH 64 px, ref-anchored"
+    many = captions.what_ran([_Run("demo-64px", f"m{i}") for i in range(6)])
+    assert many == "demo: NIH 64 px; models: m0, m1, m2, m3, 2 more"
+    assert captions.what_ran([_Run(None, None, protocol="audit")]) == captions.PAPER_ONLY
+    assert captions.what_ran([]) == ""
+    cap = captions.with_what_ran("Table 2: flip rates.", [_Run("demo-64px", "ref-anchored")])
+    assert cap == "Table 2: flip rates. [demo: NIH 64 px, ref-anchored]" and captions.names_data_and_model(cap)
+    assert captions.with_what_ran(cap, [_Run("demo-64px", "ref-anchored")]) == cap  # said once
+    assert not captions.names_data_and_model("Part 2 of 3")
+
+
+def test_show_appends_what_ran_and_names_the_csv_after_the_caption(outdir, monkeypatch):
+    from shovir_core import book
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    frame = pd.DataFrame({"arm": ["image_first", "text_first"], "flip_rate": [0.047, 0.05]})
+    book.show(TableResult(frame, caption="Table 2: flip rates by prompt order."),
+              runs={"a": _Run("demo-64px", "ref-anchored")})
+    (table,) = shown
+    assert "[demo: NIH 64 px, ref-anchored]" in table.plain and "\\[demo: NIH 64 px" in table.markdown
+    assert table.csv_path.name.startswith("table-2-flip-rates-by-prompt-order-")
+    assert "image first" in table.markdown and "image_first" not in table.markdown  # no snake_case cell
+
+
+def test_a_constant_verdict_becomes_a_note():
+    frame = pd.DataFrame({"quantity": ["a", "b"], "paper": [0.1, 0.2], "verdict": ["shown for scale"] * 2})
+    md = render.table_markdown(TableResult(frame, caption="Paper vs run [demo: NIH boxes, x]"), name=None).markdown
+    assert "Verdict on every row: shown for scale." in md and md.count("shown for scale") == 1
+    frame.loc[1, "verdict"] = "inside"
+    md = render.table_markdown(TableResult(frame, caption="c"), name=None).markdown
+    assert "Verdict on every row" not in md
