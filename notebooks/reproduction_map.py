@@ -48,9 +48,26 @@ model_items = table[table["work"] != "none"]
 assert (model_items["paper_trials"].dropna() > 0).all()
 assert (table.loc[table["work"] == "none", "gpu_hours"] == 0).all()
 assert (table.loc[table["command"] != "", "command"].str.contains("--executor slurm")).all()
-book.glue_values("repro", result.values, runs=runs)
+book.glue_values("repro", result.values, runs=runs, source="shovir_core/resources/reproduction.yaml")
 
 # %% [markdown]
+# ## What this build shows, item by item
+#
+# Of the {glue:}`repro.status.n_items` tables, figures and sections of both papers in the catalogue,
+# {glue:}`repro.status.n_built` have a chapter in this book: {glue:}`repro.status.n_built_demo` run on
+# the demo and need nothing more, {glue:}`repro.status.n_needs_credentialed_gpu` need the credentialed
+# data and a GPU at the paper's scale, {glue:}`repro.status.n_needs_credentialed_data` need the
+# credentialed data but no model, and {glue:}`repro.status.n_rehearsed` have been rehearsed at the
+# paper's scale; {glue:}`repro.status.n_not_built` are not built.
+
+# %%
+status = reproduction.status_table()
+book.glue_values("repro.status", status.values, runs=runs, source="shovir_core/resources/reproduction.yaml")
+book.show(status, runs=runs, name="repro-status", what="data: the catalogue shovir_core/resources/reproduction.yaml, no model")
+
+# %% [markdown]
+# ## What reproducing each item takes
+#
 # The map lists {glue:}`repro.n_items` items ({glue:}`repro.n_items_shovir` of ShoViR,
 # {glue:}`repro.n_items_modalens` of ModaLens); {glue:}`repro.n_with_notebook` have a chapter in this
 # book and {glue:}`repro.n_with_command` a paper-scale command. The {glue:}`repro.n_model_items` items

@@ -86,3 +86,18 @@ def test_time_per_trial_is_measured_from_records(runs_root):
     t = reproduction.reproduction_table({"shovir_table1.tiny": run}).frame.set_index(["paper", "item"])
     assert t.loc[("shovir", "Table 1"), "s_per_trial_tiny_cpu"] == pytest.approx(run.info.seconds / run.info.n_trials)
     assert t.loc[("shovir", "Table 1"), "demo_records"] == 1
+
+
+def test_status_table_covers_every_catalogue_item():
+    from shovir_core.tables import reproduction as rp
+
+    status = rp.status_table()
+    catalogue = rp.load_catalog()
+    assert len(status.frame) == len(catalogue) == status.values["n_items"]
+    assert set(status.frame["status"]) <= set(rp.STATUSES)
+    assert sum(v for k, v in status.values.items() if k not in ("n_items", "n_built")) == len(catalogue)
+    unbuilt = {(it["paper"], it["item"]) for it in catalogue if not it.get("notebook")}
+    shown = status.frame[status.frame["status"] == rp.NOT_BUILT]
+    assert len(shown) >= len(unbuilt)
+    assert rp.status_of({"notebook": "x", "work": "score", "profiles": ["mimic"]}, notebooks={"x"},
+                        profiles=["demo", "rehearsal"]) == rp.REHEARSED

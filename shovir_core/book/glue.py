@@ -60,11 +60,13 @@ def _plain(value):
     return value
 
 
-def glue(key: str, value, *, runs, display: bool = False) -> None:
+def glue(key: str, value, *, runs, source: str | None = None, display: bool = False) -> None:
     """Glue ``value`` under the namespaced ``key`` (checked against credentialed runs).
 
     ``runs`` are the records the value was derived from (a Run, a list or the
-    dict returned by :func:`load_runs`); credentialed runs admit aggregates only.
+    dict returned by :func:`load_runs`); credentialed runs admit aggregates only. ``source`` names
+    the file shipped with the package a value was read from when no record made it (the
+    reproduction map's catalogue, ``shovir_core/resources/reproduction.yaml``); the book says so.
 
     Raises
     ------
@@ -87,14 +89,15 @@ def glue(key: str, value, *, runs, display: bool = False) -> None:
         return
     value = _plain(value)
     assert_aggregate(value, runs, what=f"glue {key!r}")  # the credentialed-data guard speaks first
-    if not _runs_of(runs):
+    if not _runs_of(runs) and not source:
         raise ProvenanceError(f"glue {key!r}: no run record given (runs=[]); a published value is glued with "
-                              "book.glue_paper(key, paper_id), a setting with the records that used it")
+                              "book.glue_paper(key, paper_id), a setting with the records that used it, a value "
+                              "read from a shipped file with source=<its path>")
     _refuse_published(key, value)
     from myst_nb import glue as _glue
 
     _glue(key, value, display=display)
-    _log_glue(key, runs)
+    _log_glue(key, runs, source=source)
 
 
 def _check_key(key: str) -> None:
@@ -171,17 +174,19 @@ def _runs_of(runs) -> list:
     return [runs]
 
 
-def _log_glue(key: str, runs) -> None:
+def _log_glue(key: str, runs, *, source: str | None = None) -> None:
     log = os.environ.get(GLUE_LOG_ENV)
     if not log:
         return
     entries = sorted({(r.run_id, r.manifest.get("spec_sha256")) for r in _runs_of(runs)})
+    entry = {"key": key, "runs": [{"run_id": rid, "spec_sha256": h} for rid, h in entries]}
+    if source and not entries:
+        entry["source"] = source
     with open(log, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"key": key, "runs": [{"run_id": rid, "spec_sha256": h} for rid, h in entries]})
-                 + "\n")
+        fh.write(json.dumps(entry) + "\n")
 
 
-def glue_values(prefix: str, values: Mapping, *, runs) -> None:
+def glue_values(prefix: str, values: Mapping, *, runs, source: str | None = None) -> None:
     """Glue every ``values[k]`` under ``<prefix>.<k>`` (see :func:`glue`); ``prefix`` is the namespace.
 
     A published value among them (a :class:`~shovir_core.papers.PaperNumber`, as
@@ -193,7 +198,7 @@ def glue_values(prefix: str, values: Mapping, *, runs) -> None:
     from ..papers.published import PaperNumber
 
     for k, v in values.items():
-        glue(f"{prefix}.{k}", v, runs=[] if isinstance(v, PaperNumber) else runs)
+        glue(f"{prefix}.{k}", v, runs=[] if isinstance(v, PaperNumber) else runs, source=source)
 
 
 def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt: str | None = None,

@@ -62,6 +62,9 @@ NBSP = "\u00a0"
 VERDICT_COLUMN = "verdict"
 """A column of this name whose value is the same on every row becomes a note under the table."""
 
+CHAPTER_COLUMNS = ("chapter", "notebook")
+"""Columns of these names hold chapter names; a cell naming a chapter of the book links to it."""
+
 RECORD_COLUMN = "run_id"
 """A column of this name holds run ids; its cells link to the record's manifest (``{record}`` role)."""
 
@@ -246,7 +249,9 @@ def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = Non
     for col in flat.columns:
         miss = missing.get(col, "n/a") if isinstance(missing, Mapping) else missing
         s = flat[col]
-        if col in metrics:
+        if col in CHAPTER_COLUMNS or col == RECORD_COLUMN:  # names kept as they are (they become links)
+            vals = [miss if _is_missing(v) else str(v) for v in s]
+        elif col in metrics:
             spec = metric_spec(metrics[col])
             vals = [_metric_cell(spec, v, miss) for v in s]
         elif row_metrics is not None and pd.api.types.is_float_dtype(s) and col not in formats:
@@ -570,9 +575,18 @@ def _escape(text: str) -> str:
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-def _cell_markup(value: str, header_is_record: bool) -> str:
+def _is_chapter(value: str) -> bool:
+    return bool(_NAME_CHAPTER.match(str(value))) and (paths.notebooks_root() / f"{value}.py").is_file()
+
+
+_NAME_CHAPTER = re.compile(r"^[a-z0-9_]+$")
+
+
+def _cell_markup(value: str, header_is_record: bool, header_is_chapter: bool = False) -> str:
     if header_is_record and value not in ("", "n/a"):
         return "{record}`" + value + "`"
+    if header_is_chapter and _is_chapter(value):  # a chapter of the book: a link to it
+        return "{doc}`" + value + "`"
     if _ISO_DATE.match(str(value)):  # a date is one word: non-breaking hyphens keep "2026-12-01" on one line
         return str(value).replace("-", "\u2011")
     return _escape(value)
@@ -594,7 +608,7 @@ def _blank_repeats(text: pd.DataFrame, n_keys: int) -> pd.DataFrame:
 
 
 def _list_table(text: pd.DataFrame, *, caption: str, label: str | None, record_cols: set[int],
-                numeric_cols: set[int]) -> str:
+                numeric_cols: set[int], chapter_cols: set[int] = frozenset()) -> str:
     title = _escape(caption).replace("\u00a0", "") if caption else ""
     if not len(text):  # a list-table needs a body: say there is nothing instead
         return f"{title + ': ' if title else ''}*no rows* (nothing of this kind in this run)."
@@ -606,7 +620,7 @@ def _list_table(text: pd.DataFrame, *, caption: str, label: str | None, record_c
     rows = [list(text.columns)] + text.to_numpy().tolist()
     for r, row in enumerate(rows):
         for j, v in enumerate(row):
-            cell = _escape(v) if r == 0 else _cell_markup(v, j in record_cols)
+            cell = _escape(v) if r == 0 else _cell_markup(v, j in record_cols, j in chapter_cols)
             lines.append(("* - " if j == 0 else "  - ") + cell)
     lines.append("````")
     return "\n".join(lines)
@@ -732,6 +746,7 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         raw_cols = [c for c in all_cols
                     if c != ROW_METRIC_COLUMN and not any(c in pair for pair in pairs.values())]
         record_cols = {j for j, c in enumerate(raw_cols) if c == RECORD_COLUMN}
+        chapter_cols = {j for j, c in enumerate(raw_cols) if c in CHAPTER_COLUMNS}
         chunks = _split_columns(text, n_keys, budget_px, record_cols, skip, raw=raw_cols)
         section_blocks = []
         for k, chunk in enumerate(chunks):
@@ -742,8 +757,9 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
             shown = _blank_repeats(chunk, n_keys)
             cols = [list(text.columns).index(c) for c in chunk.columns]
             recs = {i for i, c in enumerate(cols) if c in record_cols}
+            chaps = {i for i, c in enumerate(cols) if c in chapter_cols}
             block = _list_table(shown, caption=cap, label=f"tbl-{name}" if (name and label and first) else None,
-                                record_cols=recs, numeric_cols=_numeric_columns(chunk, skip))
+                                record_cols=recs, numeric_cols=_numeric_columns(chunk, skip), chapter_cols=chaps)
             section_blocks.append(block)
             plains.append(cap + "\n" + chunk.to_string(index=False))
             first = False

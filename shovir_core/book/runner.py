@@ -216,8 +216,9 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
             if line.strip():
                 entry = json.loads(line)
                 glued[entry["key"]] = entry["runs"]
-                if entry.get("paper"):  # a published value (book.glue_paper): where the paper prints it
-                    sources[entry["key"]] = entry["paper"]
+                extra = {k: entry[k] for k in ("paper", "source") if entry.get(k)}
+                if extra:  # a published value (book.glue_paper) or a shipped file's: where it was read
+                    sources[entry["key"]] = extra
         executed = json.loads(executed_path.read_text(encoding="utf-8"))
         unglued = unglued_references(executed["cells"], glued)
         if unglued:
@@ -251,7 +252,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
     from ..records import atomic_write_text
 
     atomic_write_text(target, json.dumps(executed, indent=1, ensure_ascii=False) + "\n")
-    _update_glue_index(output_dir, notebook, glued, papers=sources)
+    _update_glue_index(output_dir, notebook, glued, sources=sources)
     return target
 
 
@@ -290,16 +291,15 @@ def _keep_failed_copy(executed: Path, target: Path, notebook: str, *, credential
     return dest
 
 
-def _update_glue_index(output_dir: Path, notebook: str, glued: dict, *, papers: dict | None = None) -> None:
-    """Replace ``notebook``'s entries of the book's glue index with ``glued`` (and, for published
-    values, ``papers[key]``: the paper, value id and location they were read from)."""
+def _update_glue_index(output_dir: Path, notebook: str, glued: dict, *, sources: dict | None = None) -> None:
+    """Replace ``notebook``'s entries of the book's glue index with ``glued`` (and ``sources[key]``:
+    for a published value its ``paper`` source, for a value read from a shipped file its ``source``)."""
     from ..records import atomic_write_text
 
     index = glue_index(output_dir)
     index = {k: v for k, v in index.items() if v.get("notebook") != notebook}
-    papers = papers or {}
-    index.update({k: {"notebook": notebook, "runs": runs, **({"paper": papers[k]} if k in papers else {})}
-                  for k, runs in glued.items()})
+    sources = sources or {}
+    index.update({k: {"notebook": notebook, "runs": runs, **sources.get(k, {})} for k, runs in glued.items()})
     atomic_write_text(Path(output_dir) / GLUE_INDEX, json.dumps(index, indent=1, sort_keys=True) + "\n")
 
 

@@ -77,11 +77,14 @@ def record_title(run_id: str, manifest: dict, spec_sha256: str | None = None) ->
     return f"run {run_id} · spec sha256 {spec} · commit {_commit(manifest)}"
 
 
-def glue_title(key: str, runs: list[dict], manifests: dict[str, dict], paper: dict | None = None) -> str:
+def glue_title(key: str, runs: list[dict], manifests: dict[str, dict], paper: dict | None = None,
+               source: str | None = None) -> str:
     """The hover title of a glued value computed from ``runs`` (entries of the glue index), or of a
     published value read from ``paper`` (its glue index source)."""
     if paper:
         return paper_title(key, paper)
+    if not runs and source:
+        return f"{key}: read from {source} (shipped with the package), not from a run record"
     if not runs:
         return f"{key}: not computed from a run record and not a published value"
     parts = [record_title(r["run_id"], manifests.get(r["run_id"], {}), r.get("spec_sha256")) for r in runs[:TITLE_RUNS]]
@@ -167,7 +170,7 @@ class LinkGluedValues(SphinxPostTransform):
                 runs = entry.get("runs") or []
                 paper = entry.get("paper")
                 manifests = {r["run_id"]: _manifest(app, r["run_id"]) for r in runs}
-                title = glue_title(key, runs, manifests, paper)
+                title = glue_title(key, runs, manifests, paper, entry.get("source"))
                 classes = [GLUE_CLASS]
                 if paper:
                     if runs:
@@ -181,9 +184,10 @@ class LinkGluedValues(SphinxPostTransform):
                 elif runs:
                     uri = self._uri(f"{PROVENANCE_DIR}/{entry['notebook']}.html") + f"#{key}"
                 else:
-                    logger.warning(f"glued value {key!r} comes from no run record and is not a published value "
-                                   "(glue published values with book.glue_paper)", location=node,
-                                   type="shovir", subtype="provenance")
+                    if not entry.get("source"):
+                        logger.warning(f"glued value {key!r} comes from no run record and is not a published value "
+                                       "(glue published values with book.glue_paper)", location=node,
+                                       type="shovir", subtype="provenance")
                     node.replace_self(nodes.abbreviation("", "", *node.children, explanation=title,
                                                          classes=[GLUE_CLASS, "no-record"]))
                     continue

@@ -26,7 +26,8 @@ from ..vocab import P_GRID, SHOVIR_CONDITIONS
 from .result import TableResult
 
 __all__ = ["load_catalog", "chapter_runs", "gpu_seconds_per_trial", "reproduction_table", "design_factors",
-           "WORK_KINDS", "CLUSTER_EXAMPLE"]
+           "WORK_KINDS", "CLUSTER_EXAMPLE", "status_of", "status_table", "STATUSES", "BUILT_ON_DEMO", "REHEARSED",
+           "NEEDS_CREDENTIALED", "NEEDS_CREDENTIALED_DATA", "NOT_BUILT"]
 
 WORK_KINDS = ("generate", "score", "score+generate", "layerwise", "none")
 CLUSTER_EXAMPLE = "params/cluster.example.yaml"
@@ -199,3 +200,60 @@ def reproduction_table(runs: dict, *, shards: int = 16, benchmarks: Path | None 
     caption = ("Every table, figure and appendix of both papers: chapter, params, demo records, trials at the "
                "paper's scale, measured time per trial, projected GPU-hours and the SLURM command.")
     return TableResult(frame=frame, values=values_out, labels=labels, caption=caption).with_runs(runs)
+
+
+BUILT_ON_DEMO = "built on the demo"
+REHEARSED = "built, and rehearsed at the paper's scale"
+NEEDS_CREDENTIALED = "built on the demo; the paper's scale needs credentialed data and a GPU"
+NEEDS_CREDENTIALED_DATA = "built on the demo; the paper's scale needs credentialed data (no model)"
+NOT_BUILT = "not built"
+STATUSES = (BUILT_ON_DEMO, REHEARSED, NEEDS_CREDENTIALED, NEEDS_CREDENTIALED_DATA, NOT_BUILT)
+"""What this build shows of a paper item (:func:`status_table`)."""
+
+CREDENTIALED_PROFILES = ("mimic", "padchest")
+REHEARSAL_PROFILES = ("rehearsal", "paper-scale")
+"""Params profiles that run a chapter at the paper's scale on public (or synthetic) data."""
+
+
+def status_of(item: dict, *, notebooks: set[str], profiles: list[str]) -> str:
+    """The status of one catalogue ``item`` (:data:`STATUSES`) given the chapters that exist and the
+    params profiles of its chapter.
+
+    >>> status_of({"notebook": None, "work": "none"}, notebooks=set(), profiles=[])
+    'not built'
+    >>> status_of({"notebook": "t1", "work": "generate", "profiles": ["mimic"]}, notebooks={"t1"}, profiles=["demo", "mimic"])
+    "built on the demo; the paper's scale needs credentialed data and a GPU"
+    """
+    nb = item.get("notebook")
+    if not nb or nb not in notebooks:
+        return NOT_BUILT
+    if any(p in profiles for p in REHEARSAL_PROFILES):
+        return REHEARSED
+    if any(p in CREDENTIALED_PROFILES for p in item.get("profiles") or []):
+        return NEEDS_CREDENTIALED_DATA if item.get("work") == "none" else NEEDS_CREDENTIALED
+    return BUILT_ON_DEMO
+
+
+def status_table() -> TableResult:
+    """What this build shows of every paper item of the catalogue: one row per item with its chapter
+    and :func:`status_of`; ``values`` count the items per status (``n_<status words>``) and per paper."""
+    from ..book.params import profiles_of
+
+    notebooks = {p.stem for p in paths.notebooks_root().glob("*.py")}
+    rows = []
+    for it in load_catalog():
+        nb = it.get("notebook") if it.get("notebook") in notebooks else None
+        status = status_of(it, notebooks=notebooks, profiles=profiles_of(nb) if nb else [])
+        rows.append({"paper": {"shovir": "ShoViR", "modalens": "ModaLens"}[it["paper"]], "item": it["item"],
+                     "title": it["title"], "chapter": nb or "none", "status": status})
+    frame = pd.DataFrame(rows, columns=["paper", "item", "title", "chapter", "status"])
+    keys = {BUILT_ON_DEMO: "built_demo", REHEARSED: "rehearsed", NEEDS_CREDENTIALED: "needs_credentialed_gpu",
+            NEEDS_CREDENTIALED_DATA: "needs_credentialed_data", NOT_BUILT: "not_built"}
+    values = {f"n_{keys[s]}": int((frame["status"] == s).sum()) for s in STATUSES}
+    values["n_items"] = int(len(frame))
+    values["n_built"] = int((frame["status"] != NOT_BUILT).sum())
+    caption = ("What this build shows of each table, figure and section of both papers (the reproduction "
+               "map's catalogue): the chapter that builds it and whether it runs on the demo only, has been "
+               "rehearsed at the paper's scale, needs the credentialed data (and a GPU) for the paper's scale, or "
+               "is not built.")
+    return TableResult(frame=frame, values=values, caption=caption, labels={"item": "paper item"})
