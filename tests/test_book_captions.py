@@ -56,3 +56,20 @@ def test_a_constant_verdict_becomes_a_note():
     frame.loc[1, "verdict"] = "inside"
     md = render.table_markdown(TableResult(frame, caption="c"), name=None).markdown
     assert "Verdict on every row" not in md
+
+
+def test_a_displayed_table_keeps_its_caption_and_its_csv_holds_numbers(outdir, monkeypatch):
+    from shovir_core import book
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    t = TableResult(pd.DataFrame({"arm": ["a", "b"], "flip_rate": [0.0572, 0.1]}), metrics={"flip_rate": "flip_rate"},
+                    caption="Flip rates by arm.")
+    book.show(t.display(), runs=[_Run("demo", "m")])
+    (table,) = shown
+    assert table.plain.startswith("Flip rates by arm. [demo: NIH boxes, m]")
+    csv = pd.read_csv(table.csv_path)
+    assert csv["flip_rate"].tolist() == [0.0572, 0.1], "the CSV holds numbers, not '5.72%'"
+    both = pd.concat([t.display(), t.display()])
+    book.show(both, runs=[_Run("demo", "m")])
+    assert len(pd.read_csv(shown[-1].csv_path)) == 4, "a frame changed after display() writes what it shows"

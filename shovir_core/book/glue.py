@@ -237,8 +237,11 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
         show_figure(obj, runs=runs, name=name, caption=with_what_ran(caption, runs, what=what) if caption else caption,
                     alt=alt)
         return
-    if isinstance(obj, pd.DataFrame):
-        obj = TableResult(obj, caption=caption or "")
+    numbers = None
+    if isinstance(obj, pd.DataFrame):  # TableResult.display(): formatted text, its caption and numbers in attrs
+        kept = obj.attrs.get("numbers")
+        numbers = kept.behind(obj) if hasattr(kept, "behind") else None
+        obj = TableResult(obj, caption=caption or obj.attrs.get("caption") or "")
     if isinstance(obj, TableResult):
         from .render import caption_name, table_markdown
 
@@ -248,7 +251,7 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
         assert_aggregate(obj.frame, runs, what=f"table {name or caption!r}")
         display(table_markdown(obj, name=name, caption=caption, formats=formats, missing=missing,
                                groups=groups, note=note, intervals=intervals, collapsed=collapsed,
-                               label=not auto))
+                               label=not auto, csv_frame=numbers))
         return
     assert_aggregate(obj, runs, what="table")
     display(obj)

@@ -48,6 +48,27 @@ def frame_of(table) -> pd.DataFrame:
     raise TypeError(f"expected a TableResult or a DataFrame, got {type(table).__name__}")
 
 
+class Numbers:
+    """The unformatted frame behind a displayed one (kept in its ``attrs``; compared by identity, so
+    pandas can compare two frames' ``attrs`` without comparing frames)."""
+
+    __slots__ = ("frame", "shown")
+
+    def __init__(self, frame: pd.DataFrame, shown: pd.DataFrame | None = None):
+        self.frame = frame
+        self.shown = (shown.shape, list(shown.index), list(shown.columns)) if shown is not None else None
+
+    def behind(self, shown: pd.DataFrame) -> pd.DataFrame | None:
+        """The numbers, if ``shown`` is still the frame they were displayed as (same rows and columns;
+        a frame concatenated or filtered after ``display()`` gets ``None``)."""
+        if self.shown is None or self.shown != (shown.shape, list(shown.index), list(shown.columns)):
+            return None
+        return self.frame
+
+    def __deepcopy__(self, memo):  # pandas deep-copies attrs on every derived frame: share, do not copy
+        return self
+
+
 @dataclass
 class TableResult:
     """A chapter table: frame, glue values, display metadata and the run ids it came from.
@@ -148,7 +169,11 @@ class TableResult:
         return col
 
     def display(self) -> pd.DataFrame:
-        """The frame for readers: metric columns formatted, headers renamed, :attr:`index` as row labels."""
+        """The frame for readers: metric columns formatted, headers renamed, :attr:`index` as row labels.
+
+        Its ``attrs`` keep the ``caption`` and the unformatted frame (``numbers``), which
+        :func:`shovir_core.book.show` uses for the caption and the CSV.
+        """
         from ..metrics.schema import metric_spec
 
         out = self.frame.copy()
@@ -163,4 +188,7 @@ class TableResult:
         out.columns = (pd.MultiIndex.from_tuples(headers) if isinstance(out.columns, pd.MultiIndex)
                        else pd.Index(headers))
         names = [self.labels.get(n, n) for n in out.index.names]
-        return out.rename_axis(index=names if len(names) > 1 else names[0])
+        out = out.rename_axis(index=names if len(names) > 1 else names[0])
+        # book.show keeps the caption, and writes the unformatted numbers (not this text) to the CSV
+        out.attrs.update({"caption": self.caption, "numbers": Numbers(self.frame, out)})
+        return out
