@@ -16,11 +16,18 @@
 # ModaLens asks a vision-language model yes/no finding questions about a chest X-ray, with and
 # without the study's radiology report in the prompt, and then swaps the image for another study's
 # (usually the same patient's) while the question and report stay fixed. The paired flip rate --
-# how often the answer changes with the image -- is the measure of image sensitivity; the paper
-# finds that the report lowers it several-fold (MedGemma-27B on MIMIC-CXR:
-# {glue:text}`ml.paper.t2.all14.present.flip_rate:.2%` with the report against
-# {glue:text}`ml.paper.t2.all14.absent.flip_rate:.2%` without, lowercase first-token readout). This
-# chapter rebuilds the paper's five main tables from `modalens` run records.
+# how often the answer changes with the image -- is the measure of image sensitivity.
+#
+# **The paper's primary estimate** (MedGemma-27B on MIMIC-CXR, §4.1 and Table 3: the generated answer
+# under the instruction "Answer with exactly Yes or No."): the answer changes on
+# {glue:text}`ml.paper.t3.instructed.generated.present.flip_rate:.2%` of trials with the report and
+# {glue:text}`ml.paper.t3.instructed.generated.absent.flip_rate:.2%` without it, a paired increase of
+# {glue:text}`ml.paper.t3.instructed.generated.diff_pp:.1f` points
+# [{glue:text}`ml.paper.t3.instructed.generated.diff_pp_lo:.1f`, {glue:text}`ml.paper.t3.instructed.generated.diff_pp_hi:.1f`].
+# **Its first measurement** (Table 2: the uninstructed headline prompt, lowercase first-token readout):
+# {glue:text}`ml.paper.t2.all14.present.flip_rate:.2%` against
+# {glue:text}`ml.paper.t2.all14.absent.flip_rate:.2%`. Both are the paper's values (marked "paper");
+# this chapter rebuilds the paper's five main tables from `modalens` run records.
 #
 # **What the demo profile runs.** The 64-px NIH multi-study cohort has labels but no report text, so
 # every report here is a **template report** written from the study's labels

@@ -30,7 +30,7 @@ def test_catalog_names_every_chapter_and_only_real_params():
 
     items = reproduction.load_catalog()
     named = {i["notebook"] for i in items if i.get("notebook")}
-    chapters = set(toc_notebooks()) - {"reproduction_map"}
+    chapters = set(toc_notebooks()) - {"reproduction_map", "claims"}  # the book's own pages, no paper item
     assert chapters - named == set(), "chapters missing from resources/reproduction.yaml"
     assert named - chapters == set(), "catalog names notebooks that are not chapters"
     for it in items:
@@ -101,3 +101,16 @@ def test_status_table_covers_every_catalogue_item():
     assert len(shown) >= len(unbuilt)
     assert rp.status_of({"notebook": "x", "work": "score", "profiles": ["mimic"]}, notebooks={"x"},
                         profiles=["demo", "rehearsal"]) == rp.REHEARSED
+
+
+def test_claims_index_names_existing_chapters_and_counts_every_claim():
+    from shovir_core.tables import claims
+
+    index = claims.claims_table()
+    n = index.values["n_claims"]
+    assert n == len(claims.load_claims()) > 0
+    assert sum(index.values[f"n_{s}"] for s in claims.STRENGTHS) == n
+    assert {"ShoViR", "ModaLens"} <= set(index.frame["paper"])
+    assert set(index.frame["check"]) - {""} <= set(claims.STRENGTHS.values())
+    models = claims.models_table().frame
+    assert {"ref-anchored", "medgemma-27b", "tiny-gemma3"} <= set(models["model"])
