@@ -12,11 +12,12 @@ TORCH_SPEC ?= torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: book test records notebooks clean-book help
+.PHONY: book test records notebooks clean-book help pdf
 
 help:
 	@echo "make book   - run the $(PROFILE) profile, execute notebooks, build the book"
 	@echo "make test   - build the book, then unit tests, doctests, nbval on the executed notebooks and the browser test"
+	@echo "make pdf    - the whole book as one PDF (book/_build/pdf/book.pdf; Debian's chromium prints it)"
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +35,10 @@ book: $(STAMP)
 # the browser test (tests/test_book_browser.py) reads the built HTML, so `test` builds the book
 test: book
 	$(BIN)/python -m pytest tests book shovir_core --doctest-modules --nbval-lax --nbval-current-env -p no:cacheprovider
+
+# the whole book as one PDF: the executed notebooks as one HTML page, printed by /usr/bin/chromium
+pdf: notebooks
+	$(BIN)/python -m shovir_core.book.pdf
 
 clean-book:
 	rm -rf book/_build book/*.ipynb

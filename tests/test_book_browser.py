@@ -10,8 +10,14 @@ the page) and must show
 * no printed output (a cell's stdout) running past the text column;
 * figures made by ``book.show`` whose smallest text renders at 9 pt (12 CSS px) or more, with
   alt text and a caption;
-* every glued number as a link to its run record (or marked as not from a record);
-* formulas typeset by the MathJax the book serves itself.
+* every glued number as a link to its run record, or marked as the paper's (a paper value with run
+  provenance fails);
+* formulas typeset by the MathJax the book serves itself;
+* no number broken across lines (measured: the line boxes of each number with its unit and interval);
+* the reviewer's checks of :mod:`shovir_core.book.html_checks` on the rendered page: every table
+  and figure caption names the data and model(s), no snake_case cell, no dash for ``--`` in a
+  command, no printed output and no empty section (each check is unit-tested on fixtures in
+  ``tests/test_book_html_checks.py``).
 
 Nothing downloads a browser: the test uses ``/usr/bin/chromium`` (``apt-get install chromium``) and
 skips, saying why, where Chromium, Playwright or the built book is missing. ``make test`` builds the
@@ -99,7 +105,21 @@ _MEASURE = """() => {
     text: p.textContent.slice(0, 60), scroll: p.scrollWidth, width: p.clientWidth}));
   const math = article.querySelectorAll('.math').length;
   const typeset = article.querySelectorAll('mjx-container').length;
-  return {left, right, width: right - left, tables, imgs, pasted, printed, math, typeset};
+  // a number with its unit and interval ("+12.37 pp [+11.19, +13.57]") must sit on one line
+  const numberRe = /[+\-\u2212]?\d[\d,.]*(?:[ \u00a0]?(?:pp|%))?(?:[ \u00a0]\[[^\]]*\])?/g;
+  const broken = [];
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (n.parentElement && n.parentElement.closest('pre, code, mjx-container, script, style')) continue;
+    for (const m of n.textContent.matchAll(numberRe)) {
+      if (m[0].length < 4 || !/[ \u00a0]/.test(m[0])) continue;
+      const range = document.createRange();
+      range.setStart(n, m.index); range.setEnd(n, m.index + m[0].length);
+      const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (tops.size > 1) broken.push(m[0]);
+    }
+  }
+  return {left, right, width: right - left, tables, imgs, pasted, printed, math, typeset, broken};
 }"""
 
 
@@ -132,7 +152,12 @@ def _check_page(context, page_path: Path) -> list[str]:
         page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
         page.evaluate("() => MathJax.startup.promise")
     m = page.evaluate(_MEASURE)
+    html = page.content()
     page.close()
+    from shovir_core.book.html_checks import page_problems
+
+    problems += page_problems(html)
+    problems += [f"number {b!r} breaks across lines" for b in m["broken"]]
     problems += [f"network request while offline: {u}" for u in offline]
     for t in m["tables"]:
         if "shovir-table" not in t["classes"]:
@@ -167,7 +192,7 @@ def _check_page(context, page_path: Path) -> list[str]:
     for p in m["pasted"]:
         if not (p["linked"] or p["norecord"]):
             problems.append(f"glued value {p['text']!r} does not link to its record")
-        elif p["linked"] and "run " not in p["title"]:
+        elif p["linked"] and "run " not in p["title"] and not p["title"].startswith("paper value"):
             problems.append(f"glued value {p['text']!r}: link title {p['title']!r} names no run")
     if m["math"] and m["typeset"] < m["math"]:
         problems.append(f"{m['math'] - m['typeset']} of {m['math']} formulas were not typeset by MathJax")

@@ -1,0 +1,103 @@
+"""The whole book as one PDF: Jupyter Book's single-page HTML printed by a headless Chromium.
+
+``make pdf`` builds ``book/_build/singlehtml`` (``jupyter-book build --builder singlehtml``) from the
+executed notebooks and prints it with Debian's ``/usr/bin/chromium --headless --print-to-pdf``
+(no browser download, no network). Before printing, a copy of the page has every collapsed table
+(the audits' dropdowns) opened, so what a reader would have to click open is on paper; the code
+cells stay collapsed. :func:`chapters_in_pdf` reads the PDF back (pypdf) to check that every chapter
+is in it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+__all__ = ["CHROMIUM", "singlehtml_dir", "open_collapsed", "print_pdf", "build_pdf", "chapter_titles",
+           "chapters_in_pdf", "pdf_pages"]
+
+CHROMIUM = os.environ.get("SHOVIR_CHROMIUM", "/usr/bin/chromium")
+"""The browser that prints the book (Debian's ``chromium`` package)."""
+
+_DROPDOWN = re.compile(r'<details(?![^>]*\bopen\b)([^>]*\bclass="[^"]*(?:sd-dropdown|shovir-dropdown)[^"]*")')
+
+
+def singlehtml_dir() -> Path:
+    from .. import paths
+
+    return paths.book_root() / "_build" / "singlehtml"
+
+
+def open_collapsed(html: str) -> str:
+    """``html`` with every collapsed table dropdown opened (code cells stay collapsed).
+
+    >>> open_collapsed('<details class="sd-sphinx-override sd-dropdown"><summary>x</summary></details>')
+    '<details open class="sd-sphinx-override sd-dropdown"><summary>x</summary></details>'
+    >>> open_collapsed('<details class="hide above-input"><summary>code</summary></details>')
+    '<details class="hide above-input"><summary>code</summary></details>'
+    """
+    return _DROPDOWN.sub(r"<details open\1", html)
+
+
+def print_pdf(html: Path, pdf: Path, *, chromium: str = CHROMIUM, timeout: int = 600) -> Path:
+    """Print ``html`` (a file) to ``pdf`` with a headless Chromium, collapsed tables opened."""
+    if not Path(chromium).is_file():
+        raise FileNotFoundError(f"Chromium not found at {chromium} (apt-get install -y chromium)")
+    html = Path(html)
+    opened = html.with_name(html.stem + ".print.html")
+    opened.write_text(open_collapsed(html.read_text(encoding="utf-8")), encoding="utf-8")
+    pdf = Path(pdf)
+    pdf.parent.mkdir(parents=True, exist_ok=True)
+    profile = tempfile.mkdtemp(prefix="shovir-pdf-")
+    try:
+        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={profile}", "--no-pdf-header-footer", "--virtual-time-budget=20000",
+               "--run-all-compositor-stages-before-draw", f"--print-to-pdf={pdf}", opened.resolve().as_uri()]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+        opened.unlink(missing_ok=True)
+    if proc.returncode != 0 or not pdf.is_file():
+        raise RuntimeError(f"chromium could not print {html} (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    return pdf
+
+
+def build_pdf(*, pdf: Path | None = None, build: bool = True) -> Path:
+    """Build the single-page HTML of the executed book and print it to ``book/_build/pdf/book.pdf``."""
+    from .. import paths
+
+    if build:
+        exe = shutil.which("jupyter-book") or "jupyter-book"
+        subprocess.run([exe, "build", str(paths.repo_root()), "--path-output", str(paths.book_root()),
+                        "--builder", "singlehtml", "--keep-going"], cwd=paths.repo_root(), check=True)
+    pdf = Path(pdf or paths.book_root() / "_build" / "pdf" / "book.pdf")
+    return print_pdf(singlehtml_dir() / "index.html", pdf)
+
+
+def chapter_titles(html: str) -> list[str]:
+    """The chapter titles (``h1``) of the single-page HTML."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(html, "html.parser")
+    return [" ".join(h.get_text(" ", strip=True).replace("#", "").split()) for h in soup.select("h1")]
+
+
+def pdf_pages(pdf: Path) -> list[str]:
+    """The text of every page of ``pdf``."""
+    from pypdf import PdfReader
+
+    return [page.extract_text() or "" for page in PdfReader(str(pdf)).pages]
+
+
+def chapters_in_pdf(pdf: Path, titles: list[str]) -> dict[str, bool]:
+    """Whether each chapter title appears in the PDF's text (whitespace-insensitive)."""
+    text = re.sub(r"\s+", "", "".join(pdf_pages(pdf)))
+    return {t: re.sub(r"\s+", "", t) in text for t in titles}
+
+
+if __name__ == "__main__":  # `python -m shovir_core.book.pdf` (make pdf)
+    print(build_pdf())
