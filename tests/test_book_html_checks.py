@@ -46,7 +46,8 @@ def test_a_table_or_figure_without_a_caption_naming_data_and_model_fails():
 
 def test_a_number_broken_across_lines_fails():
     ok = _page(f'<table><tr><td>+12.37{NB}pp{NB}[+11.19,{NB}+13.57]</td>'
-               '<td class="shovir-num">+12.37 pp [+11.19, +13.57]</td><td>Report present, image first</td></tr></table>')
+               '<td class="shovir-num">+12.37 pp [+11.19, +13.57]</td><td>Report present, image first</td>'
+               '<td>896x896, 256 image tokens</td></tr></table>')
     assert hc.breakable_number_problems(ok) == []
     bad = _page('<table><tr><td>+12.37 pp [+11.19, +13.57]</td></tr></table>')
     assert hc.breakable_number_problems(bad)

@@ -29,7 +29,7 @@ __all__ = ["page_problems", "provenance_problems", "caption_problems", "breakabl
 
 _SNAKE = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w/-])")
 _PART_ONLY = re.compile(r"^\s*(?:Book table \d+\s*[—-]?\s*)?\(?part \d+ of \d+\)?\s*$", re.I)
-_BREAKABLE = re.compile(r"[\d%](?: (?:pp|%)| \[|, [+\-−]?\d)")
+_BREAKABLE = re.compile(r"\d (?:pp|%)|[\d%] \[[+\-−]?\d|\[[+\-−]?[\d.,]+, [+\-−]?\d")
 _DASH_OPTION = re.compile(r"(?:^|\s)[–—][A-Za-z]")
 
 

@@ -587,6 +587,10 @@ def _cell_markup(value: str, header_is_record: bool, header_is_chapter: bool = F
         return "{record}`" + value + "`"
     if header_is_chapter and _is_chapter(value):  # a chapter of the book: a link to it
         return "{doc}`" + value + "`"
+    if "_" in str(value) and "`" not in str(value):  # identifiers inside a text read as code, not as words
+        tokens = str(value).split(" ")
+        return " ".join(("`" + t + "`") if "_" in t else (_escape(t) if t else "") for t in tokens).strip() \
+            or _escape(value)
     if _ISO_DATE.match(str(value)):  # a date is one word: non-breaking hyphens keep "2026-12-01" on one line
         return str(value).replace("-", "\u2011")
     return _escape(value)
@@ -742,6 +746,9 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
     blocks, plains = [], []
     first = True
     short = caption.split(". ")[0].rstrip(".") if caption else ""
+    ran = re.search(r"\s(\[[^\]]*\])\s*$", caption or "")  # what ran ([demo: ...]) ends every part's caption
+    if ran and ran.group(1) not in short:
+        short = f"{short} {ran.group(1)}"
     for s_i, (section, part) in enumerate(sections):
         text = format_frame(part, metrics=metrics, labels=labels, formats=formats, missing=missing,
                             intervals=intervals)
