@@ -205,13 +205,14 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
          formats: Mapping[str, str] | None = None, missing: str | Mapping[str, str] | None = None,
          groups: str | None = None, note: str | None = None,
          intervals: Mapping[str, tuple[str, str]] | None = None, collapsed: bool = False,
-         what: str | None = None) -> None:
+         what: str | None = None, drop_empty: bool = True) -> None:
     """Display a table or figure for readers, after the credentialed-data check.
 
     Every caption ends with what ran, in brackets: the data and model(s) that the manifests of
     ``runs`` name (``[demo: NIH 64 px, ref-anchored]``, :func:`shovir_core.book.captions.what_ran`),
     or ``what`` where the table shows something else (the paper's numbers alone:
-    :data:`~shovir_core.book.captions.PAPER_ONLY`).
+    :data:`~shovir_core.book.captions.PAPER_ONLY`). ``drop_empty=False`` keeps a column without any
+    value (it reads ``missing``, e.g. "unavailable" for a metric that did not run).
 
     * A :class:`~shovir_core.tables.result.TableResult` (or a DataFrame with a ``caption``) becomes a
       numbered table with its caption, display names, units and one precision per quantity from
@@ -251,7 +252,7 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
         assert_aggregate(obj.frame, runs, what=f"table {name or caption!r}")
         display(table_markdown(obj, name=name, caption=caption, formats=formats, missing=missing,
                                groups=groups, note=note, intervals=intervals, collapsed=collapsed,
-                               label=not auto, csv_frame=numbers))
+                               label=not auto, csv_frame=numbers, drop_empty=drop_empty))
         return
     assert_aggregate(obj, runs, what="table")
     display(obj)
