@@ -67,6 +67,13 @@ book.glue_values("audit", summary_table.values, runs=runs)
 # {glue:}`audit.modalens.kind.ci_contains.flagged` flagged); {numref}`fig-audit-ml-status` counts
 # the checks by kind. The flagged checks are listed next, each with the paper's value, the
 # recomputation and why it disagrees; {numref}`tbl-audit-ml-every` then holds every check.
+#
+# Only {glue:}`audit.modalens.n_consistency` of them are **consistency checks**, which recompute a
+# published number from others and can catch an error of analysis
+# ({glue:}`audit.modalens.n_consistency_flagged` flagged); the other {glue:}`audit.modalens.n_trivial`
+# are **containment or rounding checks** (an interval contains its estimate, a rate is a rounded
+# whole count k/n), counted apart because they can catch only a typo
+# ({glue:}`audit.modalens.n_trivial_flagged` flagged).
 
 # %%
 fig = figures.audit_status_bars(summary, title="ModaLens: consistency checks by kind")

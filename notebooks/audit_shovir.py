@@ -63,6 +63,13 @@ book.glue_values("audit", summary_table.values, runs=runs)
 # {glue:}`audit.shovir.kind.text_claim.flagged` flagged); {numref}`fig-audit-sv-status` counts
 # the checks by kind. The flagged checks are listed next, each with the paper's value, the
 # recomputation and why it disagrees; {numref}`tbl-audit-sv-every` then holds every check.
+#
+# Only {glue:}`audit.shovir.n_consistency` of them are **consistency checks**, which recompute a
+# published number from others and can catch an error of analysis
+# ({glue:}`audit.shovir.n_consistency_flagged` flagged); the other {glue:}`audit.shovir.n_trivial`
+# are **containment or rounding checks** (an interval contains its estimate, a rate is a rounded
+# whole count k/n), counted apart because they can catch only a typo
+# ({glue:}`audit.shovir.n_trivial_flagged` flagged).
 
 # %%
 fig = figures.audit_status_bars(summary, title="ShoViR: consistency checks by kind")

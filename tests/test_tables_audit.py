@@ -39,3 +39,19 @@ def test_summary_values_cover_totals_kinds_and_flags():
         assert values[f"shovir.flagged.{cid.removeprefix('shovir.')}.stated"] == stated
     assert all(k.startswith("shovir.") for k in values)
     assert at.audit_summary(checks).values == {}, "values only for a named paper"
+
+
+def test_consistency_and_containment_checks_are_counted_apart():
+    import pandas as pd
+
+    from shovir_core.tables import audit as at
+
+    df = pd.DataFrame({"kind": ["difference", "ci_contains", "implied_count", "sum"],
+                       "status": ["flagged", "passed", "flagged", "passed"], "check_id": list("abcd"),
+                       "stated": ["1"] * 4, "recomputed": ["2"] * 4})
+    s = at.audit_summary(df, paper="x")
+    assert (s.values["x.n_consistency"], s.values["x.n_consistency_flagged"]) == (2, 1)
+    assert (s.values["x.n_trivial"], s.values["x.n_trivial_flagged"]) == (2, 1)
+    frame = s.frame
+    assert list(frame.index) == ["difference", "sum", "ci_contains", "implied_count", "total"]
+    assert frame.loc["ci_contains", "check"] == at.CONTAINMENT and frame.loc["sum", "check"] == at.CONSISTENCY

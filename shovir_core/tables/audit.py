@@ -13,7 +13,14 @@ import pandas as pd
 
 from .result import TableResult
 
-__all__ = ["DISPLAY_COLUMNS", "audit_summary", "audit_table"]
+__all__ = ["DISPLAY_COLUMNS", "TRIVIAL_KINDS", "CONSISTENCY", "CONTAINMENT", "audit_summary", "audit_table"]
+
+TRIVIAL_KINDS = ("ci_contains", "implied_count")
+"""Kinds of check that can only catch a typo: a printed interval contains its estimate, a printed rate
+is a rounded whole count over its denominator. They are counted apart from the consistency checks
+(a number recomputed from other published numbers), which can catch an error of analysis (issue 30)."""
+CONSISTENCY = "consistency"
+CONTAINMENT = "containment / rounding"
 
 DISPLAY_COLUMNS = ["status", "location", "kind", "description", "stated", "recomputed", "tolerance", "note"]
 """Columns of :func:`audit_table`."""
@@ -28,7 +35,9 @@ def audit_summary(checks: pd.DataFrame, *, paper: str | None = None, counts: Map
 
     ``checks``: rows of :func:`shovir_core.papers.audit` (or an audit record's trials). With
     ``paper`` the ``values`` hold the chapter's glue keys ``<paper>.*``: totals (``n_checks``,
-    ``n_passed``, ``n_flagged`` and, from the record's ``counts``, ``n_values``), counts per kind
+    ``n_passed``, ``n_flagged`` and, from the record's ``counts``, ``n_values``), the consistency
+    and the containment / rounding checks apart (``n_consistency``, ``n_trivial`` and their
+    ``_flagged``; :data:`TRIVIAL_KINDS`), counts per kind
     (``kind.<kind>.{checks,passed,flagged}``) and, per flagged check, the stated and recomputed
     values (``flagged.<id>.{stated,recomputed}``).
     """
@@ -37,10 +46,14 @@ def audit_summary(checks: pd.DataFrame, *, paper: str | None = None, counts: Map
         raise ValueError(f"audit_summary: columns {sorted(missing)} missing")
     table = (pd.crosstab(checks["kind"], checks["status"])
              .reindex(columns=["passed", "flagged"], fill_value=0))
+    weak = [k for k in table.index if k in TRIVIAL_KINDS]
+    table = table.loc[[k for k in table.index if k not in TRIVIAL_KINDS] + weak]  # consistency checks first
     table.loc["total"] = table.sum()
     table["checks"] = table["passed"] + table["flagged"]
     table.columns.name = None
     table = table.astype(int)
+    table.insert(0, "check", [CONTAINMENT if k in TRIVIAL_KINDS else "" if k == "total" else CONSISTENCY
+                              for k in table.index])
     values = {}
     if paper is not None:
         values = {f"{paper}.n_checks": int(table.loc["total", "checks"]),
@@ -48,6 +61,12 @@ def audit_summary(checks: pd.DataFrame, *, paper: str | None = None, counts: Map
                   f"{paper}.n_flagged": int(table.loc["total", "flagged"])}
         if counts is not None:
             values[f"{paper}.n_values"] = int(counts["n_values"])
+        trivial = checks["kind"].isin(TRIVIAL_KINDS).to_numpy()
+        flagged = (checks["status"] == "flagged").to_numpy()
+        values.update({f"{paper}.n_consistency": int((~trivial).sum()),
+                       f"{paper}.n_consistency_flagged": int((~trivial & flagged).sum()),
+                       f"{paper}.n_trivial": int(trivial.sum()),
+                       f"{paper}.n_trivial_flagged": int((trivial & flagged).sum())})
         for kind, row in table.drop(index="total").iterrows():
             for column in ("checks", "passed", "flagged"):
                 values[f"{paper}.kind.{kind}.{column}"] = int(row[column])
@@ -57,7 +76,9 @@ def audit_summary(checks: pd.DataFrame, *, paper: str | None = None, counts: Map
             values[f"{paper}.flagged.{key}.recomputed"] = row["recomputed"]
     return TableResult(table, values, metrics={c: "count" for c in ("passed", "flagged", "checks")},
                        labels={c: c for c in ("passed", "flagged", "checks")},
-                       caption="Consistency checks passed and flagged, by kind.")
+                       caption="Checks passed and flagged, by kind: consistency checks (a published number "
+                               "recomputed from others) first, then containment and rounding checks (an interval "
+                               "contains its estimate; a rate is a rounded k/n), counted apart: they catch only typos.")
 
 
 def audit_table(checks: pd.DataFrame, *, status: str | None = None) -> TableResult:
