@@ -156,7 +156,21 @@ def _cell(v, *, fmt: str | None, missing: str) -> str:
         return text.replace("-", "−")
     if _SNAKE.match(text):  # an identifier (`image_first`) reads as words
         return text.replace("_", " ")
-    return text
+    return _nowrap_numbers(text)
+
+
+_INTERVAL_TEXT = re.compile(r"\[([+\-−]?[\d.,]+%?), ([+\-−]?[\d.,]+%?)\]")
+_NUMBER_UNIT = re.compile(r"(\d) (pp|%)(?=\W|$)")
+
+
+def _nowrap_numbers(text: str) -> str:
+    """Non-breaking spaces inside intervals and between a number and its unit, in text formatted
+    upstream (``"[6.51, 8.37]"``, ``"12.4 pp"``), so no number breaks across lines.
+
+    >>> _nowrap_numbers("+7.8 pp [6.9, 8.8]") == "+7.8\u00a0pp [6.9,\u00a08.8]"
+    True
+    """
+    return _NUMBER_UNIT.sub("\\1" + NBSP + "\\2", _INTERVAL_TEXT.sub("[\\1," + NBSP + "\\2]", text))
 
 
 def _free_number(v: float) -> str:
@@ -580,13 +594,27 @@ def _is_chapter(value: str) -> bool:
 
 
 _NAME_CHAPTER = re.compile(r"^[a-z0-9_]+$")
+_ROLE_UNSAFE = re.compile(r"[`<>]")
+
+
+@lru_cache(maxsize=None)
+def chapter_title(name: str) -> str:
+    """The title of chapter ``name``: the first ``# # <title>`` line of ``notebooks/<name>.py``."""
+    path = paths.notebooks_root() / f"{name}.py"
+    if not path.is_file():
+        return ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# # "):
+            return line[4:].strip()
+    return ""
 
 
 def _cell_markup(value: str, header_is_record: bool, header_is_chapter: bool = False) -> str:
     if header_is_record and value not in ("", "n/a"):
         return "{record}`" + value + "`"
-    if header_is_chapter and _is_chapter(value):  # a chapter of the book: a link to it
-        return "{doc}`" + value + "`"
+    if header_is_chapter and _is_chapter(value):  # a chapter of the book: a link titled by the chapter
+        title = chapter_title(value)
+        return "{doc}`" + (f"{_ROLE_UNSAFE.sub('', title)} <{value}>" if title else value) + "`"
     if "_" in str(value) and "`" not in str(value):  # identifiers inside a text read as code, not as words
         tokens = str(value).split(" ")
         return " ".join(("`" + t + "`") if "_" in t else (_escape(t) if t else "") for t in tokens).strip() \
