@@ -280,6 +280,8 @@ if paper_dataset:
 #   most demo images carry a single box) the check runs on the items it is defined on with enough of
 #   them instead: the items without a co-finding box, whose context region is the whole image outside
 #   the target's boxes, where the RO boxes land (FR(RO-control) on them > FR_OCO against the clean image).
+#   Where that is so (the demo), this page does **not** validate DOCO itself: the stand-in check
+#   validates the context-shortcut behaviour, not the DOCO arm.
 #
 # Every check that rests on a flip rate needs at least {glue:text}`sv.checks.min_items` eligible items
 # (column *n*); with fewer it does not hold. These cells assert it, so a broken perturbation, labeller
