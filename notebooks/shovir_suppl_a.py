@@ -132,16 +132,12 @@ book.show(checks, runs=runs, name="sa-checks")
 assert checks["holds"].all(), checks[~checks["holds"]].to_string()
 
 # %%
-if paper_dataset == "MIMIC":
-    print("paper: candidates", papers.published_value("shovir", id="a1.mimic.candidates"),
-          "final", papers.published_value("shovir", id="a1.mimic.final_images"),
-          "consistency F1", papers.published_value("shovir", id="a1.mimic.consistency_f1"))
-elif paper_dataset == "PadChest":
-    print("paper: final images", papers.published_value("shovir", id="a1.padchest.final_images"),
-          "categories", papers.published_value("shovir", id="a1.padchest.categories"))
-
-# %% [markdown]
-# ## Glued values
+paper_ids = {"MIMIC": ["a1.mimic.candidates", "a1.mimic.final_images", "a1.mimic.consistency_f1"],
+             "PadChest": ["a1.padchest.final_images", "a1.padchest.categories"]}.get(paper_dataset, [])
+if paper_ids:
+    book.show(pd.concat([papers.published("shovir", id=i) for i in paper_ids])[["location", "desc", "reported"]],
+              runs=runs, name="sa-paper", what=book.PAPER_ONLY,
+              caption="The paper's cohort numbers for this dataset (Supp. §A), as published.")
 
 # %%
 book.glue_values("sa.funnel", funnel.values, runs=runs)

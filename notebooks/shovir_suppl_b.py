@@ -46,6 +46,7 @@ bootstrap_seed = 3
 
 # %%
 import numpy as np
+import pandas as pd
 
 from shovir_core import book
 from shovir_core.tables import shovir_suppl as sup
@@ -88,8 +89,9 @@ assert (np.isclose(af["fr_oco"], af["fr_oco_clean"], equal_nan=True) | (af["ro_c
 
 # %% tags=["nbval-check-output"]
 checks = sup.occluder_checks(ablation, runs)
-for name, ok in checks.items():
-    print(f"{'holds' if ok else 'FAILS'}: {sup.PLANTED_EXPECTATIONS[name]}")
+book.show(pd.DataFrame({"planted expectation": [sup.PLANTED_EXPECTATIONS[name] for name in checks],
+                        "holds": list(checks.values())}),
+          runs=runs, name="sb-planted", caption="The occluder ablation's planted expectations and whether each holds.")
 
 # %%
 if profile == "demo":
@@ -98,9 +100,6 @@ if profile == "demo":
 assert set(ablation.frame["occluder"]) <= set(sup.OCCLUDERS)
 assert ablation.frame.groupby("model")["occluder"].nunique().eq(len(sup.OCCLUDERS)).all(), \
     "every model ran under every occluder"
-
-# %% [markdown]
-# ## Glued values
 
 # %%
 book.glue_values("sb", ablation.values, runs=runs)

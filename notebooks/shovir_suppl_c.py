@@ -81,9 +81,6 @@ full_grid = c[c["full_grid"]]
 assert (full_grid["grid_inputs"] == full_grid["unique_inputs"]).all(), \
     "the counted grid is what a full-grid record really ran (its distinct inputs)"
 
-# %% [markdown]
-# ## Glued values
-
 # %%
 book.glue_values("sc.prompt", prompts.values, runs=runs)
 book.glue_values("sc.cost", cost.values, runs=runs)
