@@ -103,3 +103,24 @@ def test_titles_and_pages_say_where_a_value_comes_from(tmp_path):
     pages = sphinx_ext.write_paper_pages(tmp_path)
     modalens = next(p for p in pages if p.name == "modalens.html").read_text()
     assert 'id="t3.gen.P"' in modalens and len(load_values("modalens")) == modalens.count("<tr id=")
+
+
+def test_the_glue_index_keeps_each_values_source(tmp_path):
+    from shovir_core.book import runner
+
+    glued = {"ml.paper.x": [], "ml.y": [{"run_id": "a/b/c", "spec_sha256": "d"}], "repro.n": []}
+    sources = {"ml.paper.x": {"paper": {"paper": "modalens", "id": "t3.gen.P"}},
+               "repro.n": {"source": "shovir_core/resources/reproduction.yaml"}}
+    runner._update_glue_index(tmp_path, "nb", glued, sources=sources)
+    index = runner.glue_index(tmp_path)
+    assert index["ml.paper.x"]["paper"]["id"] == "t3.gen.P" and index["ml.paper.x"]["runs"] == []
+    assert index["repro.n"]["source"].endswith("reproduction.yaml")
+    assert set(index["ml.y"]) == {"notebook", "runs"}
+
+
+def test_a_value_read_from_a_shipped_file_names_it(glue_log):
+    book.glue("repro.n_items", 42, runs=[], source="shovir_core/resources/reproduction.yaml")
+    (entry,) = glue_log()
+    assert entry["source"] == "shovir_core/resources/reproduction.yaml" and entry["runs"] == []
+    title = sphinx_ext.glue_title("repro.n_items", [], {}, None, entry["source"])
+    assert "read from shovir_core/resources/reproduction.yaml" in title
