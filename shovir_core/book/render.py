@@ -595,6 +595,8 @@ def _is_chapter(value: str) -> bool:
 
 _NAME_CHAPTER = re.compile(r"^[a-z0-9_]+$")
 _ROLE_UNSAFE = re.compile(r"[`<>]")
+_SNAKE_TOKEN = re.compile(r"(?<![A-Za-z0-9])[a-z][a-z0-9]*_[a-z0-9_]+")
+"""A lower-case identifier inside a token (``'libra_llama_3',``); notation such as ``Δ_FN`` is not one."""
 
 
 @lru_cache(maxsize=None)
@@ -615,10 +617,10 @@ def _cell_markup(value: str, header_is_record: bool, header_is_chapter: bool = F
     if header_is_chapter and _is_chapter(value):  # a chapter of the book: a link titled by the chapter
         title = chapter_title(value)
         return "{doc}`" + (f"{_ROLE_UNSAFE.sub('', title)} <{value}>" if title else value) + "`"
-    if "_" in str(value) and "`" not in str(value):  # identifiers inside a text read as code, not as words
+    if _SNAKE_TOKEN.search(str(value)) and "`" not in str(value):  # identifiers inside a text read as code
         tokens = str(value).split(" ")
-        return " ".join(("`" + t + "`") if "_" in t else (_escape(t) if t else "") for t in tokens).strip() \
-            or _escape(value)
+        return " ".join(("`" + t + "`") if _SNAKE_TOKEN.search(t) else (_escape(t) if t else "")
+                        for t in tokens).strip() or _escape(value)
     if _ISO_DATE.match(str(value)):  # a date is one word: non-breaking hyphens keep "2026-12-01" on one line
         return str(value).replace("-", "\u2011")
     return _escape(value)
