@@ -77,7 +77,7 @@ arms = [col for col in table.columns if col[0] != "Δ_FN"]
 unavailable = sv.external_metric_status(table)
 labeller = {r.manifest["spec"].get("labeller", "rules") for r in runs.values()}
 assert len(labeller) == 1, f"one report labeller per chapter, got {labeller}"
-implementations = sp.metric_columns(labeller.pop(), unavailable)  # "F1_14 (rule labeller; paper: CheXbert)"
+implementations = sp.metric_columns(labeller.pop(), unavailable)  # "F1-14 (rule labeller; paper: CheXbert)"
 shown = t1.select(arms)
 book.show(dataclasses.replace(shown, labels={**shown.labels, **implementations}), runs=runs, name="sv-t1",
           caption="ShoViR Table 1: every metric under the clean image (Baseline) and the Full Noise Image; "

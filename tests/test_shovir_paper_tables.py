@@ -25,6 +25,6 @@ def test_published_figures_are_the_stated_values():
 
 def test_metric_columns_name_the_labeller_and_what_did_not_run():
     cols = sp.metric_columns("rules", {"f1_radgraph": "no weights", "green": "no weights"})
-    assert cols["f1_14_micro"] == "F1_14 (rule labeller; paper: CheXbert)"
-    assert cols["f1_radgraph"].startswith("F1_RG (unavailable here")
-    assert sp.metric_columns("chexbert", {})["f1_5_micro"] == "F1_5 (CheXbert)"
+    assert cols["f1_14_micro"] == "F1-14 (rule labeller; paper: CheXbert)"
+    assert cols["f1_radgraph"].startswith("F1-RadGraph (unavailable here")
+    assert sp.metric_columns("chexbert", {})["f1_5_micro"] == "F1-5 (CheXbert)"

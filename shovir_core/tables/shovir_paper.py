@@ -28,13 +28,15 @@ _RUN_IMPL = {"F1_RG": "radgraph", "GREEN": "green_score", "BLEU_1": "sacrebleu",
 _SCHEMA = {"F1_14": "f1_14_micro", "F1_5": "f1_5_micro", "F1_RG": "f1_radgraph", "GREEN": "green",
            "BLEU_1": "bleu1", "BLEU_4": "bleu4", "ROUGE_L": "rouge_l"}
 _ARMS = {"baseline": "Baseline", "full_noise": "Full Noise", "delta_fn": "Δ_FN"}
+_DISPLAY = {"F1_14": "F1-14", "F1_5": "F1-5", "F1_RG": "F1-RadGraph", "GREEN": "GREEN", "BLEU_1": "BLEU-1",
+            "BLEU_4": "BLEU-4", "ROUGE_L": "ROUGE-L"}
 
 
 def metric_columns(labeller: str = "rules", unavailable: Mapping[str, str] | None = None) -> dict[str, str]:
     """Schema metric -> column header naming the implementation here and in the paper.
 
     >>> metric_columns("rules", {"green": "no local weights"})["f1_14_micro"]
-    'F1_14 (rule labeller; paper: CheXbert)'
+    'F1-14 (rule labeller; paper: CheXbert)'
     >>> metric_columns("rules", {"green": "no local weights"})["green"]
     'GREEN (unavailable here; paper: GREEN (LLM judge))'
     """
@@ -45,7 +47,8 @@ def metric_columns(labeller: str = "rules", unavailable: Mapping[str, str] | Non
         if schema in unavailable:
             here = "unavailable here"
         paper = _PAPER_IMPL[paper_name]
-        out[schema] = f"{paper_name} ({here}; paper: {paper})" if here != paper else f"{paper_name} ({paper})"
+        shown = _DISPLAY[paper_name]
+        out[schema] = f"{shown} ({here}; paper: {paper})" if here != paper else f"{shown} ({paper})"
     return out
 
 
