@@ -30,7 +30,7 @@ def printed(tmp_path_factory):
     if not executed or not (paths.book_root() / "_build" / "html" / "index.html").is_file():
         pytest.skip("the book is not built (run `make book`); PDF test skipped")
     pdf = book_pdf.build_pdf(pdf=tmp_path_factory.mktemp("pdf") / "book.pdf")
-    html = (book_pdf.singlehtml_dir() / "index.html").read_text(encoding="utf-8")
+    html = book_pdf.singlehtml_page().read_text(encoding="utf-8")
     return pdf, html, executed
 
 

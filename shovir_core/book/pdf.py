@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["CHROMIUM", "singlehtml_dir", "open_collapsed", "print_pdf", "build_pdf", "chapter_titles",
+__all__ = ["CHROMIUM", "singlehtml_dir", "singlehtml_page", "open_collapsed", "print_pdf", "build_pdf", "chapter_titles",
            "chapters_in_pdf", "pdf_pages"]
 
 CHROMIUM = os.environ.get("SHOVIR_CHROMIUM", "/usr/bin/chromium")
@@ -29,6 +29,15 @@ def singlehtml_dir() -> Path:
     from .. import paths
 
     return paths.book_root() / "_build" / "singlehtml"
+
+
+def singlehtml_page(folder: Path | None = None) -> Path:
+    """The single page of the book: the root document that ``index.html`` redirects to (Jupyter Book
+    writes ``index.html`` as a redirect to ``book/intro.html``)."""
+    folder = Path(folder or singlehtml_dir())
+    index = folder / "index.html"
+    m = re.search(r'url=([^"\s>]+)', index.read_text(encoding="utf-8")) if index.is_file() else None
+    return folder / m.group(1) if m and (folder / m.group(1)).is_file() else index
 
 
 def open_collapsed(html: str) -> str:
@@ -75,15 +84,19 @@ def build_pdf(*, pdf: Path | None = None, build: bool = True) -> Path:
         subprocess.run([exe, "build", str(paths.repo_root()), "--path-output", str(paths.book_root()),
                         "--builder", "singlehtml", "--keep-going"], cwd=paths.repo_root(), check=True)
     pdf = Path(pdf or paths.book_root() / "_build" / "pdf" / "book.pdf")
-    return print_pdf(singlehtml_dir() / "index.html", pdf)
+    return print_pdf(singlehtml_page(), pdf)
 
 
 def chapter_titles(html: str) -> list[str]:
-    """The chapter titles (``h1``) of the single-page HTML."""
+    """The chapter titles of the single-page HTML: the root document's first heading, then the
+    heading after each ``<span id="document-<chapter>">`` that Sphinx's single-page builder writes."""
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(html, "html.parser")
-    return [" ".join(h.get_text(" ", strip=True).replace("#", "").split()) for h in soup.select("h1")]
+    article = soup.select_one("article.bd-article") or soup
+    heads = [article.find(["h1", "h2"])] + [s.find_next(["h1", "h2", "h3"])
+                                           for s in article.select('span[id^="document-"]')]
+    return [" ".join(h.get_text(" ", strip=True).replace("#", "").split()) for h in heads if h is not None]
 
 
 def pdf_pages(pdf: Path) -> list[str]:
@@ -94,9 +107,15 @@ def pdf_pages(pdf: Path) -> list[str]:
 
 
 def chapters_in_pdf(pdf: Path, titles: list[str]) -> dict[str, bool]:
-    """Whether each chapter title appears in the PDF's text (whitespace-insensitive)."""
-    text = re.sub(r"\s+", "", "".join(pdf_pages(pdf)))
-    return {t: re.sub(r"\s+", "", t) in text for t in titles}
+    """Whether each chapter title appears in the PDF's text (whitespace-insensitive; ligatures such
+    as "ﬁ" read as their letters)."""
+    import unicodedata
+
+    def norm(s: str) -> str:
+        return re.sub(r"\s+", "", unicodedata.normalize("NFKC", s))
+
+    text = norm("".join(pdf_pages(pdf)))
+    return {t: norm(t) in text for t in titles}
 
 
 if __name__ == "__main__":  # `python -m shovir_core.book.pdf` (make pdf)
