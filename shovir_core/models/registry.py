@@ -35,6 +35,8 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "tiny": ("shovir_core.models.tiny", "build_tiny"),
     "reference": ("shovir_core.models.reference", "build_reference"),
     "ref-vlm": ("shovir_core.models.ref_vlm", "build_ref_vlm"),
+    "hf-auto": ("shovir_core.models.hf_auto", "build_hf_auto"),
+    "imported": ("shovir_core.models.imported", "build_imported"),
 }
 """Adapter kind -> (module, builder): imported by name on first use, so the registry imports no adapter
 (and no adapter imports the registry)."""
@@ -125,11 +127,17 @@ ALIASES = {"medgemma": "medgemma-1.5-4b", "medgemma-27b-it": "medgemma-27b", "me
 
 def list_models(*, paper: str | None = None) -> list[str]:
     """Registered names, optionally those of one paper (``"ShoViR"``, ``"ModaLens"``, ``"test"``,
-    ``"reference"``)."""
+    ``"reference"``, ``"declared"``: the models of ``$SHOVIR_MODELS`` catalogues)."""
+    from .catalog import ensure_env_catalogue
+
+    ensure_env_catalogue()
     return [n for n, s in REGISTRY.items() if paper is None or s.paper.lower() == paper.lower()]
 
 
 def _spec(name: str) -> ModelSpec:
+    from .catalog import ensure_env_catalogue
+
+    ensure_env_catalogue()  # models declared in $SHOVIR_MODELS files (shovir_core.models.catalog)
     base = ALIASES.get(name, name).partition("@")[0]
     if base not in REGISTRY:
         raise KeyError(f"unknown model {name!r}; registered: {', '.join(REGISTRY)}")
@@ -180,6 +188,19 @@ def model_fingerprint(name: str, *, seed: int = 0) -> dict:
         out["sha256"] = sha
         if spec.adapter == "tiny":
             out["seed"] = seed
+    declared = getattr(spec, "declared", None)
+    if declared:  # a catalogue entry: the record says exactly which declared model made it
+        out["declared"] = dict(declared)
+        out["declared_sha256"] = spec.declared_sha256
+        local = spec.local_checkpoint() if spec.adapter == "hf-auto" else None
+        if local is not None:
+            from .hf import checkpoint_fingerprint
+
+            out["checkpoint_fingerprint"] = checkpoint_fingerprint(local)
+        if spec.adapter == "imported":
+            from .imported import answers_sha256
+
+            out["answers_sha256"] = answers_sha256(spec.answers)
     return out
 
 
