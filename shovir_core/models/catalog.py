@@ -243,7 +243,14 @@ def register_catalogue(path: str | Path) -> list[str]:
 
 
 def ensure_env_catalogue() -> None:
-    """Merge the files named by ``$SHOVIR_MODELS`` (once per file per process)."""
+    """Merge the files named by ``$SHOVIR_MODELS`` and the imported models' entries
+    (``<runs>/imports/*/model.yaml``, written by ``shovir import``), once per file per process."""
+    from ..paths import runs_root
+
     value = os.environ.get(MODELS_ENV, "")
     for item in (v for v in value.split(os.pathsep) if v.strip()):
         register_catalogue(item)
+    imports = runs_root() / "imports"
+    if imports.is_dir():
+        for entry in sorted(imports.glob("*/model.yaml")):
+            register_catalogue(entry)
