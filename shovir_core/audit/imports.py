@@ -257,7 +257,7 @@ def import_answers(path: str | Path, *, name: str, export: str | Path, kind: str
     if name in REGISTRY and not entry_file.is_file():
         raise ImportError_(f"import: {name!r} is a registered model; import under another name")
     try:
-        entry = ENTRY.resolve({"adapter": "imported", "answers": str(folder),
+        entry = ENTRY.resolve({"adapter": "imported", "answers": ".",
                                "notes": f"answers imported by shovir import (profile {info['profile']})"})
     except ValueError as exc:  # pragma: no cover - the entry is built here
         raise CatalogueError(str(exc)) from None

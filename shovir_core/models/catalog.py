@@ -163,6 +163,9 @@ def _spec_of(name: str, entry: dict, *, where: str, registry: dict) -> DeclaredS
         spec["max_new_tokens"] = entry["max_new_tokens"]
     spec.setdefault("chat_template_kwargs", {}).update(entry["chat_template_kwargs"])
     spec.setdefault("processor_kwargs", {}).update(entry["processor"])
+    answers = entry["answers"]
+    if answers is not None and not Path(answers).expanduser().is_absolute() and where:
+        answers = str(Path(where).parent / answers)  # relative to the catalogue file (an import's folder: ".")
     checkpoint = entry["checkpoint"]
     hf_id = None if checkpoint is None or Path(checkpoint).expanduser().is_absolute() else checkpoint
     return DeclaredSpec(
@@ -171,7 +174,7 @@ def _spec_of(name: str, entry: dict, *, where: str, registry: dict) -> DeclaredS
         notes=entry["notes"] or (f"declared in {where}" + (f", family of {adapter}" if base is not None else "")),
         checkpoint=checkpoint, question_template=entry["question_template"],
         answer_instruction=entry["answer_instruction"], prefix_reuse=entry["prefix_reuse"],
-        chat_template=entry["chat_template"], answers=entry["answers"], declared=entry, declared_sha256=digest,
+        chat_template=entry["chat_template"], answers=answers, declared=entry, declared_sha256=digest,
         source_file=where, **spec)
 
 
