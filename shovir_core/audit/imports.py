@@ -287,6 +287,9 @@ def import_answers(path: str | Path, *, name: str, export: str | Path, kind: str
     if make:
         from .plan import audit_runs, make_records
 
-        only = "shovir" if kind == "report" else "modalens"
+        # the model's identity covers all its answers: remake the records of every kind it now has,
+        # so that `shovir audit NAME` finds them complete
+        kinds = {k for k, f in ANSWER_FILES.items() if (folder / f).is_file()}
+        only = None if len(kinds) == 2 else ("shovir" if kind == "report" else "modalens")
         out["runs"] = make_records(audit_runs(name, profile=info["profile"], only=only), progress=progress)
     return out
