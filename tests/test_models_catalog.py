@@ -139,3 +139,15 @@ def test_env_catalogue_and_fingerprint(checkpoints, monkeypatch, tmp_path):
         assert load_catalogue(file, registry={})["env-declared"].declared_sha256 != fp["declared_sha256"]
     finally:
         _unregister(["env-declared"])
+
+
+def test_example_catalogue_is_valid():
+    """params/models.example.yaml (README) validates; a registry family is inherited (prompts, token ids)."""
+    from shovir_core.paths import params_root
+
+    specs = load_catalogue(params_root() / "models.example.yaml")
+    assert set(specs) == {"my-smolvlm", "my-medgemma-finetune"}
+    fine = specs["my-medgemma-finetune"]
+    base = registry.REGISTRY["medgemma-4b"]
+    assert fine.families == base.families and fine.processor_kwargs == base.processor_kwargs
+    assert specs["my-smolvlm"].families is None and specs["my-smolvlm"].report_user.startswith("Describe the findings")
