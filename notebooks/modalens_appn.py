@@ -24,7 +24,7 @@
 # **What the demo profile runs.** `ref-vlm`, a small `Gemma3ForConditionalGeneration` (MedGemma's
 # class: SigLIP vision tower, projector, 6-layer Gemma-3 decoder, Gemma turn template) **trained in
 # this repository** on the demo patients outside this chapter's cohort
-# (`python -m shovir_core.models.train_ref_vlm`; see `shovir_core.models.ref_vlm`), with template
+# (`python -m shovir_core.training.ref_vlm`; see `shovir_core.models.ref_vlm`), with template
 # reports. Its curriculum plants the ModaLens behaviour: with a report it answers from the report,
 # without one from the image. Its numbers validate the code, not the paper; the `mimic` profile runs
 # MedGemma-27B on MIMIC-CXR-JPG. Residual patching and steering (N.2-N.3, Table 25) and the probe and

@@ -86,7 +86,7 @@ def test_lens_and_knockout_records_on_tiny_gemma3(runs_root):
 @pytest.mark.parametrize("profile", ["demo", "mimic"])
 def test_appendix_n_params_resolve(profile, monkeypatch):
     """Every record the Appendix N params name resolves (mimic: MedGemma-27B on the fixture)."""
-    from shovir_core.book.params import load_params
+    from shovir_core.params import load_params
 
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
     params = load_params("modalens_appn", profile)

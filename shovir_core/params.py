@@ -1,17 +1,23 @@
-"""Notebook parameter files: ``params/<notebook>/<profile>.yaml``."""
+"""Notebook parameter files ``params/<notebook>/<profile>.yaml``, the chapters of ``_toc.yml``, and
+the records a notebook's params name.
+
+Below ``book`` (the runner), ``jobs`` (shard tasks) and ``tables`` (the reproduction map), which all
+read them; notebooks reach :func:`load_runs` as ``book.load_runs``."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
-from .. import paths
+from . import paths
+from .errors import ShovirError
 
-__all__ = ["ParamsError", "load_params", "profiles_of", "toc_notebooks"]
+__all__ = ["ParamsError", "load_params", "profiles_of", "toc_notebooks", "load_runs"]
 
 
-class ParamsError(ValueError):
+class ParamsError(ShovirError, ValueError):
     """A params file is missing or malformed."""
 
 
@@ -64,7 +70,7 @@ def load_params(notebook: str, profile: str) -> dict:
     if not isinstance(runs, dict):
         raise ParamsError(f"{path}: 'runs' must be a mapping key -> {{protocol, name, spec}}, got a "
                           f"{type(runs).__name__} (write `runs: {{cohort: {{protocol: cohort, name: demo}}}}`)")
-    from ..protocols import REGISTRY
+    from .protocols import REGISTRY
 
     for key, r in runs.items():
         if not isinstance(key, str) or not key:
@@ -131,4 +137,25 @@ def toc_notebooks(toc: Path | None = None) -> list[str]:
         stem = Path(f).with_suffix("").name
         if Path(f).parent.name == "book" and (paths.notebooks_root() / f"{stem}.py").is_file():
             out.append(stem)
+    return out
+
+
+def load_runs(notebook: str, *, profile: str = "demo", run_ids: Mapping[str, str] | None = None) -> dict:
+    """The records a notebook reads, as ``{key: records.Run}``.
+
+    ``run_ids`` (injected by ``shovir book``) pins each key to
+    ``<protocol>/<name>/<hash12>``; without it the ids are derived from
+    ``params/<notebook>/<profile>.yaml``, so a notebook opened by hand reads the
+    records its params name.
+    """
+    from .protocols import run_id as _run_id
+    from .records import load_run
+
+    if run_ids is None:
+        spec = load_params(notebook, profile)
+        run_ids = {k: _run_id(r["protocol"], r["name"], r["spec"]) for k, r in spec["runs"].items()}
+    out = {}
+    for key, rid in run_ids.items():
+        protocol, name, h = rid.split("/")
+        out[key] = load_run(protocol, name, h)
     return out
