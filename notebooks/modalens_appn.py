@@ -34,12 +34,11 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-model = "ref-vlm"
-n_draws = 1000
-n_boot = 500
-n_perm = 2000
-bootstrap_seed = 0
-reproduces_paper = False
+model = None
+n_draws = None
+n_perm = None
+bootstrap_seed = None
+reproduces_paper = None
 
 # %%
 import matplotlib.pyplot as plt
@@ -90,7 +89,7 @@ book.glue_values("mln.facts", fv, runs=runs)
 # the model's own readout, so its disagreement must equal the record's flip rate exactly.
 
 # %% tags=["nbval-check-output"]
-lens = an.lens_table({"present": trials["lens_P"], "absent": trials["lens_A"]}, n_boot=n_boot, seed=bootstrap_seed)
+lens = an.lens_table({"present": trials["lens_P"], "absent": trials["lens_A"]}, n_draws=n_draws, seed=bootstrap_seed)
 book.show(lens.display().set_index(["report", "layer (0 = embeddings)"]), runs=runs)
 
 # %%

@@ -14,7 +14,7 @@ import yaml
 from . import paths
 from .errors import ShovirError
 
-__all__ = ["ParamsError", "load_params", "profiles_of", "toc_notebooks", "load_runs"]
+__all__ = ["ParamsError", "load_params", "profile_defaults", "declared_parameters", "profiles_of", "toc_notebooks", "load_runs", "PROFILES_DIR"]
 
 
 class ParamsError(ShovirError, ValueError):
@@ -33,8 +33,78 @@ def _check_name(value, what: str, path) -> str:
     return value
 
 
+PROFILES_DIR = "_profiles"
+"""``params/_profiles/<profile>.yaml``: the parameters every chapter gets on a profile (seeds, draws,
+``reproduces_paper`` ...), merged under each chapter's own ``parameters``."""
+
+
+def _read_yaml(path: Path):
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ParamsError(f"{path}: not valid YAML{where}: {problem}") from None
+    except UnicodeDecodeError as exc:
+        raise ParamsError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _check_parameters(parameters, path: Path) -> dict:
+    if parameters is None:
+        parameters = {}
+    if not isinstance(parameters, dict):
+        raise ParamsError(f"{path}: 'parameters' must be a mapping of papermill parameters, got {parameters!r}")
+    for name in parameters:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ParamsError(f"{path}: parameter name {name!r} is not a Python identifier")
+        if name in _INJECTED:
+            raise ParamsError(f"{path}: parameter {name!r} is set by the runner (profile and run ids); remove it")
+    return parameters
+
+
+_PARAMETERS_CELL = re.compile(r'^# %%[^\n]*tags=\[[^\]\n]*"parameters"[^\n]*\n(.*?)(?=^# %%|\Z)', re.M | re.S)
+_ASSIGNED = re.compile(r"^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=", re.M)
+
+
+def declared_parameters(notebook: str) -> set[str] | None:
+    """The names a notebook's ``parameters`` cell assigns (``None`` when ``notebooks/<notebook>.py``
+    does not exist): the profile defaults a notebook gets are those it declares.
+
+    >>> sorted(declared_parameters("modalens_appl"))[:3]
+    ['bootstrap_seed', 'n_draws', 'profile']
+    """
+    path = paths.notebooks_root() / f"{notebook}.py"
+    if not path.is_file():
+        return None
+    cell = _PARAMETERS_CELL.search(path.read_text(encoding="utf-8"))
+    return set(_ASSIGNED.findall(cell.group(1))) if cell else set()
+
+
+def profile_defaults(profile: str) -> dict:
+    """The parameters of ``params/_profiles/<profile>.yaml`` (``{}`` when the profile has no such file).
+
+    Raises :class:`ParamsError` for a file that is not ``{parameters: {name: value}}``.
+    """
+    _check_name(profile, "the profile name", "params")
+    path = paths.params_root() / PROFILES_DIR / f"{profile}.yaml"
+    if not path.is_file():
+        return {}
+    data = _read_yaml(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict) or set(data) - {"parameters"}:
+        raise ParamsError(f"{path}: a profile file is a mapping with one key, 'parameters', got "
+                          f"{sorted(map(str, data)) if isinstance(data, dict) else type(data).__name__}")
+    return _check_parameters(data.get("parameters"), path)
+
+
 def load_params(notebook: str, profile: str) -> dict:
     """``{"runs": {key: {protocol, name, spec}}, "parameters": {...}}`` for one notebook/profile.
+
+    ``parameters`` are the profile's defaults (:func:`profile_defaults`) the notebook declares
+    (:func:`declared_parameters`; all of them when there is no notebook source), updated with the
+    chapter's own ``parameters`` (a chapter's value wins).
 
     Raises :class:`ParamsError` naming the file and the offending entry: a YAML syntax error (with
     its line), a file that is not a mapping, ``runs`` or ``parameters`` that are not mappings, a run
@@ -47,15 +117,7 @@ def load_params(notebook: str, profile: str) -> dict:
     if not path.is_file():
         have = profiles_of(notebook)
         raise ParamsError(f"no params file {path} (profiles of {notebook!r}: {have or 'none'})")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ParamsError(f"{path}: not valid YAML{where}: {problem}") from None
-    except UnicodeDecodeError as exc:
-        raise ParamsError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    data = _read_yaml(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -88,16 +150,11 @@ def load_params(notebook: str, profile: str) -> dict:
         if not isinstance(spec, dict):
             raise ParamsError(f"{path}: run {key!r}: 'spec' must be a mapping of spec keys (omit it for the "
                               f"defaults), got {'null' if spec is None else repr(spec)}")
-    parameters = data.get("parameters")
-    if parameters is None:
-        parameters = {}
-    if not isinstance(parameters, dict):
-        raise ParamsError(f"{path}: 'parameters' must be a mapping of papermill parameters, got {parameters!r}")
-    for name in parameters:
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ParamsError(f"{path}: parameter name {name!r} is not a Python identifier")
-        if name in _INJECTED:
-            raise ParamsError(f"{path}: parameter {name!r} is set by the runner (profile and run ids); remove it")
+    defaults = profile_defaults(profile)
+    declared = declared_parameters(notebook)
+    if declared is not None:
+        defaults = {k: v for k, v in defaults.items() if k in declared}
+    parameters = {**defaults, **_check_parameters(data.get("parameters"), path)}
     return {"runs": runs, "parameters": parameters,
             "requires": data.get("requires") or None, "path": path}
 

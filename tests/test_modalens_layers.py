@@ -43,7 +43,7 @@ def test_calibration_depth_finds_the_first_informative_layer():
                          np.where(final, 1.0, -1.0)])
     bal = ly.balanced_agreement(m)
     assert bal[-1] == 1.0 and abs(bal[0] - 0.5) < 0.15
-    depth = ly.calibration_depth(m, clusters=np.arange(200) // 2, n_boot=200, rng=np.random.default_rng(1),
+    depth = ly.calibration_depth(m, clusters=np.arange(200) // 2, n_draws=200, rng=np.random.default_rng(1),
                                  floor=0.6)
     assert depth["layer"] == 2 and depth["low"] <= 2 <= depth["high"]
 

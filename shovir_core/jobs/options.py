@@ -7,6 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from ..errors import UsageError
+
 __all__ = ["ClusterOptions", "load_cluster_options", "parse_time"]
 
 

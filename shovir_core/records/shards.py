@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ..errors import UsageError
 from .files import HOST, PART_RE, TryLock, atomic_write_text, part_files
 
 __all__ = ["Shard", "read_markers", "write_marker", "finished_set", "shard_progress", "MARKER_DIR"]
