@@ -70,7 +70,7 @@ def test_declared_model_goes_through_audit_to_a_card(runs, tmp_path, capsys):
         assert main(["--models", str(cat), "audit", "yaml-smolvlm", "-q", "--only", "modalens"]) == 0  # resumes
         assert sorted(json.loads(p.read_text())["ended"] for p in set(links)) == ended
     finally:
-        from shovir_core.models import catalog
+        from shovir_core.protocols import catalog
 
         registry.REGISTRY.pop("yaml-smolvlm", None)
         catalog._LOADED.pop(str(cat.resolve()), None)

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 
 from shovir_core.models import ScoreRequest, get_model, list_models, model_fingerprint, registry
-from shovir_core.models.catalog import CatalogueError, MODELS_ENV, load_catalogue, register_catalogue
+from shovir_core.protocols.catalog import CatalogueError, MODELS_ENV, load_catalogue, register_catalogue
 from shovir_core.models.tiny import TINY_NAMES
 
 from tiny_families import PALIGEMMA_TEMPLATE, UNNAMED_FAMILIES, catalogue_yaml, save_registry_family
 
 
 def _unregister(names):
-    from shovir_core.models import catalog
+    from shovir_core.protocols import catalog
 
     for n in names:
         registry.REGISTRY.pop(n, None)

@@ -8,6 +8,6 @@
 """
 from __future__ import annotations
 
-from .plan import AUDIT_PARAMS, audit_runs, audit_parameters, make_records
+from .plan import AUDIT_PARAMS, AuditError, audit_parameters, audit_runs, make_records
 
-__all__ = ["AUDIT_PARAMS", "audit_runs", "audit_parameters", "make_records"]
+__all__ = ["AuditError", "AUDIT_PARAMS", "audit_runs", "audit_parameters", "make_records"]

@@ -14,7 +14,7 @@ def use_catalogue(path: str | None) -> None:
     """Register a catalogue file and name it in ``$SHOVIR_MODELS`` (so shard processes see it too)."""
     if not path:
         return
-    from ..models.catalog import MODELS_ENV, register_catalogue
+    from ..protocols.catalog import MODELS_ENV, register_catalogue
 
     register_catalogue(path)
     full = os.path.abspath(os.path.expanduser(path))
@@ -48,6 +48,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from . import audit_parameters, audit_runs, make_records
+    from .plan import AuditError
 
     use_catalogue(args.catalogue)
     if args.export:
@@ -60,11 +61,11 @@ def main(args: argparse.Namespace) -> int:
               f"--export {args.export}`")
         return 0
     if not args.model:
-        raise ValueError("audit: name a MODEL (or --export DIR)")
+        raise AuditError("audit: name a MODEL (or --export DIR)")
     from ..models import get_model, list_models
 
     if args.model not in list_models() and args.model.partition("@")[0] not in list_models():
-        raise KeyError(f"audit: unknown model {args.model!r}; declare it in a catalogue (--models FILE), import "
+        raise AuditError(f"audit: unknown model {args.model!r}; declare it in a catalogue (--models FILE), import "
                        "its answers (shovir import), or use a registry name (python -c \"from shovir_core.models "
                        "import list_models; print(list_models())\")")
     if args.show:

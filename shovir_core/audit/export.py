@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .plan import audit_runs
+from .plan import AuditError, audit_runs
 
 __all__ = ["export_inputs", "read_export", "PLACEHOLDER_MODEL", "EXPORT_VERSION"]
 
@@ -55,7 +55,7 @@ def _shovir_rows(spec: dict, folder: Path) -> list[dict]:
 
     resolved = sv.resolve_spec(dict(spec))
     if resolved.get("rng", "per-item") != "per-item":
-        raise ValueError("audit export: the legacy rng replays are not exported; use rng: per-item")
+        raise AuditError("audit export: the legacy rng replays are not exported; use rng: per-item")
     ds = sv.open_dataset(resolved)
     groups, _ = sv.plan_trials(resolved, ds)
     groups.sort(key=lambda g: (g["image_id"], sv.CONDITIONS.index(g["condition"]), g["target"] or ""))
@@ -121,7 +121,7 @@ def export_inputs(out_dir: str | Path, *, profile: str = "demo", only: str | Non
 
     folder = check_output_dir(out_dir, force=force, what="shovir audit --export")
     if (folder / "trials.jsonl").exists() and not force:
-        raise ValueError(f"audit export: {folder} already holds an export; choose another folder or pass --force")
+        raise AuditError(f"audit export: {folder} already holds an export; choose another folder or pass --force")
     targets = audit_runs(PLACEHOLDER_MODEL, profile=profile, only=only)
     (folder / "images").mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
@@ -148,10 +148,10 @@ def read_export(folder: str | Path) -> tuple[dict, list[dict]]:
     folder = Path(folder).expanduser()
     meta, trials = folder / "export.json", folder / "trials.jsonl"
     if not meta.is_file() or not trials.is_file():
-        raise ValueError(f"import: {folder} is not an audit export (export.json and trials.jsonl are missing); "
+        raise AuditError(f"import: {folder} is not an audit export (export.json and trials.jsonl are missing); "
                          "make one with `shovir audit --export DIR`")
     info = json.loads(meta.read_text())
     if info.get("version") != EXPORT_VERSION:
-        raise ValueError(f"import: {folder} is an export of version {info.get('version')}, this package reads "
+        raise AuditError(f"import: {folder} is an export of version {info.get('version')}, this package reads "
                          f"version {EXPORT_VERSION}; export again")
     return info, [json.loads(line) for line in trials.read_text().splitlines() if line.strip()]

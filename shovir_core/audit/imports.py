@@ -30,11 +30,12 @@ from pathlib import Path
 
 from ..models.imported import ANSWER_FILES
 from .export import read_export
+from .plan import AuditError
 
 __all__ = ["import_answers", "ImportError_", "imports_root", "read_answers", "register_imports"]
 
 
-class ImportError_(ValueError):  # noqa: N801 - not the builtin ImportError
+class ImportError_(AuditError):  # noqa: N801 - not the builtin ImportError
     """An answer file does not match its export (one line naming the ids or the value)."""
 
 
@@ -47,7 +48,7 @@ def imports_root() -> Path:
 
 def register_imports() -> list[str]:
     """Register every imported model (``<runs>/imports/*/model.yaml``) with the registry."""
-    from ..models.catalog import register_catalogue
+    from ..protocols.catalog import register_catalogue
 
     names: list[str] = []
     root = imports_root()
@@ -205,7 +206,7 @@ def import_answers(path: str | Path, *, name: str, export: str | Path, kind: str
     """
     import yaml
 
-    from ..models.catalog import ENTRY, CatalogueError
+    from ..protocols.catalog import ENTRY, CatalogueError
     from ..models.registry import REGISTRY
 
     info, trials = read_export(export)
@@ -279,7 +280,7 @@ def import_answers(path: str | Path, *, name: str, export: str | Path, kind: str
                                                               if k in ("adapter", "answers", "notes")}}}))
     if name in REGISTRY:  # re-imported in this process: the entry is the same, the answers changed
         REGISTRY.pop(name)
-        from ..models import catalog
+        from ..protocols import catalog
 
         catalog._LOADED.pop(str(entry_file.resolve()), None)
     register_imports()

@@ -7,9 +7,14 @@ design (report present / absent, without and with the answer instruction) with `
 """
 from __future__ import annotations
 
+from ..errors import ShovirError
 from ..paths import params_root
 
-__all__ = ["AUDIT_PARAMS", "ONLY", "audit_runs", "audit_parameters", "make_records"]
+__all__ = ["AuditError", "AUDIT_PARAMS", "ONLY", "audit_runs", "audit_parameters", "make_records"]
+
+class AuditError(ShovirError, ValueError):
+    """An audit cannot run as asked (an unknown profile, model or export folder); one line."""
+
 
 AUDIT_PARAMS = "report_card"
 """Folder of ``params/`` holding the audit's records per profile."""
@@ -23,7 +28,7 @@ def _load(profile: str) -> dict:
     path = params_root() / AUDIT_PARAMS / f"{profile}.yaml"
     if not path.is_file():
         have = sorted(p.stem for p in (params_root() / AUDIT_PARAMS).glob("*.yaml"))
-        raise ValueError(f"audit: no profile {profile!r} ({path} is missing); profiles: {', '.join(have)}")
+        raise AuditError(f"audit: no profile {profile!r} ({path} is missing); profiles: {', '.join(have)}")
     return yaml.safe_load(path.read_text())
 
 
@@ -52,7 +57,7 @@ def audit_runs(model: str, *, profile: str = "demo", only: str | None = None) ->
 
     safe = re.sub(r"[^A-Za-z0-9._-]", "-", model)  # record names hold letters, digits, '.', '_' and '-'
     if only not in (None, *ONLY):
-        raise ValueError(f"audit: --only {only!r}; use one of {list(ONLY)}")
+        raise AuditError(f"audit: --only {only!r}; use one of {list(ONLY)}")
     data = _load(profile)
     out: dict[str, tuple[str, str, dict]] = {}
     if only in (None, "shovir"):

@@ -1,6 +1,6 @@
 """``hf-auto``: one transformers adapter for any image-text-to-text checkpoint with a chat template.
 
-A model declared in a catalogue (:mod:`~shovir_core.models.catalog`) with ``adapter: hf-auto`` is
+A model declared in a catalogue (:mod:`~shovir_core.protocols.catalog`) with ``adapter: hf-auto`` is
 loaded with ``AutoModelForImageTextToText`` and ``AutoProcessor`` from its local folder (never
 downloaded) and run by :class:`~shovir_core.models.hf.HFVLM`: left-padded batched report generation
 (greedy), yes/no readouts from the logits at the first generated position, and the prefix trie that
@@ -25,7 +25,7 @@ from pathlib import Path
 from .hf import HFVLM, _has_recurrent_layers, checkpoint_fingerprint, pick_device_dtype
 from .prompts import INSTRUCTIONS
 from .protocol import ScoreRequest
-from .spec import MODEL_DIR_ENV, ModelNotAvailableError, resolve_weights
+from .spec import MODEL_DIR_ENV, DeclaredModelError, ModelNotAvailableError, resolve_weights
 
 __all__ = ["AutoVLM", "build_hf_auto", "load_processor", "declared_question"]
 
@@ -150,7 +150,7 @@ class AutoVLM(HFVLM):
         vocab = len(self.tokenizer)
         bad = [i for i in ids if not 0 <= int(i) < vocab]
         if bad:
-            raise ValueError(f"{spec.name}: declared token ids {bad} are outside the vocabulary (size {vocab})")
+            raise DeclaredModelError(f"{spec.name}: declared token ids {bad} are outside the vocabulary (size {vocab})")
         names = {int(i): self.tokenizer.convert_ids_to_tokens(int(i)) for i in ids}
         return TokenFamilies(int(spec.families["yes_family"][0]), int(spec.families["no_family"][0]),
                              tuple(int(i) for i in spec.families["yes_family"]),

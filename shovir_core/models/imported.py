@@ -14,13 +14,18 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from ..errors import ShovirError
 from .protocol import SCORE_KEYS, VLM, ScoreRequest, image_fingerprint
 
-__all__ = ["ImportedVLM", "build_imported", "report_key", "request_key", "answers_sha256", "ANSWER_FILES",
+__all__ = ["ImportedVLM", "ImportedAnswersError", "build_imported", "report_key", "request_key", "answers_sha256", "ANSWER_FILES",
            "readout_from_answer"]
 
 ANSWER_FILES = {"report": "reports.jsonl", "yes_no": "yes_no.jsonl"}
 """Answer kind -> file name in an imported model's folder."""
+
+
+class ImportedAnswersError(ShovirError, LookupError):
+    """An imported model has no answer for an input a protocol asks it about."""
 
 
 def report_key(image) -> str:
@@ -91,7 +96,7 @@ class ImportedVLM(VLM):
             rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
             self.answers[kind] = {r["input"]: r for r in rows}
         if not any(self.answers.values()):
-            raise ValueError(f"imported model {self.name!r}: no answers in {self.folder} "
+            raise ImportedAnswersError(f"imported model {self.name!r}: no answers in {self.folder} "
                              f"(expected {' or '.join(ANSWER_FILES.values())}, written by shovir import)")
 
     def _get(self, kind: str, key: str, what: str) -> dict:
@@ -99,7 +104,7 @@ class ImportedVLM(VLM):
             return self.answers[kind][key]
         except KeyError:
             have = "none" if not self.answers[kind] else f"{len(self.answers[kind])} other inputs"
-            raise KeyError(f"imported model {self.name!r}: no {kind} answer for {what} (input {key[:12]}; the "
+            raise ImportedAnswersError(f"imported model {self.name!r}: no {kind} answer for {what} (input {key[:12]}; the "
                            f"import has {have}); export the inputs of this profile and import their answers") from None
 
     def generate_reports(self, images: Sequence, *, prompt=None, max_new_tokens=None, boxes=None) -> list[str]:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from .remote import RemoteCodeVLM
 
 __all__ = ["ModelSpec", "REGISTRY", "ALIASES", "ModelNotAvailableError", "get_model", "list_models",
-           "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint", "register_remote_adapter", "ADAPTERS"]
+           "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint", "register_remote_adapter", "ADAPTERS", "LOADERS"]
 
 _GEMMA_FAMILIES = {"yes_id": 4443, "no_id": 1904, "yes_family": (4443, 10784, 11262, 8438),
                    "no_family": (1904, 3771, 951, 2301)}
@@ -47,6 +47,16 @@ _CATALOGUES: tuple[tuple[str, str], ...] = (
     ("shovir_core.models.ref_vlm", "REF_VLM_SPECS"),
 )
 """Entries declared by the light adapter modules themselves (they carry their own stated behaviour)."""
+
+
+LOADERS: list = []
+"""Callables run before every lookup that may add entries to :data:`REGISTRY` (the model catalogue,
+:mod:`shovir_core.protocols.catalog`, installs its ``$SHOVIR_MODELS`` reader here)."""
+
+
+def _load_declared() -> None:
+    for load in list(LOADERS):
+        load()
 
 
 def _builder(kind: str):
@@ -128,16 +138,12 @@ ALIASES = {"medgemma": "medgemma-1.5-4b", "medgemma-27b-it": "medgemma-27b", "me
 def list_models(*, paper: str | None = None) -> list[str]:
     """Registered names, optionally those of one paper (``"ShoViR"``, ``"ModaLens"``, ``"test"``,
     ``"reference"``, ``"declared"``: the models of ``$SHOVIR_MODELS`` catalogues)."""
-    from .catalog import ensure_env_catalogue
-
-    ensure_env_catalogue()
+    _load_declared()
     return [n for n, s in REGISTRY.items() if paper is None or s.paper.lower() == paper.lower()]
 
 
 def _spec(name: str) -> ModelSpec:
-    from .catalog import ensure_env_catalogue
-
-    ensure_env_catalogue()  # models declared in $SHOVIR_MODELS files (shovir_core.models.catalog)
+    _load_declared()  # models declared in catalogue files (shovir_core.protocols.catalog)
     base = ALIASES.get(name, name).partition("@")[0]
     if base not in REGISTRY:
         raise KeyError(f"unknown model {name!r}; registered: {', '.join(REGISTRY)}")

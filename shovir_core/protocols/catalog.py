@@ -19,6 +19,11 @@ allowed. A declared name that the registry already holds is an error. The declar
 keys, defaults filled) and its SHA-256 go into :func:`~shovir_core.models.registry.model_fingerprint`,
 so every record's resolved spec -- and hence its manifest -- says which declared model made it.
 
+The catalogue sits in the protocols layer beside the spec helper it validates with; the registry
+(:mod:`shovir_core.models.registry`) knows nothing of it but calls the loaders in
+``registry.LOADERS``, where importing this module installs :func:`ensure_env_catalogue` (the
+protocols package imports it, so every process that makes records reads ``$SHOVIR_MODELS``).
+
 Token families: ``yes_family`` / ``no_family`` (token ids) are optional; when absent they are derived
 from the tokenizer at load time (:meth:`~shovir_core.models.readouts.TokenFamilies.from_tokenizer`)
 and shown in the record's provenance and by ``shovir audit --show``.
@@ -28,13 +33,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .spec import ModelSpec
+from ..models.spec import DeclaredModelError, DeclaredSpec, ModelSpec
+from .spec import Field, SpecError, SpecSchema
 
 __all__ = ["MODELS_ENV", "ENTRY", "DeclaredSpec", "CatalogueError", "load_catalogue", "register_catalogue",
-           "ensure_env_catalogue", "declared_entry", "ADAPTER_KINDS"]
+           "ensure_env_catalogue", "declared_entry", "ADAPTER_KINDS", "install"]
 
 MODELS_ENV = "SHOVIR_MODELS"
 """Environment variable naming catalogue files (``os.pathsep``-separated), read on first registry use."""
@@ -43,13 +48,11 @@ ADAPTER_KINDS = ("hf-auto", "imported")
 """Adapters a catalogue entry may name besides a registry name of the ``hf`` family."""
 
 
-class CatalogueError(ValueError):
+class CatalogueError(DeclaredModelError):
     """A catalogue file or entry is malformed (one line: file, model, key, what is allowed)."""
 
 
 def _entry_schema():
-    from ..protocols.spec import Field, SpecSchema
-
     def _template(value):
         if "{question}" not in value and "{finding}" not in value:
             return "must contain {question} or {finding}"
@@ -93,25 +96,6 @@ ENTRY = _entry_schema()
 """The declared keys of a catalogue entry (type, allowed values, default)."""
 
 
-@dataclass(frozen=True)
-class DeclaredSpec(ModelSpec):
-    """A registry entry declared in a catalogue file (:class:`ModelSpec` plus the declared extras)."""
-
-    checkpoint: str | None = None
-    question_template: str = "{question}"
-    answer_instruction: str | None = None
-    prefix_reuse: str = "auto"
-    chat_template: str | None = None
-    answers: str | None = None
-    declared: dict = field(default_factory=dict)
-    declared_sha256: str = ""
-    source_file: str = ""
-
-    def local_checkpoint(self) -> Path | None:
-        """The checkpoint as a local folder when it is one (``None`` for an id)."""
-        if self.checkpoint and (Path(self.checkpoint).expanduser() / "config.json").is_file():
-            return Path(self.checkpoint).expanduser()
-        return None
 
 
 def declared_entry(entry: dict) -> tuple[dict, str]:
@@ -188,10 +172,8 @@ def load_catalogue(path: str | Path, *, registry: dict | None = None) -> dict[st
     """
     import yaml
 
-    from ..protocols.spec import SpecError
-
     if registry is None:
-        from .registry import REGISTRY as registry  # noqa: N811 - the live registry
+        from ..models.registry import REGISTRY as registry  # noqa: N811 - the live registry
     path = Path(path).expanduser()
     where = str(path)
     try:
@@ -234,7 +216,7 @@ def register_catalogue(path: str | Path) -> list[str]:
     Registering the same file twice is a no-op; a name already registered (built in, or declared by
     another file) is a :class:`CatalogueError` and nothing of the file is registered.
     """
-    from .registry import REGISTRY
+    from ..models.registry import REGISTRY
 
     key = str(Path(path).expanduser().resolve())
     if key in _LOADED:
@@ -257,3 +239,14 @@ def ensure_env_catalogue() -> None:
     if imports.is_dir():
         for entry in sorted(imports.glob("*/model.yaml")):
             register_catalogue(entry)
+
+
+def install() -> None:
+    """Have the registry read ``$SHOVIR_MODELS`` (and imported models) on every lookup."""
+    from ..models import registry
+
+    if ensure_env_catalogue not in registry.LOADERS:
+        registry.LOADERS.append(ensure_env_catalogue)
+
+
+install()
