@@ -121,6 +121,11 @@ def test_import_round_trip_is_exact(runs, answered):
                                   b[["quantity", "value", "lo", "hi", "n"]].reset_index(drop=True))
     fp = imported["shovir"].manifest["spec"]["model_fingerprint"]
     assert fp["adapter"] == "imported" and set(fp["answers_sha256"]) == {"report", "yes_no"}
+    # `shovir audit NAME` finds the imported model and its complete records
+    assert main(["audit", "elsewhere", "-q", "--out", str(runs / "card-cli")]) == 0
+    c = pd.read_csv(runs / "card-cli" / "card.csv")
+    assert set(c.loc[c["source"] == "record", "record"].str.split(" \\+ ").explode()) == \
+        {r.run_id for r in imported.values()}
     # the same reports in the ShoViR-Bench output format make the same record trials
     via_bench = import_answers(bench, name="elsewhere-bench", export=folder, progress=False)["runs"]["shovir"]
     cols = ["trial_id", "generated", *[c for c in inside["shovir"].trials.columns if c.startswith("pred.")]]
@@ -157,3 +162,14 @@ def test_cli_bad_catalogue_is_one_line_and_writes_nothing(tmp_path, capsys, monk
     err = capsys.readouterr().err.strip()
     assert err.startswith("shovir: error: model catalogue") and "'max_new_token'" in err and "\n" not in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_cli_bad_import_is_one_line_and_writes_nothing(runs, answered, tmp_path, capsys):
+    folder, files, _ = answered
+    lines = files["report"].read_text().splitlines()
+    bad = tmp_path / "reports.jsonl"
+    bad.write_text("\n".join(lines[:-2] + [lines[0]]) + "\n")  # one repeated, two missing
+    assert main(["import", str(bad), "--name", "cli-bad", "--export", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("shovir: error: import: trial ids answered more than once") and "\n" not in err
+    assert not (runs / "imports" / "cli-bad").exists()
