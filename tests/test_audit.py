@@ -173,3 +173,5 @@ def test_cli_bad_import_is_one_line_and_writes_nothing(runs, answered, tmp_path,
     err = capsys.readouterr().err.strip()
     assert err.startswith("shovir: error: import: trial ids answered more than once") and "\n" not in err
     assert not (runs / "imports" / "cli-bad").exists()
+    assert main(["import", str(files["report"]), "--name", "../outside", "--export", str(folder)]) == 2
+    assert "model name '../outside'" in capsys.readouterr().err and not (runs / "outside").exists()

@@ -209,6 +209,11 @@ def import_answers(path: str | Path, *, name: str, export: str | Path, kind: str
     from ..protocols.catalog import ENTRY, CatalogueError
     from ..models.registry import REGISTRY
 
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise ImportError_(f"import: model name {name!r} may hold only letters, digits, '.', '_' and '-' "
+                           "(and starts with a letter or digit)")
     info, trials = read_export(export)
     rows, fmt = read_answers(path)
     if not rows:
