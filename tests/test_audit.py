@@ -175,3 +175,13 @@ def test_cli_bad_import_is_one_line_and_writes_nothing(runs, answered, tmp_path,
     assert not (runs / "imports" / "cli-bad").exists()
     assert main(["import", str(files["report"]), "--name", "../outside", "--export", str(folder)]) == 2
     assert "model name '../outside'" in capsys.readouterr().err and not (runs / "outside").exists()
+
+
+def test_paper_values_are_marked_off_the_papers_setting():
+    from shovir_core.audit.card import paper_values
+
+    demo, mimic = paper_values(), paper_values(paper_dataset="MIMIC")
+    assert demo["data"].str.endswith("different data").all() and (demo["source"] == "paper").all()
+    same = mimic["data"] == "MIMIC-CXR"
+    assert same.any() and mimic.loc[~same, "data"].eq("PadChest-GR, different data").all()
+    assert {"Δ_FN (F1_14)", "FR OCO (p = 1)", "paired effect A − P (no instruction)"} <= set(demo["quantity"])

@@ -92,9 +92,10 @@ def card_values(model: str, runs: dict, *, n_draws: int = 200, seed: int = 3) ->
     return out
 
 
-def paper_values(*, paper_setting: bool = False) -> pd.DataFrame:
+def paper_values(*, paper_dataset: str | None = None) -> pd.DataFrame:
     """The papers' published models on the card's quantities (:data:`CARD_COLUMNS`); ``data`` says which
-    dataset each is on, with "different data" unless ``paper_setting`` (the profile runs the papers' data)."""
+    dataset each is on, with "different data" unless it is ``paper_dataset`` (``"MIMIC"`` or
+    ``"PadChest"``: the papers' data that the profile runs; ``None``: none of them, e.g. the demo)."""
     from ..papers.published import published
 
     rows = []
@@ -121,7 +122,7 @@ def paper_values(*, paper_setting: bool = False) -> pd.DataFrame:
                      "where": f"ModaLens {r['location'].split(' / ')[0]}", "id": vid})
     out = pd.DataFrame(rows)
     names = out["dataset"].map(_PAPER_DATASETS)
-    out["data"] = names if paper_setting else names + ", different data"
+    out["data"] = names.where(out["dataset"] == paper_dataset, names + ", different data")
     out["source"] = "paper"
     out["title"] = out["where"] + " (" + out["id"] + "): published value, not a record"
     return out.reindex(columns=list(CARD_COLUMNS))
@@ -192,7 +193,7 @@ def render_card(model: str, ours: pd.DataFrame, paper: pd.DataFrame, folder: Pat
 
 
 def write_card(model: str, runs: dict, *, profile: str = "demo", out_dir: str | Path | None = None,
-               n_draws: int = 200, seed: int = 3, paper_setting: bool = False) -> Path:
+               n_draws: int = 200, seed: int = 3, paper_dataset: str | None = None) -> Path:
     """Compute and write ``card.html``, ``card.md`` and ``card.csv`` (default folder
     ``<runs>/cards/<model>/<profile>``); returns the HTML page's path.
 
@@ -202,7 +203,7 @@ def write_card(model: str, runs: dict, *, profile: str = "demo", out_dir: str | 
     folder = Path(out_dir) if out_dir else runs_root() / "cards" / model.replace("@", "-") / profile
     folder.mkdir(parents=True, exist_ok=True)
     ours = card_values(model, runs, n_draws=n_draws, seed=seed)
-    paper = paper_values(paper_setting=paper_setting)
+    paper = paper_values(paper_dataset=paper_dataset)
     pd.concat([ours, paper], ignore_index=True).to_csv(folder / "card.csv", index=False)
     (folder / "card.md").write_text(render_card(model, ours, paper, folder, profile=profile, markdown=True))
     page = folder / "card.html"

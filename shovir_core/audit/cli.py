@@ -85,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
         return 1
     page = write_card(args.model, runs, profile=args.profile, out_dir=args.out,
                       n_draws=int(params.get("n_draws", 200)), seed=int(params.get("seed", 3)),
-                      paper_setting=bool(params.get("paper_setting", False)))
+                      paper_dataset=params.get("paper_dataset"))
     for key, run in runs.items():
         print(f"{key}: {run.run_id} ({run.info.n_trials} trials)")
     print(f"report card: {page}")
