@@ -11,7 +11,7 @@ import pytest
 
 from shovir_core import paths
 from shovir_core.book import pdf as book_pdf
-from shovir_core.book.params import toc_notebooks
+from shovir_core.params import toc_notebooks
 
 
 def test_collapsed_tables_are_opened_for_print_and_code_stays_collapsed():

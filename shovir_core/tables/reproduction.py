@@ -74,7 +74,7 @@ def _paper_trials(item: dict, values: dict, factors: dict) -> float:
 
 def chapter_runs(*, profile: str = "demo", notebooks=None) -> dict:
     """``{"<notebook>.<key>": Run}`` of every chapter's records that exist (missing ones are left out)."""
-    from ..book import load_runs, toc_notebooks
+    from ..params import load_runs, toc_notebooks
     from ..records import RecordError
 
     out = {}
@@ -144,7 +144,7 @@ def reproduction_table(runs: dict, *, shards: int = 16, benchmarks: Path | None 
     ``runs`` is :func:`chapter_runs` (``{"<notebook>.<key>": Run}``); ``shards`` the shard count the
     commands use; ``benchmarks`` the folder of benchmark outputs.
     """
-    from ..book.params import profiles_of
+    from ..params import profiles_of
     from ..papers import load_values
 
     values = {p: load_values(p) for p in ("shovir", "modalens")}
@@ -237,7 +237,7 @@ def status_of(item: dict, *, notebooks: set[str], profiles: list[str]) -> str:
 def status_table() -> TableResult:
     """What this build shows of every paper item of the catalogue: one row per item with its chapter
     and :func:`status_of`; ``values`` count the items per status (``n_<status words>``) and per paper."""
-    from ..book.params import profiles_of
+    from ..params import profiles_of
 
     notebooks = {p.stem for p in paths.notebooks_root().glob("*.py")}
     rows = []
