@@ -12,6 +12,9 @@ ids from the paper (ModaLens §3; App. I).
 """
 from __future__ import annotations
 
+import json
+import os
+
 import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -136,6 +139,34 @@ def _spec(name: str) -> ModelSpec:
     return REGISTRY[base]
 
 
+STAND_INS_ENV = "SHOVIR_STAND_INS"
+"""A JSON mapping ``{real model: stand-in}`` set by ``shovir rehearse``: while it is set, :func:`get_model`
+builds the stand-in in place of each named real model and :func:`model_fingerprint` records it (so a
+rehearsal record is never mistaken for, or reused as, a real model's record)."""
+
+
+def stand_in_for(name: str) -> str | None:
+    """The stand-in of ``name`` under ``$SHOVIR_STAND_INS`` (``None`` when there is none).
+
+    >>> import os; os.environ.get(STAND_INS_ENV) is None and stand_in_for("medgemma-27b") is None
+    True
+    """
+    raw = os.environ.get(STAND_INS_ENV)
+    if not raw:
+        return None
+    try:
+        table = json.loads(raw)
+    except ValueError:
+        raise ValueError(f"${STAND_INS_ENV} is not a JSON mapping of model names: {raw!r}") from None
+    target = table.get(ALIASES.get(name, name))
+    if target is None:
+        return None
+    base = ALIASES.get(target, target).partition("@")[0]
+    if base not in REGISTRY or REGISTRY[base].adapter not in ("reference", "tiny", "ref-vlm"):
+        raise ValueError(f"${STAND_INS_ENV}: stand-in {target!r} for {name!r} is not a reference or tiny model")
+    return target
+
+
 def get_model(name: str, *, local_path: str | Path | None = None, device: str | None = None,
               dtype: str | None = None, seed: int = 0) -> VLM:
     """Build the adapter registered as ``name``.
@@ -157,6 +188,9 @@ def get_model(name: str, *, local_path: str | Path | None = None, device: str | 
     >>> get_model("ref-blind-prior").name
     'ref-blind-prior'
     """
+    stand_in = stand_in_for(name)
+    if stand_in is not None:
+        return get_model(stand_in, device=device, dtype=dtype, seed=seed)
     spec = _spec(name)
     build = _builder(spec.adapter)
     if spec.adapter == "reference":
@@ -175,6 +209,9 @@ def model_fingerprint(name: str, *, seed: int = 0) -> dict:
     """
     spec = _spec(name)
     out = {"name": ALIASES.get(name, name), "adapter": spec.adapter, "hf_id": spec.hf_id, "revision": spec.revision}
+    stand_in = stand_in_for(name)
+    if stand_in is not None:
+        out["stand_in"] = model_fingerprint(stand_in, seed=seed)
     sha = code_sha256(spec.adapter)
     if sha is not None:
         out["sha256"] = sha
