@@ -21,6 +21,7 @@ __all__ = ["main", "build_parser", "run_guarded", "error_line", "USER_ERRORS"]
 # Subcommands contributed by other modules: name -> module with add_parser(subparsers) and main(args).
 EXTRA_COMMANDS = {
     "perturb": "shovir_core.perturb.cli",
+    "rehearse": "shovir_core.rehearsal.cli",
 }
 
 EPILOG = """\

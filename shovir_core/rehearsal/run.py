@@ -177,7 +177,7 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
                SHOVIR_PADCHEST=str(tree_dir / "padchest-gr"), SHOVIR_RUNS=str(runs_root),
                SHOVIR_CHEXBERT_WEIGHTS=str(chexbert_weights), SHOVIR_CHEXBERT_BERT=str(chexbert_bert),
                **{REHEARSAL_ENV: tree["sha256"]})
-    report = {"profile": profile, "scale": scale, "seed": seed, "pixels": pixels, "tree": str(tree_dir),
+    report = {"profile": profile, "report": str(root / f"report-{profile}.json"), "scale": scale, "seed": seed, "pixels": pixels, "tree": str(tree_dir),
               "tree_sha256": tree["sha256"], "tree_seconds": round(tree_seconds, 1), "planted": planted(scale).counts,
               "runs_root": str(runs_root), "book": str(book_dir), "chapters": []}
     from tqdm import tqdm

@@ -114,7 +114,7 @@ def planted(scale: float = 1.0) -> Planted:
     c["sv_without_imagenome"] = c["sv_test_images"] - c["sv_annotated"]
     c["sv_true_positive_dropped"] = c["sv_annotated"] - c["sv_no_finding_only"] - c["sv_mimic_images"]
     per_class = 40  # ShoViR §3.1: classes with fewer than 40 annotated images are dropped
-    c["sv_padchest_images"] = max(c["sv_padchest_images"], per_class * c["sv_padchest_classes"] // 2)
+    c["sv_padchest_images"] = max(c["sv_padchest_images"], per_class * c["sv_padchest_classes"])
     c["sv_padchest_boxes"] = max(c["sv_padchest_boxes"], c["sv_padchest_images"])
     c["ml_manual_studies"] = min(c["ml_manual_studies"], c["ml_cases"])
     return Planted(scale=float(scale), counts=c)
@@ -317,6 +317,15 @@ def write_padchest(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixel
     return {"root": str(root), "images": n_img, "boxes": n_box, "classes": len(classes), "planted": p.counts}
 
 
+def _tree_sha256(root: Path, key: dict) -> str:
+    """SHA-256 over the generator key and every file's relative path and bytes (not where the tree lies)."""
+    h = hashlib.sha256(json.dumps(key, sort_keys=True).encode())
+    for path in sorted(p for sub in ("mimic", "padchest-gr") for p in (root / sub).rglob("*") if p.is_file()):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
 def write_tree(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixels: str = "small") -> dict:
     """Write both trees under ``root`` (``mimic/`` and ``padchest-gr/``) unless already complete.
 
@@ -340,6 +349,6 @@ def write_tree(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixels: s
             shutil.rmtree(root / sub)
     out = {"key": key, "mimic": write_mimic(root / "mimic", scale=scale, seed=seed, pixels=pixels),
            "padchest": write_padchest(root / "padchest-gr", scale=scale, seed=seed, pixels=pixels)}
-    out["sha256"] = hashlib.sha256(json.dumps(out, sort_keys=True, default=str).encode()).hexdigest()
+    out["sha256"] = _tree_sha256(root, key)
     stamp.write_text(json.dumps(out, indent=1, default=str), encoding="utf-8")
     return out
