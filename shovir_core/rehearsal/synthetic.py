@@ -47,7 +47,7 @@ from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 __all__ = ["PLANTED", "GENERATOR_VERSION", "Planted", "planted", "write_mimic", "write_padchest",
            "write_tree", "PIXELS"]
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 """Bumped whenever the generator's output changes (part of the rehearsal cache key)."""
 
 PIXELS = {"small": 64, "full": 2048}
@@ -332,7 +332,16 @@ def write_tree(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixels: s
     A tree is complete when its ``rehearsal-tree.json`` stamp (generator version, scale, seed,
     pixels) is present and matches; a partial or stale tree is rewritten from scratch.
     """
+    import fcntl
+
     root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:  # concurrent rehearsals write the tree once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _write_tree_locked(root, scale=scale, seed=seed, pixels=pixels)
+
+
+def _write_tree_locked(root: Path, *, scale: float, seed: int, pixels: str) -> dict:
     key = {"generator": GENERATOR_VERSION, "scale": float(scale), "seed": int(seed), "pixels": pixels}
     stamp = root / "rehearsal-tree.json"
     if stamp.is_file():
@@ -350,5 +359,7 @@ def write_tree(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixels: s
     out = {"key": key, "mimic": write_mimic(root / "mimic", scale=scale, seed=seed, pixels=pixels),
            "padchest": write_padchest(root / "padchest-gr", scale=scale, seed=seed, pixels=pixels)}
     out["sha256"] = _tree_sha256(root, key)
-    stamp.write_text(json.dumps(out, indent=1, default=str), encoding="utf-8")
+    tmp = stamp.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=1, default=str), encoding="utf-8")
+    tmp.replace(stamp)
     return out
