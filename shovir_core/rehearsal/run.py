@@ -27,12 +27,10 @@ import time
 from pathlib import Path
 
 from .. import paths
+from ..tables.paper_vs_run import REHEARSAL_ENV
 from .synthetic import planted, write_tree
 
 __all__ = ["rehearse", "REHEARSAL_ENV", "LAYER_PROTOCOLS", "stand_ins", "rehearsal_root", "BANNER"]
-
-REHEARSAL_ENV = "SHOVIR_REHEARSAL"
-"""Set (to the tree's SHA-256) in every process of a rehearsal."""
 
 LAYER_PROTOCOLS = frozenset({"modalens-layers", "modalens-interventions", "modalens-probes"})
 """Protocols that read a transformer's layers: their chapters get tiny transformers as stand-ins."""
