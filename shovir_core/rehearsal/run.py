@@ -79,7 +79,7 @@ def stand_ins(*, layers: bool, override: str | None = None) -> dict[str, str]:
 
 
 def _chapters(profile: str, only) -> list[str]:
-    from ..book.params import profiles_of, toc_notebooks
+    from ..params import profiles_of, toc_notebooks
 
     names = [n for n in toc_notebooks() if profile in profiles_of(n)]
     if only:
@@ -91,7 +91,7 @@ def _chapters(profile: str, only) -> list[str]:
 
 
 def _needs_layers(chapter: str, profile: str) -> bool:
-    from ..book.params import load_params
+    from ..params import load_params
 
     return any(r["protocol"] in LAYER_PROTOCOLS for r in load_params(chapter, profile)["runs"].values())
 
