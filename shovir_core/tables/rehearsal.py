@@ -26,10 +26,10 @@ def rehearsal_chapters(runs: dict[str, Run]) -> TableResult:
     """One row per (rehearsal, chapter, paper item): status, wall time, peak memory, trials vs paper."""
     frames = []
     for key, run in runs.items():
-        t = run.trials()
+        t = run.trials
         t = t[t["kind"] == "chapter"].copy()
         t.insert(0, "rehearsal", key)
-        t["scale"] = float(run.spec["scale"])
+        t["scale"] = float(run.info.spec["scale"])
         frames.append(t)
     t = pd.concat(frames, ignore_index=True)
     expected = t["paper_trials"].astype(float) * t["scale"]
@@ -51,9 +51,9 @@ def rehearsal_chapters(runs: dict[str, Run]) -> TableResult:
         "failed_chapters": ", ".join(sorted(set(chapters.loc[chapters["status"] != "ok", "chapter"]))) or "none",
     }
     for key, run in runs.items():
-        values[f"{key}.scale"] = float(run.spec["scale"])
-        values[f"{key}.profile"] = run.spec["profile"]
-        counts = run.manifest.get("counts") or {}
+        values[f"{key}.scale"] = float(run.info.spec["scale"])
+        values[f"{key}.profile"] = run.info.spec["profile"]
+        counts = run.info.counts or {}
         for name, n in json.loads(counts.get("planted_full_scale", "{}")).items():
             values[f"planted.{name}"] = int(n)
     return TableResult(frame, values=values, metrics={"seconds": "wall_seconds", "peak_mb": "memory_mb"},
@@ -70,7 +70,7 @@ def rehearsal_records(runs: dict[str, Run]) -> TableResult:
     """One row per record a rehearsed chapter made: protocol, run id, status, trials."""
     frames = []
     for key, run in runs.items():
-        t = run.trials()
+        t = run.trials
         t = t[t["kind"] == "record"].copy()
         t.insert(0, "rehearsal", key)
         frames.append(t)
