@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from shovir_core.errors import UsageError
+
 from shovir_core.data.mimic import load_mimic_imagenome
 from shovir_core.data.mimic_jpg import load_mimic_jpg
 from shovir_core.data.padchest import load_padchest_gr
@@ -89,9 +91,9 @@ def test_ids_are_invented(tree):
 
 
 def test_planted_rejects_a_bad_scale():
-    with pytest.raises(ValueError, match="scale"):
+    with pytest.raises(UsageError, match="scale"):
         planted(0)
-    with pytest.raises(ValueError, match="scale"):
+    with pytest.raises(UsageError, match="scale"):
         planted(1.5)
     assert PLANTED["ml_cases"] == 3199
 
@@ -106,10 +108,10 @@ def test_stand_ins_replace_real_models_and_say_so(monkeypatch):
     assert fp["stand_in"]["name"] == "ref-anchored@0.5" and fp != real  # a rehearsal record is never the real one
     assert get_model("ref-blind-prior").name == "ref-blind-prior"       # reference models stay themselves
     monkeypatch.setenv(STAND_INS_ENV, json.dumps({"medgemma-27b": "maira-2"}))
-    with pytest.raises(ValueError, match="not a reference or tiny model"):
+    with pytest.raises(UsageError, match="not a reference or tiny model"):
         get_model("medgemma-27b")
     monkeypatch.setenv(STAND_INS_ENV, "not json")
-    with pytest.raises(ValueError, match="JSON"):
+    with pytest.raises(UsageError, match="JSON"):
         stand_in_for("medgemma-27b")
 
 

@@ -19,6 +19,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import UsageError
 from .spec import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec, code_sha256, resolve_weights
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -157,13 +158,13 @@ def stand_in_for(name: str) -> str | None:
     try:
         table = json.loads(raw)
     except ValueError:
-        raise ValueError(f"${STAND_INS_ENV} is not a JSON mapping of model names: {raw!r}") from None
+        raise UsageError(f"${STAND_INS_ENV} is not a JSON mapping of model names: {raw!r}") from None
     target = table.get(ALIASES.get(name, name))
     if target is None:
         return None
     base = ALIASES.get(target, target).partition("@")[0]
     if base not in REGISTRY or REGISTRY[base].adapter not in ("reference", "tiny", "ref-vlm"):
-        raise ValueError(f"${STAND_INS_ENV}: stand-in {target!r} for {name!r} is not a reference or tiny model")
+        raise UsageError(f"${STAND_INS_ENV}: stand-in {target!r} for {name!r} is not a reference or tiny model")
     return target
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from ..errors import UsageError
 
 __all__ = ["add_parser", "main"]
 
@@ -39,7 +40,7 @@ def main(args) -> int:
     from .run import rehearse
 
     if not 0 < args.scale <= 1:
-        raise ValueError(f"--scale must be in (0, 1], got {args.scale}")
+        raise UsageError(f"--scale must be in (0, 1], got {args.scale}")
     report = rehearse(args.profile, only=args.only, stand_in=args.stand_in, scale=args.scale, seed=args.seed,
                       pixels=args.pixels, shards=args.shards, root=args.root, progress=not args.quiet)
     failed = [c for c in report["chapters"] if c["status"] != "ok"]

@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..errors import UsageError
 from .. import paths
 from ..tables.paper_vs_run import REHEARSAL_ENV
 from .synthetic import planted, write_tree
@@ -85,7 +86,7 @@ def _chapters(profile: str, only) -> list[str]:
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:
-            raise ValueError(f"not chapters of the {profile!r} profile: {unknown}; it has {names}")
+            raise UsageError(f"not chapters of the {profile!r} profile: {unknown}; it has {names}")
         names = [n for n in names if n in only]
     return names
 
@@ -156,9 +157,9 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
              progress: bool = True) -> dict:
     """Rehearse ``profile`` (``mimic`` or ``padchest``); returns the report (also written as JSON)."""
     if profile not in ("mimic", "padchest"):
-        raise ValueError(f"rehearse: profile must be 'mimic' or 'padchest', got {profile!r}")
+        raise UsageError(f"rehearse: profile must be 'mimic' or 'padchest', got {profile!r}")
     if shards is not None and shards < 1:
-        raise ValueError(f"rehearse: --shards must be at least 1, got {shards}")
+        raise UsageError(f"rehearse: --shards must be at least 1, got {shards}")
     root = Path(root) if root else rehearsal_root()
     chapters = _chapters(profile, only)
     tree_dir = root / "trees" / f"scale{scale:g}-seed{seed}-{pixels}"

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from ..errors import UsageError
 from ..data.mimic_jpg import MIMIC_JPG_FILES, image_relpath, report_relpath
 from ..data.template_reports import template_report
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
@@ -92,7 +93,7 @@ def planted(scale: float = 1.0) -> Planted:
     (6, True)
     """
     if not (isinstance(scale, (int, float)) and 0 < scale <= 1):
-        raise ValueError(f"scale must be in (0, 1], got {scale!r}")
+        raise UsageError(f"scale must be in (0, 1], got {scale!r}")
 
     def s(key, low=1):
         return max(low, round(PLANTED[key] * scale))
@@ -173,7 +174,7 @@ def write_mimic(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixels: 
     is the annotated subset that survives the No-Finding-only and true-positive filters.
     """
     if pixels not in PIXELS:
-        raise ValueError(f"pixels must be one of {sorted(PIXELS)}, got {pixels!r}")
+        raise UsageError(f"pixels must be one of {sorted(PIXELS)}, got {pixels!r}")
     p = planted(scale)
     rng = np.random.default_rng([seed, 1])
     root = Path(root)
@@ -278,7 +279,7 @@ def write_mimic(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixels: 
 def write_padchest(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixels: str = "small") -> dict:
     """Write a PadChest-GR tree (``verified_samples.json``, ``metadata.csv``, ``images/``)."""
     if pixels not in PIXELS:
-        raise ValueError(f"pixels must be one of {sorted(PIXELS)}, got {pixels!r}")
+        raise UsageError(f"pixels must be one of {sorted(PIXELS)}, got {pixels!r}")
     p = planted(scale)
     rng = np.random.default_rng([seed, 2])
     root = Path(root)
