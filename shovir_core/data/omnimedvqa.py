@@ -17,7 +17,7 @@ import pandas as pd
 
 from .checks import read_json
 from .schema import DatasetError
-from .vqa import LETTERS, VQADataset, normalise_answer, options_json, vqa_dataset
+from .vqa import LETTERS, VQADataset, normalise_answer, options_json, vqa_dataset, resolve_root
 
 __all__ = ["load_omnimedvqa", "REQUIRED", "OPTIONAL", "OMNIMEDVQA_CITATION", "OMNIMEDVQA_LICENCE"]
 
@@ -31,7 +31,7 @@ _NAME = "OmniMedVQA"
 
 def load_omnimedvqa(path: Path) -> VQADataset:
     """Load every question file under ``<path>/QA_information/*/`` of an OmniMedVQA release."""
-    root = Path(path)
+    root = resolve_root(path)
     if (root / "OmniMedVQA" / "QA_information").is_dir():
         root = root / "OmniMedVQA"
     qa = root / "QA_information"

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .checks import read_json
 from .schema import DatasetError
-from .vqa import VQADataset, normalise_answer, vqa_dataset
+from .vqa import VQADataset, normalise_answer, vqa_dataset, resolve_root
 
 __all__ = ["load_probmed", "REQUIRED", "PROBMED_CITATION", "PROBMED_LICENCE", "QUESTION_FILES"]
 
@@ -30,7 +30,7 @@ _NAME = "ProbMed"
 
 def load_probmed(path: Path) -> VQADataset:
     """Load a ProbMed question file and its images."""
-    root = Path(path)
+    root = resolve_root(path)
     file = next((root / f for f in QUESTION_FILES if (root / f).is_file()), None)
     if file is None:
         raise DatasetError(f"{_NAME}: {root} has none of {list(QUESTION_FILES)}")

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .checks import read_json
 from .schema import DatasetError
-from .vqa import VQADataset, normalise_answer, vqa_dataset
+from .vqa import VQADataset, normalise_answer, vqa_dataset, resolve_root
 
 __all__ = ["load_slake", "FIELDS", "SPLITS", "SLAKE_CITATION", "SLAKE_LICENCE", "TABLE9_CATEGORIES"]
 
@@ -35,7 +35,7 @@ _NAME = "SLAKE"
 
 def load_slake(path: Path) -> VQADataset:
     """Load the English questions of a SLAKE release folder (``Slake1.0/`` or its parent)."""
-    root = Path(path)
+    root = resolve_root(path)
     if (root / "Slake1.0").is_dir():
         root = root / "Slake1.0"
     if not root.is_dir():

@@ -35,7 +35,7 @@ from ..labels import CHEXPERT_CLASSES
 from .schema import BOX_COLUMNS, Dataset, DatasetError
 
 __all__ = ["VQADataset", "QUESTION_COLUMNS", "normalise_answer", "normalise_question", "vqa_dataset",
-           "verify_sha256sums", "LETTERS", "options_json"]
+           "verify_sha256sums", "LETTERS", "options_json", "resolve_root"]
 
 QUESTION_COLUMNS = ("question_id", "image_id", "question", "question_norm", "answer", "answer_norm", "answer_type",
                     "question_type", "category", "organ", "source", "phrase_type", "split", "options", "key",
@@ -90,6 +90,16 @@ class VQADataset(Dataset):
         """The closed yes/no questions (of the official set by default), with their image paths."""
         q = self.questions[self.questions["yes_no"] & (self.questions["official"] | (not official))]
         return q.merge(self.images[["image_id", "path"]], on="image_id", how="left")
+
+
+def resolve_root(path) -> Path:
+    """``path`` as given, or under the repository root when it is relative and not found (``data/...``)."""
+    root = Path(path)
+    if not root.is_absolute() and not root.exists():
+        from .. import paths
+
+        return paths.repo_root() / root
+    return root
 
 
 def verify_sha256sums(sums: Path, folder: Path, *, name: str) -> int:

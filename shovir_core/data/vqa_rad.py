@@ -24,7 +24,7 @@ import pandas as pd
 
 from .checks import read_json
 from .schema import DatasetError
-from .vqa import VQADataset, vqa_dataset, verify_sha256sums
+from .vqa import VQADataset, resolve_root, verify_sha256sums, vqa_dataset
 
 __all__ = ["load_vqa_rad", "VQA_RAD_CITATION", "VQA_RAD_LICENCE", "FIELDS", "OFFICIAL_FILE", "OFFICIAL_EXTRA",
            "ORGANS", "PHRASE_TYPES"]
@@ -89,11 +89,7 @@ def _rows(path: Path, *, split: str, need: tuple[str, ...], allowed: tuple[str, 
 
 def load_vqa_rad(path: Path) -> VQADataset:
     """Load VQA-RAD from ``path`` (either layout of the module docstring), image hashes verified."""
-    root = Path(path)
-    if not root.is_absolute() and not root.exists():  # "data/vqa-rad" from any working directory
-        from .. import paths
-
-        root = paths.repo_root() / root
+    root = resolve_root(path)  # "data/vqa-rad" from any working directory
     if not root.is_dir():
         raise DatasetError(f"{_NAME}: folder not found: {root}")
     official = root / OFFICIAL_FILE
