@@ -25,7 +25,9 @@ from .result import TableResult
 
 __all__ = ["DATASET_KEYS", "TABLE6", "flips", "swap_summary", "tier_table", "symmetry_table", "map_generated",
            "open_ended", "label_audit", "omni_key_audit", "knockout_table", "table9", "accuracy_vs_majority",
-           "table6", "model_key", "paper_keys", "FLOOR", "TABLE9_ORDER"]
+           "table6", "model_key", "paper_keys", "FLOOR", "TABLE9_ORDER", "dataset_values", "models_table",
+           "planted_failures", "other_paper_keys", "tiers_frame", "symmetry_frame",
+           "knockout_frame", "AUDIT_PREFIXES"]
 
 DATASET_KEYS = {"VQA-RAD": "vqarad", "SLAKE": "slake", "OmniMedVQA": "omni", "ProbMed": "probmed"}
 TABLE6 = {
@@ -35,6 +37,8 @@ TABLE6 = {
     "ProbMed": {"readout": "final-token yes/no", "licence": "per source (MedICaT, ChestX-ray14)"},
 }
 """ModaLens Table 6's readout per dataset (§2, "Other datasets") and each release's licence."""
+AUDIT_PREFIXES = ("vqarad.", "n4.", "o.omni.", "o.slake.", "o.vqarad.")
+"""Audit checks of these sections (ModaLens Part E checks 36-38 and the N.4 / other-record identities)."""
 FLOOR = 0.5
 """The first-token probability an open-ended answer must reach to count (the paper's 0.5 floor)."""
 TABLE9_ORDER = (("Organ", "organ"), ("Modality", "modality"), ("Abnormal", "abnormality"), ("KG", "kg"))
@@ -254,13 +258,148 @@ def table6(manifests: Mapping[str, dict], *, ran: Mapping[str, str]) -> TableRes
                        caption="Datasets without a report (Table 6): what each release holds and what ran here")
 
 
-def paper_keys(model: str) -> dict[str, str]:
-    """Run key of the primary VQA-RAD model -> published id (§4.1, App. N.4, the other records)."""
-    p = f"nr.vqarad.{model_key(model)}"
+def paper_keys(role: str = "main") -> dict[str, str]:
+    """Run key of the chapter's main VQA-RAD model -> published id (§4.1, App. N.4, the other records)."""
+    p = f"nr.vqarad.{model_key(role)}"
     return {f"{p}.n_pairs": "vqarad.n", f"{p}.flip_rate": "vqarad.fr", f"{p}.accuracy_both": "vqarad.acc",
             f"{p}.flip_cases": "o.vqarad.flip_cases", f"{p}.tier.hard.flip_rate": "o.vqarad.swap_hard",
             f"{p}.tier.easy.flip_rate": "o.vqarad.swap_easy", f"{p}.sym.question_swap": "o.vqarad.q_swap",
             f"{p}.knockout.flip_rate": "n4.vqarad_ko", f"{p}.knockout_random.flip_rate": "n4.vqarad_random",
             f"{p}.audit.rows": "o.vqarad.rows", f"{p}.audit.questions": "o.vqarad.questions",
             f"{p}.audit.agreement": "o.vqarad.label_agree", f"{p}.audit.kappa": "o.vqarad.kappa",
-            f"{p}.ceiling": "o.vqarad.ceiling"}
+            f"{p}.ceiling": "o.vqarad.ceiling", f"{p}.open.mapped": "o.open.vqarad.mapped",
+            f"{p}.open.floor": "o.open.vqarad.floor"}
+
+
+def other_paper_keys(role: str = "main") -> dict[str, str]:
+    """Run keys of the main SLAKE and OmniMedVQA models -> published ids (§4.3 / Table 9, App. N.4, other records)."""
+    s, o = f"nr.slake.{model_key(role)}", f"nr.omni.{model_key(role)}"
+    keys = {f"{s}.t9.{k}.flip_rate": f"s43.slake.{'kg' if k == 'kg' else k}" for _, k in TABLE9_ORDER}
+    keys.update({f"{s}.knockout.flip_rate": "n4.slake_ko", f"{s}.n_pairs": "n4.slake_n", f"{s}.swap_changed": "o.slake.changed",
+                 f"{s}.swap_changed_share": "o.slake.changed_share", f"{s}.sym.question_swap": "o.slake.q_swap",
+                 f"{s}.sym.image_swap": "o.slake.image_swap", f"{s}.sym.option_reroll": "o.slake.option",
+                 f"{s}.open.mapped": "o.open.slake.mapped", f"{s}.open.floor": "o.open.slake.floor",
+                 f"{o}.knockout.flip_rate": "n4.omni_ko", f"{o}.knockout_random.flip_rate": "n4.omni_random",
+                 f"{o}.n_pairs": "o.omni.n", f"{o}.pool_rows": "o.omni.pool", f"{o}.swap_changed": "o.omni.swap_changed",
+                 f"{o}.keyaudit.flagged": "o.omni.flagged", f"{o}.keyaudit.flagged_share": "o.omni.flagged_share",
+                 f"{o}.keyaudit.unflagged": "o.omni.unflagged", f"{o}.keyaudit.accuracy": "o.omni.acc",
+                 f"{o}.keyaudit.accuracy_unflagged": "o.omni.acc_unflagged", f"{o}.keyaudit.bound_lo": "o.omni.bound_lo",
+                 f"{o}.keyaudit.bound_hi": "o.omni.bound_hi", f"{o}.accuracy_c": "o.omni.acc_swap_orig",
+                 f"{o}.accuracy_d": "o.omni.acc_swap_sub", f"{o}.accuracy_drop": "o.omni.acc_swap_drop",
+                 f"{o}.flip_rate": "o.omni.swap_fr", f"{o}.tier.hard.flip_rate": "o.omni.swap_hard",
+                 f"{o}.sym.question_swap": "o.omni.q_swap", f"{o}.sym.option_swap": "o.omni.option_swap",
+                 f"{o}.sym.option_reroll": "o.omni.reroll", f"{o}.flip_cases": "o.omni.flip_cases",
+                 f"{o}.open.mapped": "o.open.omni.mapped", f"{o}.open.floor": "o.open.omni.floor"})
+    return keys
+
+
+def dataset_values(trials: pd.DataFrame, *, dataset: str, role: str, counts: Mapping, n_draws: int,
+                   seed: int) -> dict:
+    """Every value of one (dataset, model) record, keyed ``nr.<dataset>.<role>.*``.
+
+    ``role`` names the model's place in the chapter (``main``: the model under study, ``reader`` /
+    ``qonly``: the reference models), so keys do not change with the profile's model.
+    """
+    prefix = f"nr.{DATASET_KEYS.get(dataset, model_key(dataset))}.{model_key(role)}"
+    arms = set(trials["arm"])
+    v = {f"{prefix}.{k}": int(counts[k]) for k in ("pool_rows", "pool_questions", "pool_images", "admissible",
+                                                   "ceiling", "swap_changed") if k in counts}
+    mcq = (trials["options_c"] != "[]").any()
+    if "image_swap" in arms:
+        v.update(swap_summary(trials, prefix=prefix, n_draws=n_draws, seed=seed))
+        v.update(tier_table(trials, prefix=prefix, n_draws=n_draws, seed=seed))
+        v.update(symmetry_table(trials, prefix=prefix, n_draws=n_draws, seed=seed))
+        v.update(open_ended(trials, prefix=prefix))
+        v.update(omni_key_audit(trials, prefix=prefix) if mcq else label_audit(trials, prefix=prefix))
+    if arms & {"knockout", "knockout_random"}:
+        v.update(knockout_table(trials, prefix=prefix, n_draws=n_draws, seed=seed))
+    if "original" in arms:
+        v.update(accuracy_vs_majority(trials, prefix=prefix))
+    return v
+
+
+def models_table(values: Mapping, *, dataset: str, models: Mapping[str, str]) -> TableResult:
+    """One row per model (``models``: role -> model name) on one dataset: pairs, flip rate, accuracy on each
+    image and on both, knockout and control."""
+    ds = DATASET_KEYS.get(dataset, model_key(dataset))
+    rows = []
+    for role, m in models.items():
+        p = f"nr.{ds}.{model_key(role)}"
+        g = lambda k: values.get(f"{p}.{k}", np.nan)  # noqa: E731
+        rows.append({"model": m, "pairs": g("n_pairs"), "flip_rate": g("flip_rate"), "flip_rate_lo": g("flip_rate_lo"),
+                     "flip_rate_hi": g("flip_rate_hi"), "accuracy_c": g("accuracy_c"), "accuracy_d": g("accuracy_d"),
+                     "accuracy_both": g("accuracy_both"), "knockout": g("knockout.flip_rate"),
+                     "knockout_random": g("knockout_random.flip_rate")})
+    return TableResult(pd.DataFrame(rows), {}, metrics={"flip_rate": "flip_rate"},
+                       labels={"model": "model", "pairs": "admissible pairs", "accuracy_c": "accuracy, original image",
+                               "accuracy_d": "accuracy, substitute image", "accuracy_both": "correct on both images",
+                               "knockout": "image-token knockout", "knockout_random": "random-token control"},
+                       caption=f"{dataset}: image swap with the question fixed, per model (admissible pairs)")
+
+
+def planted_failures(values: Mapping, *, dataset: str, role: str, model: str) -> list[str]:
+    """What a reference model's stated behaviour (:mod:`shovir_core.models.reference_vqa`) violates ([] = none).
+
+    ``ref-question-only``: image-swap flip rate, knockout and random-token control exactly 0, and the
+    question swap moves it (> 0). ``ref-image-reader``: image-swap flip rate at least 0.3, the
+    random-token control exactly 0, and the knockout within 0.2 of the flip rate. Other models: none.
+    """
+    p = f"nr.{DATASET_KEYS.get(dataset, model_key(dataset))}.{model_key(role)}"
+    get = lambda k: values.get(f"{p}.{k}")  # noqa: E731
+    out = []
+    if model == "ref-question-only":
+        for k in ("flip_rate", "knockout.flip_rate", "knockout_random.flip_rate"):
+            if get(k) is not None and get(k) != 0.0:
+                out.append(f"{p}.{k} = {get(k)} (must be exactly 0: the model never reads the image)")
+        if get("sym.question_swap") is not None and not get("sym.question_swap") > 0:
+            out.append(f"{p}.sym.question_swap = {get('sym.question_swap')} (the question must move the answer)")
+    elif model == "ref-image-reader":
+        if get("flip_rate") is None or not get("flip_rate") >= 0.3:
+            out.append(f"{p}.flip_rate = {get('flip_rate')} (an image reader must flip on >= 0.3 of swaps)")
+        if get("knockout_random.flip_rate") is not None and get("knockout_random.flip_rate") != 0.0:
+            out.append(f"{p}.knockout_random.flip_rate = {get('knockout_random.flip_rate')} (must be 0)")
+        if get("knockout.flip_rate") is not None and not abs(get("knockout.flip_rate") - get("flip_rate")) <= 0.2:
+            out.append(f"{p}.knockout.flip_rate = {get('knockout.flip_rate')} is not its flip rate {get('flip_rate')}")
+    return out
+
+
+_DS_NAMES = {v: k for k, v in DATASET_KEYS.items()}
+
+
+def _rate_rows(values: Mapping, rows: list[tuple[str, str, str, str]]) -> pd.DataFrame:
+    """(dataset, model role, what, key) -> one row with the rate and its interval where the values have them."""
+    out = []
+    for ds, role, what, key in rows:
+        if key not in values:
+            continue
+        out.append({"dataset": _DS_NAMES.get(ds, ds), "model": role, "arm": what, "rate": values[key],
+                    "rate_lo": values.get(f"{key}_lo", np.nan), "rate_hi": values.get(f"{key}_hi", np.nan)})
+    return pd.DataFrame(out, columns=["dataset", "model", "arm", "rate", "rate_lo", "rate_hi"])
+
+
+def _result(frame: pd.DataFrame, caption: str) -> TableResult:
+    return TableResult(frame, {}, metrics={"rate": "flip_rate"},
+                       labels={"dataset": "dataset", "model": "model", "arm": "arm"}, caption=caption)
+
+
+def tiers_frame(values: Mapping, *, datasets, roles) -> TableResult:
+    """Image-swap flip rate per swap tier (hard / easy) per dataset and model role."""
+    rows = [(d, r, f"{tier} tier", f"nr.{d}.{r}.tier.{tier}.flip_rate") for d in datasets for r in roles
+            for tier in ("hard", "easy")]
+    return _result(_rate_rows(values, rows), "Image-swap flip rate by swap tier (hard: same organ or source)")
+
+
+def symmetry_frame(values: Mapping, *, datasets, role: str) -> TableResult:
+    """Answer change under question swap, option swap, image swap and the uniform option reroll."""
+    arms = (("question swap", "sym.question_swap"), ("option swap", "sym.option_swap"),
+            ("image swap", "sym.image_swap"), ("uniform option reroll", "sym.option_reroll"))
+    rows = [(d, role, what, f"nr.{d}.{role}.{k}") for d in datasets for what, k in arms]
+    return _result(_rate_rows(values, rows), "Text-side symmetry: how often the answer moves, per arm")
+
+
+def knockout_frame(values: Mapping, *, datasets, roles) -> TableResult:
+    """Image-swap flip rate beside the image-token knockout and the random-token control."""
+    arms = (("image swap", "flip_rate"), ("image-token knockout", "knockout.flip_rate"),
+            ("random-token control", "knockout_random.flip_rate"))
+    rows = [(d, r, what, f"nr.{d}.{r}.{k}") for d in datasets for r in roles for what, k in arms]
+    return _result(_rate_rows(values, rows), "App. N.4: answer change under image-token knockout and its control")
