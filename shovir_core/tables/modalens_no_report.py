@@ -209,10 +209,10 @@ def knockout_table(trials: pd.DataFrame, *, prefix: str, n_draws: int, seed: int
     v = {}
     for arm in ("knockout", "knockout_random"):
         t = _arm(trials, arm)
-        v[f"{prefix}.{arm}.n"] = int(len(t))
-        iv = (bootstrap_rates(_frame(t), rates={"r": "flip"}, n_draws=n_draws, seed=seed, cluster="image_id")["r"]
-              if len(t) else (float("nan"),) * 3)
-        put_interval(v, f"{prefix}.{arm}.flip_rate", iv)
+        if (trials["arm"] == arm).any():  # an arm the record did not run has no value (not NaN)
+            v[f"{prefix}.{arm}.n"] = int(len(t))
+            put_interval(v, f"{prefix}.{arm}.flip_rate",
+                         bootstrap_rates(_frame(t), rates={"r": "flip"}, n_draws=n_draws, seed=seed, cluster="image_id")["r"])
     return v
 
 
@@ -228,7 +228,7 @@ def table9(trials: pd.DataFrame, *, prefix: str, n_draws: int, seed: int) -> Tab
         v[f"{prefix}.t9.{key}.n"] = int(len(sub))
         rows.append({"category": key.replace("kg", "knowledge graph"), "flip_rate": iv[0], "flip_rate_lo": iv[1],
                      "flip_rate_hi": iv[2], "pairs": int(len(sub)), "flips": int(flips(sub).sum())})
-    return TableResult(pd.DataFrame(rows), v, metrics={"flip_rate": "flip_rate"},
+    return TableResult(pd.DataFrame(rows), v, metrics={c: "flip_rate" for c in ("flip_rate", "flip_rate_lo", "flip_rate_hi")},
                        labels={"category": "question category", "pairs": "pairs", "flips": "flips"},
                        caption="SLAKE: image-swap flip rate by question category (Table 9)")
 
@@ -330,7 +330,9 @@ def models_table(values: Mapping, *, dataset: str, models: Mapping[str, str]) ->
                      "flip_rate_hi": g("flip_rate_hi"), "accuracy_c": g("accuracy_c"), "accuracy_d": g("accuracy_d"),
                      "accuracy_both": g("accuracy_both"), "knockout": g("knockout.flip_rate"),
                      "knockout_random": g("knockout_random.flip_rate")})
-    return TableResult(pd.DataFrame(rows), {}, metrics={"flip_rate": "flip_rate"},
+    fr = {c: "flip_rate" for c in ("flip_rate", "flip_rate_lo", "flip_rate_hi", "knockout", "knockout_random")}
+    acc = {c: "accuracy" for c in ("accuracy_c", "accuracy_d", "accuracy_both")}
+    return TableResult(pd.DataFrame(rows), {}, metrics={**fr, **acc},
                        labels={"model": "model", "pairs": "admissible pairs", "accuracy_c": "accuracy, original image",
                                "accuracy_d": "accuracy, substitute image", "accuracy_both": "correct on both images",
                                "knockout": "image-token knockout", "knockout_random": "random-token control"},
@@ -378,7 +380,7 @@ def _rate_rows(values: Mapping, rows: list[tuple[str, str, str, str]]) -> pd.Dat
 
 
 def _result(frame: pd.DataFrame, caption: str) -> TableResult:
-    return TableResult(frame, {}, metrics={"rate": "flip_rate"},
+    return TableResult(frame, {}, metrics={"rate": "flip_rate", "rate_lo": "flip_rate", "rate_hi": "flip_rate"},
                        labels={"dataset": "dataset", "model": "model", "arm": "arm"}, caption=caption)
 
 
