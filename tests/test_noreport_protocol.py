@@ -121,3 +121,21 @@ def test_ref_vlm_vqarad_loads_the_shipped_weights_and_runs_the_knockout(runs_dir
     c = t.pivot(index="question_id", columns="arm", values="margin_c")
     assert np.allclose(c["image_swap"], c["knockout"], atol=1e-4) and np.allclose(c["knockout"], c["knockout_random"], atol=1e-4)
     assert not np.allclose(t.loc[t["arm"] == "knockout", "margin_d"], t.loc[t["arm"] == "knockout", "margin_c"])
+
+
+@pytest.mark.parametrize("profile", ["demo", "other"])
+def test_chapter_params_resolve(profile, monkeypatch, tmp_path):
+    from shovir_core.book.params import load_params, toc_notebooks
+    from shovir_core.data.vqa_fixtures import write_all
+
+    fixtures = write_all(tmp_path)
+    for var, kind in (("SHOVIR_SLAKE", "slake"), ("SHOVIR_OMNIMEDVQA", "omnimedvqa"), ("SHOVIR_PROBMED", "probmed")):
+        monkeypatch.setenv(var, str(fixtures[kind]))
+    params = load_params("modalens_no_report", profile)
+    assert set(params["runs"]) == {"vqarad_main", "vqarad_reader", "vqarad_qonly", "slake_main", "slake_qonly",
+                                   "omni_main", "omni_qonly", "probmed_main"}
+    for key, r in params["runs"].items():
+        assert r["protocol"] == nr.PROTOCOL
+        spec = nr.resolve_spec(dict(r["spec"]))
+        assert spec["dataset"] == r["spec"]["dataset"], "the unexpanded dataset string is hashed"
+    assert "modalens_no_report" in toc_notebooks()

@@ -80,10 +80,13 @@ def prepare_image(path, *, size: int) -> np.ndarray:
 
 
 def _dataset(source: str):
+    """The dataset of ``source`` (environment variables expanded; the unexpanded string is what a spec hashes)."""
+    import os
+
     from ..data.vqa import VQADataset
     from .datasets import load_dataset
 
-    ds = load_dataset(source)
+    ds = load_dataset(os.path.expandvars(source))
     if not isinstance(ds, VQADataset):
         raise ValueError(f"{PROTOCOL}: dataset {source!r} has no question table (use vqa-rad:, slake:, omnimedvqa: "
                          "or probmed:)")
