@@ -75,9 +75,12 @@ class _ReferenceVQA(VLM):
         out = []
         for r in requests:
             z = self._logits(r, tokens, knockout)
+            logits = {t: float(v) for t, v in zip(tokens, z)}
+            if not letters:  # ModaLens' yes/no readout: margin logit(yes) - logit(no), ties read no
+                out.append({"readout": "yes" if z[0] > z[1] else "no", "margin": float(z[0] - z[1]), "logits": logits})
+                continue
             order = np.argsort(-z, kind="stable")
-            out.append({"readout": tokens[int(order[0])], "margin": float(z[order[0]] - z[order[1]]),
-                        "logits": {t: float(v) for t, v in zip(tokens, z)}})
+            out.append({"readout": tokens[int(order[0])], "margin": float(z[order[0]] - z[order[1]]), "logits": logits})
         return out
 
     def score_yes_no(self, requests: Sequence[ScoreRequest], *, answer_tokens: int = 0) -> list[dict]:
@@ -89,7 +92,7 @@ class _ReferenceVQA(VLM):
             ly, ln = z.get("yes", float("nan")), z.get("no", float("nan"))
             p = 1.0 / (1.0 + math.exp(-abs(res["margin"])))
             word = res["readout"]
-            out.append({"logit_yes": ly, "logit_no": ln, "margin": ly - ln if not letters else res["margin"],
+            out.append({"logit_yes": ly, "logit_no": ln, "margin": res["margin"],
                         "readout": word if not letters else ("yes" if ly > ln else "no"),
                         "family_logit_yes": ly, "family_logit_no": ln, "family_margin": ly - ln,
                         "family_readout": "yes" if ly > ln else "no", "logp_yes": float("nan"), "logp_no": float("nan"),

@@ -254,14 +254,28 @@ def _letter_ids(model, letters) -> list[int]:
     return ids
 
 
-def _read(model, requests, *, mcq: bool, knockout: str | None = None) -> list[dict]:
-    """Readout per request: ``readout``, ``margin`` and the logits of the answer tokens."""
+def _read(model, requests, *, mcq: bool, knockout: str | None = None, answer_tokens: int = 0) -> list[dict]:
+    """Readout per request: ``readout``, ``margin`` and the logits of the answer tokens (+ ``generated``,
+    ``top1_prob`` when the model's own scoring generated them).
+
+    Yes/no: ``margin`` is ``logit(yes) - logit(no)`` and ties read ``no`` (ModaLens' readout,
+    :func:`shovir_core.models.readouts.yes_no_readout`); options: the top letter and its lead over the
+    runner-up. A transformers model's plain yes/no readout goes through its own
+    :meth:`~shovir_core.models.hf.HFVLM.score_yes_no` (prefix-shared batches, the same readout as every
+    ModaLens record); letters and knockouts read the logits at the answer position
+    (:func:`shovir_core.models.interventions.readout_logits`, :func:`shovir_core.models.lens.layer_logits`).
+    """
     from ..data.vqa import LETTERS
 
     if hasattr(model, "read_vqa"):
         return model.read_vqa(requests, letters=LETTERS if mcq else None, knockout=knockout)
     if not hasattr(model, "model"):
         raise ValueError(f"{PROTOCOL}: model {model.name!r} is neither a reference model nor a transformers model")
+    if not mcq and knockout is None:
+        res = model.score_yes_no(list(requests), answer_tokens=answer_tokens)
+        return [{"readout": r["readout"], "margin": float(r["margin"]),
+                 "logits": {"yes": float(r["logit_yes"]), "no": float(r["logit_no"])},
+                 "generated": r.get("generated"), "top1_prob": r.get("top1_prob")} for r in res]
     tokens = LETTERS if mcq else ("yes", "no")
     ids = _letter_ids(model, LETTERS) if mcq else [model.families.yes_id, model.families.no_id]
     if knockout is None:
@@ -273,24 +287,30 @@ def _read(model, requests, *, mcq: bool, knockout: str | None = None) -> list[di
 
         n_layers = len(decoder_parts(model.model)["layers"])
         z = layer_logits(model, requests, token_ids=ids, knockout=Knockout.cumulative(knockout, 0, n_layers))[:, -1]
-    out = []
-    for row in np.asarray(z, dtype=float):
-        order = np.argsort(-row, kind="stable")
-        out.append({"readout": tokens[int(order[0])], "margin": float(row[order[0]] - row[order[1]]),
-                    "logits": {t: float(v) for t, v in zip(tokens, row)}})
-    return out
+    return [_letters_or_yes_no(row, tokens, mcq=mcq) for row in np.asarray(z, dtype=float)]
+
+
+def _letters_or_yes_no(row: np.ndarray, tokens, *, mcq: bool) -> dict:
+    logits = {t: float(v) for t, v in zip(tokens, row)}
+    if not mcq:
+        return {"readout": "yes" if row[0] > row[1] else "no", "margin": float(row[0] - row[1]), "logits": logits}
+    order = np.argsort(-row, kind="stable")
+    return {"readout": tokens[int(order[0])], "margin": float(row[order[0]] - row[order[1]]), "logits": logits}
 
 
 def _score(model, spec: dict, part: pd.DataFrame, pixels: dict, *, mcq: bool) -> pd.DataFrame:
     rows = []
     for arm, t in part.groupby("arm", sort=False):
         req_c, req_d, opts_c, opts_d = _requests(t, pixels, mcq=mcq)
-        c = _read(model, req_c, mcq=mcq)
+        n_gen = int(spec["answer_tokens"]) if arm == "image_swap" else 0
+        c = _read(model, req_c, mcq=mcq, answer_tokens=n_gen)
         ko = {"knockout": "image", "knockout_random": "random_matched"}.get(arm)
         d = c if arm == "original" else _read(model, req_c if ko else req_d, mcq=mcq, knockout=ko)
         gen = [None] * len(t)
-        if arm == "image_swap" and spec["answer_tokens"] > 0:
-            gen = model.score_yes_no(req_c, answer_tokens=int(spec["answer_tokens"]))
+        if n_gen and c[0].get("generated") is not None:
+            gen = c
+        elif n_gen:
+            gen = model.score_yes_no(req_c, answer_tokens=n_gen)
         for i, r in enumerate(t.itertuples()):
             rc, rd = c[i], d[i]
             choice = (lambda res, opts: opts["ABCD".index(res["readout"])] if mcq and res["readout"] in "ABCD"
