@@ -40,11 +40,11 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
-primary = "ref-vlm-vqarad"
-on_fixture = True
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
+primary = None  # the model under study on VQA-RAD (role "main")
+on_fixture = None  # SLAKE, OmniMedVQA and ProbMed are fixtures with invented images
 
 # %%
 import numpy as np

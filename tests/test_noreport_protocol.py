@@ -125,7 +125,7 @@ def test_ref_vlm_vqarad_loads_the_shipped_weights_and_runs_the_knockout(runs_dir
 
 @pytest.mark.parametrize("profile", ["demo", "other"])
 def test_chapter_params_resolve(profile, monkeypatch, tmp_path):
-    from shovir_core.book.params import load_params, toc_notebooks
+    from shovir_core.params import load_params, toc_notebooks
     from shovir_core.data.vqa_fixtures import write_all
 
     fixtures = write_all(tmp_path)
