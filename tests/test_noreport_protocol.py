@@ -139,3 +139,16 @@ def test_chapter_params_resolve(profile, monkeypatch, tmp_path):
         spec = nr.resolve_spec(dict(r["spec"]))
         assert spec["dataset"] == r["spec"]["dataset"], "the unexpanded dataset string is hashed"
     assert "modalens_no_report" in toc_notebooks()
+
+
+@pytest.mark.parametrize("spec, match", [
+    ({"arms": ["image_swap", "option_swap"]}, "four-option"),
+    ({"arms": ["swap_everything"]}, "swap_everything"),
+    ({"dataset": "demo"}, "no question table"),
+    ({"leakage_rule": "trust_me"}, "trust_me"),
+])
+def test_bad_specs_are_refused_naming_the_problem(spec, match):
+    from shovir_core.protocols.spec import SpecError
+
+    with pytest.raises(SpecError, match=match):
+        nr.resolve_spec({"dataset": "probmed:data/fixtures/probmed", "heldout_split": "all", **spec})

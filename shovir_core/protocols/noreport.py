@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ..records import Run, RunWriter, load_run, spec_hash
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "ARMS", "LEAKAGE_RULES", "resolve_spec", "execute", "prepare_image", "case_pool",
            "mcq_text", "pool_counts", "keyed_rows"]
@@ -88,7 +88,7 @@ def _dataset(source: str):
 
     ds = load_dataset(os.path.expandvars(source))
     if not isinstance(ds, VQADataset):
-        raise ValueError(f"{PROTOCOL}: dataset {source!r} has no question table (use vqa-rad:, slake:, omnimedvqa: "
+        raise SpecError(f"{PROTOCOL}: dataset {source!r} has no question table (use vqa-rad:, slake:, omnimedvqa: "
                          "or probmed:)")
     return ds
 
@@ -100,14 +100,14 @@ def resolve_spec(spec: dict) -> dict:
     out = SPEC.resolve(spec)
     ds = _dataset(out["dataset"])
     if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
-        raise ValueError(f"{PROTOCOL}: dataset {out['dataset']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"{PROTOCOL}: dataset {out['dataset']!r} changed since the spec was resolved")
     out["dataset_sha256"] = ds.manifest_hash
     fp = model_fingerprint(out["model"])
     if spec.get("model_fingerprint") not in (None, fp):
-        raise ValueError(f"{PROTOCOL}: model {out['model']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"{PROTOCOL}: model {out['model']!r} changed since the spec was resolved")
     out["model_fingerprint"] = fp
     if "option_swap" in out["arms"] and not _is_mcq(ds):
-        raise ValueError(f"{PROTOCOL}: arm 'option_swap' needs four-option questions; {ds.name} has yes/no questions")
+        raise SpecError(f"{PROTOCOL}: arm 'option_swap' needs four-option questions; {ds.name} has yes/no questions")
     return out
 
 
@@ -250,7 +250,7 @@ def _letter_ids(model, letters) -> list[int]:
     tok = model.tokenizer
     ids = [tok.convert_tokens_to_ids(x) for x in letters]
     if any(i is None or i == tok.unk_token_id for i in ids):
-        raise ValueError(f"{PROTOCOL}: {model.name}'s tokenizer has no single token for each of {letters}")
+        raise SpecError(f"{PROTOCOL}: {model.name}'s tokenizer has no single token for each of {letters}")
     return ids
 
 
@@ -270,7 +270,7 @@ def _read(model, requests, *, mcq: bool, knockout: str | None = None, answer_tok
     if hasattr(model, "read_vqa"):
         return model.read_vqa(requests, letters=LETTERS if mcq else None, knockout=knockout)
     if not hasattr(model, "model"):
-        raise ValueError(f"{PROTOCOL}: model {model.name!r} is neither a reference model nor a transformers model")
+        raise SpecError(f"{PROTOCOL}: model {model.name!r} is neither a reference model nor a transformers model")
     if not mcq and knockout is None:
         res = model.score_yes_no(list(requests), answer_tokens=answer_tokens)
         return [{"readout": r["readout"], "margin": float(r["margin"]),
@@ -342,7 +342,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
 
     ds = _dataset(spec["dataset"])
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
     mcq = _is_mcq(ds)
     pool = case_pool(ds, seed=int(spec["seed"]), heldout_split=spec["heldout_split"], leakage_rule=spec["leakage_rule"])
     keyed = keyed_rows(ds, heldout_split=spec["heldout_split"]) if "original" in spec["arms"] else None
