@@ -58,6 +58,7 @@ runs = book.load_runs("modalens_no_report", profile=profile, run_ids=run_ids)
 roles = {key: key.split("_", 1) for key in runs}  # "vqarad_main" -> ("vqarad", "main")
 names = {"vqarad": "VQA-RAD", "slake": "SLAKE", "omni": "OmniMedVQA", "probmed": "ProbMed"}
 models = {key: run.manifest["spec"]["model"] for key, run in runs.items()}
+model_names = {tuple(roles[key]): name for key, name in models.items()}
 values = {}
 for key, run in runs.items():
     ds_key, role = roles[key]
@@ -149,7 +150,7 @@ assert not failures, failures
 # same source dataset vs another).
 
 # %% tags=["nbval-check-output"]
-tiers = nr.tiers_frame(values, datasets=("vqarad", "omni"), roles=("main", "reader"))
+tiers = nr.tiers_frame(values, datasets=("vqarad", "omni"), roles=("main", "reader"), names=model_names)
 book.show(tiers, runs=runs, name="ml-nr-tiers")
 
 # %% [markdown]
@@ -164,7 +165,7 @@ book.show(tiers, runs=runs, name="ml-nr-tiers")
 # reroll (a key redrawn uniformly over the options: the rate of chance, 1 − 1/k).
 
 # %% tags=["nbval-check-output"]
-sym = nr.symmetry_frame(values, datasets=("vqarad", "slake", "omni"), role="main")
+sym = nr.symmetry_frame(values, datasets=("vqarad", "slake", "omni"), role="main", names=model_names)
 book.show(sym, runs=runs, name="ml-nr-symmetry")
 
 # %% [markdown]
@@ -198,7 +199,8 @@ assert values["nr.omni.main.keyaudit.bound_lo"] <= values["nr.omni.main.keyaudit
 # `shovir_core.models.lens.Knockout`; the reference models state theirs).
 
 # %% tags=["nbval-check-output"]
-ko = nr.knockout_frame(values, datasets=("vqarad", "slake", "omni"), roles=("main", "reader", "qonly"))
+ko = nr.knockout_frame(values, datasets=("vqarad", "slake", "omni"), roles=("main", "reader", "qonly"),
+                       names=model_names)
 book.show(ko, runs=runs, name="ml-nr-knockout")
 
 # %% [markdown]

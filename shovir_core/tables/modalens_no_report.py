@@ -250,10 +250,13 @@ def table6(manifests: Mapping[str, dict], *, ran: Mapping[str, str]) -> TableRes
     for name, info in TABLE6.items():
         m = manifests.get(name)
         rows.append({"dataset": name, "images": m["n_images"] if m else np.nan,
-                     "questions": m["n_questions"] if m else np.nan, "readout": info["readout"],
+                     "questions": m["n_questions"] if m else np.nan,
+                     "official": m.get("n_official", np.nan) if m else np.nan,
+                     "closed_yes_no": m.get("n_yes_no", np.nan) if m else np.nan, "readout": info["readout"],
                      "licence": info["licence"], "here": ran.get(name, "not run")})
     frame = pd.DataFrame(rows)
     return TableResult(frame, {}, labels={"dataset": "dataset", "images": "images", "questions": "questions",
+                                          "official": "official questions", "closed_yes_no": "closed yes/no",
                                           "readout": "readout", "licence": "licence", "here": "what ran here"},
                        caption="Datasets without a report (Table 6): what each release holds and what ran here")
 
@@ -368,13 +371,14 @@ def planted_failures(values: Mapping, *, dataset: str, role: str, model: str) ->
 _DS_NAMES = {v: k for k, v in DATASET_KEYS.items()}
 
 
-def _rate_rows(values: Mapping, rows: list[tuple[str, str, str, str]]) -> pd.DataFrame:
-    """(dataset, model role, what, key) -> one row with the rate and its interval where the values have them."""
+def _rate_rows(values: Mapping, rows: list[tuple[str, str, str, str]], names: Mapping | None = None) -> pd.DataFrame:
+    """(dataset, model role, what, key) -> one row with the rate and its interval where the values have them;
+    ``names`` maps ``(dataset key, role)`` to the model's name (default: the role)."""
     out = []
     for ds, role, what, key in rows:
         if key not in values:
             continue
-        out.append({"dataset": _DS_NAMES.get(ds, ds), "model": role, "arm": what, "rate": values[key],
+        out.append({"dataset": _DS_NAMES.get(ds, ds), "model": (names or {}).get((ds, role), role), "arm": what, "rate": values[key],
                     "rate_lo": values.get(f"{key}_lo", np.nan), "rate_hi": values.get(f"{key}_hi", np.nan)})
     return pd.DataFrame(out, columns=["dataset", "model", "arm", "rate", "rate_lo", "rate_hi"])
 
@@ -384,24 +388,24 @@ def _result(frame: pd.DataFrame, caption: str) -> TableResult:
                        labels={"dataset": "dataset", "model": "model", "arm": "arm"}, caption=caption)
 
 
-def tiers_frame(values: Mapping, *, datasets, roles) -> TableResult:
+def tiers_frame(values: Mapping, *, datasets, roles, names: Mapping | None = None) -> TableResult:
     """Image-swap flip rate per swap tier (hard / easy) per dataset and model role."""
     rows = [(d, r, f"{tier} tier", f"nr.{d}.{r}.tier.{tier}.flip_rate") for d in datasets for r in roles
             for tier in ("hard", "easy")]
-    return _result(_rate_rows(values, rows), "Image-swap flip rate by swap tier (hard: same organ or source)")
+    return _result(_rate_rows(values, rows, names), "Image-swap flip rate by swap tier (hard: same organ or source)")
 
 
-def symmetry_frame(values: Mapping, *, datasets, role: str) -> TableResult:
+def symmetry_frame(values: Mapping, *, datasets, role: str, names: Mapping | None = None) -> TableResult:
     """Answer change under question swap, option swap, image swap and the uniform option reroll."""
     arms = (("question swap", "sym.question_swap"), ("option swap", "sym.option_swap"),
             ("image swap", "sym.image_swap"), ("uniform option reroll", "sym.option_reroll"))
     rows = [(d, role, what, f"nr.{d}.{role}.{k}") for d in datasets for what, k in arms]
-    return _result(_rate_rows(values, rows), "Text-side symmetry: how often the answer moves, per arm")
+    return _result(_rate_rows(values, rows, names), "Text-side symmetry: how often the answer moves, per arm")
 
 
-def knockout_frame(values: Mapping, *, datasets, roles) -> TableResult:
+def knockout_frame(values: Mapping, *, datasets, roles, names: Mapping | None = None) -> TableResult:
     """Image-swap flip rate beside the image-token knockout and the random-token control."""
     arms = (("image swap", "flip_rate"), ("image-token knockout", "knockout.flip_rate"),
             ("random-token control", "knockout_random.flip_rate"))
     rows = [(d, r, what, f"nr.{d}.{r}.{k}") for d in datasets for r in roles for what, k in arms]
-    return _result(_rate_rows(values, rows), "App. N.4: answer change under image-token knockout and its control")
+    return _result(_rate_rows(values, rows, names), "App. N.4: answer change under image-token knockout and its control")
