@@ -28,7 +28,7 @@
 
 # %% [markdown] tags=["profile:demo"]
 # **What the demo runs.** VQA-RAD is the **real release**, shipped in `data/vqa-rad` (CC0 1.0; all
-# 315 images byte for byte, hashes checked on load). Three models answer it: `ref-vlm-vqarad`, the
+# {glue:text}`ml.nr.vqarad.n_images` images byte for byte, hashes checked on load). Three models answer it: `ref-vlm-vqarad`, the
 # `ref-vlm` architecture (a 6-layer `Gemma3ForConditionalGeneration`) **trained in this repository** on
 # VQA-RAD's official training questions, and two reference models with stated behaviour
 # (`shovir_core.models.reference_vqa`): `ref-question-only` never reads the image (its flip rate must be
@@ -85,7 +85,8 @@ t6 = nr.table6(manifests, ran=here).with_runs(runs)
 book.show(t6, runs=runs, name="ml-nr-t6")
 
 # %%
-assert manifests["VQA-RAD"]["n_images"] == 315 and manifests["VQA-RAD"]["n_official"] == 2248
+assert manifests["VQA-RAD"]["n_images"] == 315 and manifests["VQA-RAD"]["n_official"] == 2248  # the release
+book.glue("ml.nr.vqarad.n_images", manifests["VQA-RAD"]["n_images"], runs=runs)
 assert all(runs[k].manifest["counts"]["pool_rows"] >= runs[k].manifest["counts"]["admissible"] for k in runs)
 
 # %% [markdown]
@@ -95,11 +96,13 @@ assert all(runs[k].manifest["counts"]["pool_rows"] >= runs[k].manifest["counts"]
 # images; its substitute is the same question on another image, drawn with the seed. On the shipped
 # VQA-RAD release that pool holds {glue:text}`ml.nr.vqarad.main.pool_rows` rows on
 # {glue:text}`ml.nr.vqarad.main.pool_questions` questions: the same rows and questions as the paper's
-# label audit (266 rows, 92 questions). The **leakage rule** admits a pair when both its rows are official
+# label audit ({glue:text}`ml.nr.paper.nr.vqarad.main.audit.rows` rows,
+# {glue:text}`ml.nr.paper.nr.vqarad.main.audit.questions` questions). The **leakage rule** admits a pair when both its rows are official
 # **test** questions, so a model trained on the training questions has seen neither: that gives
 # {glue:text}`ml.nr.vqarad.main.admissible` admissible pairs; the **ceiling**, every test source with a
-# substitute from either split, is {glue:text}`ml.nr.vqarad.main.ceiling`. The paper states 52 admissible
-# pairs under a ceiling of 66 without the rule that produced them; the rule here is ours, so the counts
+# substitute from either split, is {glue:text}`ml.nr.vqarad.main.ceiling`. The paper states
+# {glue:text}`ml.nr.paper.nr.vqarad.main.n_pairs` admissible pairs under a ceiling of
+# {glue:text}`ml.nr.paper.nr.vqarad.main.ceiling` without the rule that produced them; the rule here is ours, so the counts
 # differ, and every VQA-RAD rate below is over {glue:text}`ml.nr.vqarad.main.admissible` pairs. Of them
 # {glue:text}`ml.nr.vqarad.main.swap_changed` change their answer key with the image.
 
@@ -126,7 +129,7 @@ failures = [f for key in runs for f in nr.planted_failures(values, dataset=names
 assert not failures, failures
 
 # %% [markdown]
-# `{glue:text}`ml.nr.primary`` changes its answer on {glue:text}`ml.nr.vqarad.main.flip_rate:.1%`
+# {glue:text}`ml.nr.primary` changes its answer on {glue:text}`ml.nr.vqarad.main.flip_rate:.1%`
 # [{glue:text}`ml.nr.vqarad.main.flip_rate_lo:.1%`, {glue:text}`ml.nr.vqarad.main.flip_rate_hi:.1%`] of the
 # admissible pairs and is right on both images in {glue:text}`ml.nr.vqarad.main.accuracy_both:.3f` of them.
 # The reference models behave as stated: `ref-question-only` flips on
@@ -154,7 +157,7 @@ tiers = nr.tiers_frame(values, datasets=("vqarad", "omni"), roles=("main", "read
 book.show(tiers, runs=runs, name="ml-nr-tiers")
 
 # %% [markdown]
-# On VQA-RAD `{glue:text}`ml.nr.primary`` flips on {glue:text}`ml.nr.vqarad.main.tier.hard.flips` of
+# On VQA-RAD {glue:text}`ml.nr.primary` flips on {glue:text}`ml.nr.vqarad.main.tier.hard.flips` of
 # {glue:text}`ml.nr.vqarad.main.tier.hard.n` hard pairs and {glue:text}`ml.nr.vqarad.main.tier.easy.flips` of
 # {glue:text}`ml.nr.vqarad.main.tier.easy.n` easy ones.
 #
@@ -204,7 +207,7 @@ ko = nr.knockout_frame(values, datasets=("vqarad", "slake", "omni"), roles=("mai
 book.show(ko, runs=runs, name="ml-nr-knockout")
 
 # %% [markdown]
-# `{glue:text}`ml.nr.primary`` changes its VQA-RAD answer on {glue:text}`ml.nr.vqarad.main.knockout.flip_rate:.1%`
+# {glue:text}`ml.nr.primary` changes its VQA-RAD answer on {glue:text}`ml.nr.vqarad.main.knockout.flip_rate:.1%`
 # of pairs under the image-token knockout and on {glue:text}`ml.nr.vqarad.main.knockout_random.flip_rate:.1%`
 # under the random-token control (its image-swap flip rate: {glue:text}`ml.nr.vqarad.main.flip_rate:.1%`).
 #
