@@ -152,3 +152,19 @@ def test_bad_specs_are_refused_naming_the_problem(spec, match):
 
     with pytest.raises(SpecError, match=match):
         nr.resolve_spec({"dataset": "probmed:data/fixtures/probmed", "heldout_split": "all", **spec})
+
+
+def test_the_vqa_rad_trainer_is_deterministic_and_uses_the_official_training_questions():
+    import torch
+
+    from shovir_core.training.ref_vlm_vqarad import train, training_questions
+
+    ds = load_dataset("vqa-rad:data/vqa-rad")
+    q = training_questions(ds)
+    assert len(q) == 942 and (q["split"] == "train").all() and q["official"].all() and q["yes_no"].all()
+    a, info_a = train(steps=2)
+    b, info_b = train(steps=2)
+    assert info_a["metrics"]["final_loss"] == info_b["metrics"]["final_loss"]
+    sa, sb = a.model.state_dict(), b.model.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert info_a["data"]["n_train_questions"] == 942

@@ -52,7 +52,7 @@ def train(config: dict | None = None, *, steps: int | None = None, progress: boo
 
     from ..protocols.datasets import load_dataset
     from ..models.protocol import ScoreRequest
-    from .ref_vlm import _wrap
+    from ..models.ref_vlm import wrap_model
 
     cfg = {**TRAIN_CONFIG, **(config or {})}
     n_steps = int(cfg["steps"] if steps is None else steps)
