@@ -1,10 +1,9 @@
-"""Formulas of the ModaLens appendices on the prompt and the report (App. D, H, M).
+"""Formulas of the ModaLens appendices on the prompt and the report (App. D, H, M); the
+interactions of App. L and M are contrasts of :func:`shovir_core.stats.bootstrap_rates`.
 
 * :func:`yes_no_total_variation` / :func:`still_apart` -- Table 27: the two images' yes/no
   distributions at the answer position differ by more than 0.05 in total variation;
 * :func:`uncertain_flips` / :func:`abstained` -- App. M: answers with the Uncertain option;
-* :func:`report_effect_interaction` -- App. L and M: (FR_P − FR_A) under a variant minus the
-  same under the default prompt;
 * :func:`signed_gap`, :func:`chronology`, :func:`gap_bins` -- App. D: the substitute study
   later or earlier than the source study, and by how much.
 """
@@ -15,7 +14,7 @@ import pandas as pd
 
 __all__ = [
     "yes_no_total_variation", "still_apart", "TV_THRESHOLD", "abstained", "uncertain_flips",
-    "report_effect_interaction", "signed_gap", "chronology", "gap_bins", "GAP_BINS",
+    "signed_gap", "chronology", "gap_bins", "GAP_BINS",
 ]
 
 TV_THRESHOLD = 0.05
@@ -65,16 +64,6 @@ def uncertain_flips(answer_c, answer_d, *, options=("Yes", "No", "Uncertain")) -
         raise ValueError(f"answers differ in length: {len(c)} vs {len(d)}")
     valid = np.isin(c, list(options)) & np.isin(d, list(options))
     return ((c != d) & valid).astype(np.int8), valid
-
-
-def report_effect_interaction(fr_p_variant, fr_a_variant, fr_p_default, fr_a_default):
-    """(FR_P − FR_A) under the variant minus (FR_P − FR_A) under the default prompt (ModaLens App. L, M).
-
-    >>> round(float(report_effect_interaction(0.0106, 0.0828, 0.0138, 0.1028)), 4)
-    0.0168
-    """
-    return ((np.asarray(fr_p_variant, dtype=float) - np.asarray(fr_a_variant, dtype=float))
-            - (np.asarray(fr_p_default, dtype=float) - np.asarray(fr_a_default, dtype=float)))
 
 
 def signed_gap(trials: pd.DataFrame) -> tuple[pd.Series, str]:
