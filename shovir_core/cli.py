@@ -112,6 +112,8 @@ def _print_job_status(names, profile, *, only_open: bool = False) -> int:
         with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
             view = df[["run_id", "record", "shard", "status", "planned", "written", "host", "updated"]].astype(object)
             print(view.where(view.notna(), "").to_string(index=False))
+        for row in df[df["record"] == "unreadable"].itertuples():
+            print(f"UNREADABLE {row.run_id}: {row.error}")
         for row in df[df["status"] == "failed"].itertuples():
             print(f"{row.run_id} shard {row.shard} failed: {row.error}\n  log: {row.log or '(not a job)'}")
     return len(open_)
