@@ -7,6 +7,7 @@
     shovir run NB --shards N [--shard I | --executor local|slurm]   sharded records (see run --help)
     shovir jobs status [NOTEBOOK ...]              per-shard progress read from the records
     shovir perturb ...                             export perturbed image sets (see its --help)
+    shovir cache verify [--evict] | clear [--model M]   check or clear the inference cache
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ __all__ = ["main", "build_parser", "run_guarded", "error_line", "USER_ERRORS"]
 # Subcommands contributed by other modules: name -> module with add_parser(subparsers) and main(args).
 EXTRA_COMMANDS = {
     "perturb": "shovir_core.perturb.cli",
+    "cache": "shovir_core.models.cache_cli",
 }
 
 EPILOG = """\
@@ -199,7 +201,7 @@ def _cmd_records(args) -> int:
             else:
                 run = Run(path)
                 try:
-                    problem = run.problem
+                    problem = run.problem or _cache_problem(run)
                 except OSError as exc:
                     problem = f"{path}: {exc}"
                 if problem is None:
@@ -230,6 +232,16 @@ def _cmd_records(args) -> int:
         return 1
     print(f"\n{len(run.trials)} trial rows; columns: {', '.join(run.trials.columns)}")
     return 0
+
+
+def _cache_problem(run) -> str | None:
+    """Whether the inference-cache entries a (good) record was made from changed since."""
+    from .models.cache import CacheError, record_cache_problem
+
+    try:
+        return record_cache_problem(run.path, run.manifest)
+    except CacheError as exc:
+        return f"{run.path}: its inference cache cannot be read ({exc})"
 
 
 def _cmd_records_complete(args) -> int:
@@ -349,9 +361,10 @@ PermissionError subclasses; validation raises ValueError, KeyError and TypeError
 def _project_errors() -> tuple[type[BaseException], ...]:
     from .book import BookError, CredentialedDataError, ParamsError
     from .data import DatasetError
+    from .models.cache import CacheError
     from .records import RecordError
 
-    return (BookError, ParamsError, DatasetError, RecordError, CredentialedDataError)
+    return (BookError, ParamsError, DatasetError, RecordError, CredentialedDataError, CacheError)
 
 
 def error_line(exc: BaseException) -> str:
