@@ -272,3 +272,22 @@ def test_a_killed_runs_work_folder_is_removed_by_the_next_run(runs_root, capsys)
     assert not left.exists() and f"removed {left}" in err and "interrupted run of 'cred'" in err
     assert live.is_dir(), "a live process's work folder is kept"
     assert not Path(tmp).exists()
+
+
+def test_the_sphinx_extension_reads_the_index_by_notebook(tmp_path):
+    from types import SimpleNamespace
+
+    from shovir_core.book.sphinx_ext import _glue_index
+
+    book = tmp_path / "book"
+    book.mkdir()
+    for name, text in (("one", "old"), ("two", "new")):
+        nb, _ = _version(book, text)
+        with pub.book_lock(book):
+            pub.publish(book, name, notebook_text=nb, files={})
+    app = SimpleNamespace(srcdir=str(tmp_path), config=SimpleNamespace(shovir_book_dir="book"))
+    index = _glue_index(app)
+    assert index["one"]["k"][0]["spec_sha256"] == "old" and index["two"]["k"][0]["spec_sha256"] == "new"
+    nb, _ = _version(book, "newer")  # a notebook rewritten behind the index's back (a killed publish)
+    (book / "one.ipynb").write_text(nb)
+    assert _glue_index(app)["one"]["k"][0]["spec_sha256"] == "newer"

@@ -555,6 +555,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             except EmptyBoxSetError:
                 if g["condition"] != "DOCO":
                     raise
+                writer.unplan(len(g["ps"]))  # never a trial: the shard's planned count says so
                 bar.update(len(g["ps"]))
                 continue
             image_id = g["image_id"]

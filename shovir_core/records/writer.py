@@ -365,7 +365,18 @@ class RunWriter:
         """Record how many trials this shard plans to hold (shown by ``shovir jobs status``)."""
         if self.shard.sharded and not self.is_complete:
             with self._manifest_lock():
-                write_marker(self.path, self.shard, planned=int(n_trials))
+                # a resumed shard plans its whole share again; the trials it cannot make are dropped again
+                write_marker(self.path, self.shard, planned=int(n_trials), dropped=0)
+
+    def unplan(self, n_trials: int) -> None:
+        """``n_trials`` planned trials will never exist (e.g. a DOCO item whose box set is empty): the
+        shard's ``planned`` drops by that many and its ``dropped`` grows, so planned equals written when
+        the shard is done."""
+        if self.shard.sharded and not self.is_complete and n_trials:
+            with self._manifest_lock():
+                marker = read_markers(self.path).get(self.shard.token, {})
+                write_marker(self.path, self.shard, planned=int(marker.get("planned") or 0) - int(n_trials),
+                             dropped=int(marker.get("dropped") or 0) + int(n_trials))
 
     def shard_done(self) -> bool:
         """Mark this shard finished; ``True`` when every shard's trials are now present.
@@ -402,7 +413,10 @@ class RunWriter:
                 self._m = current
                 return True
             parts, total = describe_parts(self.path)
-            n_shards = 1 if not self.shard.sharded else finished_set(read_markers(self.path))
+            markers = read_markers(self.path)
+            # the shard count that split the grid, also when one process completes a sharded record
+            # (`shovir records complete`); 1 when no shard ever wrote it
+            n_shards = finished_set(markers) or max((Shard.from_token(t).count for t in markers), default=1)
             base = current or self._m
             cache = self._gather_cache_entries()
             self._m = base.replace(
