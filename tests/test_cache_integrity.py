@@ -86,7 +86,9 @@ def test_a_damaged_cache_file_is_one_line_naming_it(tmp_path, damage, capsys):
     with pytest.raises(CacheError) as info:
         InferenceCache(tmp_path).get_many([r for r in ["x"]])
     assert str(path) in str(info.value) and "shovir cache clear" in str(info.value)
-    assert cli.run_guarded(lambda: InferenceCache(tmp_path).get_many(["x"])) == 2
+    from shovir_core.errors import run_guarded
+
+    assert run_guarded(lambda: InferenceCache(tmp_path).get_many(["x"])) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and str(path) in err
     assert cli.main(["cache", "verify", "--dir", str(tmp_path)]) == 1

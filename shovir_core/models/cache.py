@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import paths
+from ..errors import ShovirError
 from .protocol import VLM, Box, ScoreRequest, image_fingerprint
 
 __all__ = ["InferenceCache", "CachedVLM", "cached", "default_cache_dir", "cache_key", "cache_inputs", "CacheError",
@@ -42,11 +43,8 @@ CACHE_ENTRIES_FILE = "cache_entries.json"
 EVICT_HINT = "`shovir cache verify --evict` removes the damaged entries (or `shovir cache clear [--model M]`)"
 
 
-class CacheError(RuntimeError):
-    """The inference cache is damaged or one of its entries does not match its seal.
-
-    (Derived from ``RuntimeError``, the convention of the project's errors, e.g. ``BookError``.)
-    """
+class CacheError(ShovirError, RuntimeError):
+    """The inference cache is damaged or one of its entries does not match its seal."""
 
 
 def entry_sha256(key: str, value_json: str) -> str:
