@@ -8,6 +8,9 @@
     shovir jobs status [NOTEBOOK ...]              per-shard progress read from the records
     shovir perturb ...                             export perturbed image sets (see its --help)
     shovir cache verify [--evict] | clear [--model M]   check or clear the inference cache
+    shovir audit MODEL [--profile P] [--only shovir|modalens]   one model's records and report card
+    shovir audit --export DIR / shovir import FILE --name NAME --export DIR   a model run elsewhere
+    shovir --models FILE ...                       declare models in a YAML catalogue (also $SHOVIR_MODELS)
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ __all__ = ["main", "build_parser"]
 EXTRA_COMMANDS = {
     "perturb": "shovir_core.perturb.cli",
     "cache": "shovir_core.models.cache_cli",
+    "audit": "shovir_core.audit.cli",
+    "import": "shovir_core.audit.import_cli",
 }
 
 EPILOG = """\
@@ -312,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="shovir", description="ShoViR / ModaLens companion: run records, notebooks and the book.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    parser.add_argument("--models", metavar="FILE", help="a model catalogue (YAML) declaring models by name; "
+                        "also $SHOVIR_MODELS (example: params/models.example.yaml)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="make the run records that notebooks need",
@@ -392,6 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.models:
+        from .audit.cli import use_catalogue
+
+        return run_guarded(lambda a: use_catalogue(a.models) or a.func(a), args, debug=args.debug)
     return run_guarded(args.func, args, debug=args.debug)
 
 
