@@ -585,6 +585,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model=model_info, seeds=seeds,
                    credentialed=ds.credentialed) as writer:
         mine = shards.select(trials, writer, key="case_id", units=cases["case_id"])  # this shard (all unsharded)
+        model.record_into(writer)  # the record lists the cache entries its trials came from
         todo = mine[~mine["trial_id"].isin(writer.done_ids)]
         image_paths = dict(zip(ds.images["image_id"], ds.images["path"]))
         case_ids = list(dict.fromkeys(todo["case_id"]))

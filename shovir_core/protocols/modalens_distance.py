@@ -96,6 +96,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             "pair_type", "tier", "ssim", "gap", "gap_unit"]
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},
                    seeds=seeds, credentialed=ds.credentialed) as writer:
+        model.record_into(writer)  # the record lists the cache entries its trials came from
         todo = cases[~cases["case_id"].isin(writer.done_ids)]
         batch = SPEC.execution(execution)["batch_cases"]
         bar = tqdm(total=len(todo), desc=f"{PROTOCOL} {spec['model']}", unit="case", disable=not progress)

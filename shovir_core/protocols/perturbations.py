@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from ..perturb import (
 from ..perturb.conditions import prepare_image
 from ..perturb.noise import array_sha256
 from ..records import Run, RunWriter, load_run, spec_hash
+from ..records.files import make_temp_file
 from .datasets import load_dataset
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
@@ -158,7 +158,7 @@ def _box_rows(ds, spec) -> list[dict]:
 def _write_png(array: np.ndarray, path: Path) -> str:
     """Write ``array`` as PNG atomically; return the SHA-256 of the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = make_temp_file(path)
     os.close(fd)
     try:
         Image.fromarray(array).save(tmp, format="PNG")

@@ -427,6 +427,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                    credentialed=ds.credentialed) as writer:
         if writer.is_complete:
             return load_run(PROTOCOL, name, spec_hash(spec))
+        model.record_into(writer)  # the record lists the cache entries its trials came from
         groups = shards.select(groups, writer, key="image_id", size=lambda g: len(g["ps"]))  # this process's shard
         done = writer.done_ids
         # a resumed run reuses the reports it already generated (same input hash -> same report)
@@ -504,6 +505,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             except EmptyBoxSetError:
                 if g["condition"] != "DOCO":
                     raise
+                writer.unplan(len(g["ps"]))  # never a trial: the shard's planned count says so
                 bar.update(len(g["ps"]))
                 continue
             image_id = g["image_id"]
