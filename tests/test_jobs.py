@@ -54,6 +54,7 @@ def test_killed_shard_is_resubmitted_and_the_record_completes(tmp_path, monkeypa
                          folder=tmp_path / "jobs" / "%j", gpus=[], poll_s=0.2)
     assert [o.ok for o in outcomes] == [True, False, True]
     assert outcomes[1].stderr.endswith("log.err") and "log" in outcomes[1].stderr
+    assert "exited without a result" in outcomes[1].error  # told at once, not after submitit's 15 s result wait
     path = single.path.parents[3] / "sharded" / single.path.relative_to(single.path.parents[2])
     markers = read_markers(path)
     assert markers["s001of003"]["status"] == "running"  # died without a word

@@ -53,9 +53,14 @@ def local_gpus() -> list[int]:
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
 
-def _outcome(index: int, job) -> ShardOutcome:
+def _outcome(index: int, job, *, exited: bool = False) -> ShardOutcome:
+    """The outcome of a finished job. ``exited``: the job was a local process that has exited, so a
+    missing result file will not appear later (submitit would wait 15 s for a slow shared filesystem)."""
     out = ShardOutcome(index=index, job_id=str(job.job_id), stdout=str(job.paths.stdout),
                        stderr=str(job.paths.stderr))
+    if exited and not job.paths.result_pickle.exists():
+        out.error = f"UncompletedJobError: the process exited without a result (state: {job.state})"
+        return out
     try:
         out.result = job.result()
     except Exception as exc:  # noqa: BLE001 - reported with the task's logs
@@ -99,7 +104,7 @@ def run_local(task: ShardTask, indices, *, options: ClusterOptions | None = None
             _, job, gpu = running.pop(index)
             if gpu is not None:
                 free_gpus.append(gpu)
-            outcomes.append(_outcome(index, job))
+            outcomes.append(_outcome(index, job, exited=True))
     return sorted(outcomes, key=lambda o: o.index)
 
 
