@@ -364,8 +364,7 @@ def _reference(spec: dict, ds: Dataset, labeller: _Labeller) -> tuple[dict[str, 
 
 def _keyed_boxes(ds: Dataset, image_id: str) -> list[tuple]:
     """The image's boxes as ``(finding, x1, y1, x2, y2, box_id)``: rows sharing a box id are one box."""
-    sub = ds.boxes[ds.boxes["image_id"] == image_id]
-    return [(r.finding, float(r.x1), float(r.y1), float(r.x2), float(r.y2), str(r.box_id)) for r in sub.itertuples()]
+    return list(ds.boxes_by_image().get(image_id, ()))
 
 
 def _iou_filter(ds: Dataset, preset) -> bool:
@@ -503,6 +502,15 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
         bar = tqdm(total=total, desc=f"shovir {ds.name} x {spec['model']}", unit="trial", disable=not progress)
         image_cache: dict = {}
         buffer: list[dict] = []
+        label_cache: dict[str, dict] = {}
+
+        def image_labels(image_id: str) -> dict:
+            """The image's reference and ground-truth label columns, looked up once per image."""
+            if image_id not in label_cache:
+                ref_row, gt_row = ref_labels.loc[image_id], gt.loc[image_id]
+                label_cache[image_id] = {**{f"ref.{c}": float(ref_row[c]) for c in CHEXPERT_CLASSES},
+                                         **{f"gt.{c}": float(gt_row[c]) for c in CHEXPERT_CLASSES}}
+            return label_cache[image_id]
 
         def flush(rows: list[dict]) -> None:
             nonlocal gen_seconds
@@ -568,8 +576,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                     "input_sha256": info["sha256"], "n_boxes": len(info.get("boxes") or []),
                     "perturbation": _info_json(info), "_pixels": pixels,
                     "reference_text": ref_text[image_id],
-                    **{f"ref.{c}": float(ref_labels.loc[image_id, c]) for c in CHEXPERT_CLASSES},
-                    **{f"gt.{c}": float(gt.loc[image_id, c]) for c in CHEXPERT_CLASSES},
+                    **image_labels(image_id),
                 }
                 buffer.append(row)
             if len(buffer) >= chunk_size:
