@@ -27,21 +27,11 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .knockout_spans import SCOPES, SPANS
 from .protocol import ScoreRequest
 
 __all__ = ["decoder_parts", "layer_logits", "token_spans", "Knockout", "SPANS", "SCOPES", "knockout_hooks",
            "request_chunks", "answer_stream"]
-
-SPANS = ("report", "question", "image", "image_matched", "report_matched", "random_matched", "none")
-"""Key spans a knockout can block: the ``Report: ...`` line, the ``Question: ...`` line (with the
-instruction), all image tokens, image tokens matched in number to the report span (evenly spaced),
-the first report tokens matched in number to the question span (the shorter non-report text), as
-many positions as the image span drawn at random from every position but the answer (ModaLens
-App. N.4's random-token control of the image knockout; seeded by the prompt's token ids, so both
-images of a pair lose the same positions), nothing."""
-
-SCOPES = ("answer", "non_image")
-"""Query positions whose attention to the span is blocked."""
 
 
 def decoder_parts(model) -> dict:
