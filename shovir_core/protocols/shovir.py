@@ -124,8 +124,8 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("rng", str, "per-item", choices=RNG_MODES,
           doc="per-item streams, or a replay of the authors' legacy streams (needs the reference-code preset)"),
     # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
-    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
-    Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
+    Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned dataset content hash"),
+    Field("model_fingerprint", (dict, type(None)), None, pin=True, doc="pinned model identity"),
     # execution-only: never part of the record's identity
     Field("batch_size", int, 8, range=(1, None), execution=True, doc="images per model call"),
     Field("chunk_size", int, 512, range=(1, None), execution=True,
@@ -229,19 +229,12 @@ def resolve_spec(spec: dict) -> dict:
         raise SpecError(
             f"shovir: dataset {out['dataset']!r} has no reports; set reference_labels: dataset and "
             "reference_text: template (the demo's choice)")
-    if out["dataset_sha256"] not in (None, ds.manifest_hash):
-        raise SpecError(f"shovir: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
-                         f"{out['dataset_sha256'][:12]}, the hash the spec pins)")
-    out["dataset_sha256"] = ds.manifest_hash
+    SPEC.pin(out, "dataset_sha256", ds.manifest_hash, what=f"dataset {out['dataset']!r}")
     from ..models import model_fingerprint
 
     # the model's identity (weights/parameters and the code that builds them) is part of the
     # record's identity: a retrained reference model makes a new record instead of reusing one
-    fingerprint = model_fingerprint(out["model"])
-    if out["model_fingerprint"] not in (None, fingerprint):
-        raise SpecError(f"shovir: model {out['model']!r} changed since the spec was resolved "
-                         "(its fingerprint differs from the one the spec pins)")
-    out["model_fingerprint"] = fingerprint
+    SPEC.pin(out, "model_fingerprint", model_fingerprint(out["model"]), what=f"model {out['model']!r}")
     return out
 
 
@@ -434,6 +427,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                    credentialed=ds.credentialed) as writer:
         if writer.is_complete:
             return load_run(PROTOCOL, name, spec_hash(spec))
+        model.record_into(writer)  # the record lists the cache entries its trials came from
         groups = shards.select(groups, writer, key="image_id", size=lambda g: len(g["ps"]))  # this process's shard
         done = writer.done_ids
         # a resumed run reuses the reports it already generated (same input hash -> same report)
@@ -520,6 +514,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             except EmptyBoxSetError:
                 if g["condition"] != "DOCO":
                     raise
+                writer.unplan(len(g["ps"]))  # never a trial: the shard's planned count says so
                 bar.update(len(g["ps"]))
                 continue
             image_id = g["image_id"]
