@@ -50,6 +50,10 @@ def test_killed_shard_is_resubmitted_and_the_record_completes(tmp_path, monkeypa
     task = ShardTask([RunTarget("modalens", "jobs", SPEC)], count=3)
     assert task.env["SHOVIR_RUNS"] == str(tmp_path / "sharded")
     options = ClusterOptions(gpus_per_task=0, time=20)
+    import submitit.local.local as submitit_local
+
+    asked, result = [], submitit_local.LocalJob.result
+    monkeypatch.setattr(submitit_local.LocalJob, "result", lambda job: asked.append(job.job_id) or result(job))
     outcomes = run_local(DieAfterParts(task, victim=1, parts=1), [0, 1, 2], options=options,
                          folder=tmp_path / "jobs" / "%j", gpus=[], poll_s=0.2)
     assert [o.ok for o in outcomes] == [True, False, True]
@@ -57,6 +61,7 @@ def test_killed_shard_is_resubmitted_and_the_record_completes(tmp_path, monkeypa
     assert "died before finishing: exit status 137 (128 + 9: as if killed by SIGKILL" in outcomes[1].error, \
         outcomes[1].error
     assert "Loading pickle" not in outcomes[1].error
+    assert outcomes[1].job_id not in asked  # told at once, without submitit's 15 s wait for the result file
     path = single.path.parents[3] / "sharded" / single.path.relative_to(single.path.parents[2])
     markers = read_markers(path)
     assert markers["s001of003"]["status"] == "running"  # died without a word

@@ -56,15 +56,21 @@ def local_gpus() -> list[int]:
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
 
-def _outcome(index: int, job) -> ShardOutcome:
+def _outcome(index: int, job, *, exited: bool = False) -> ShardOutcome:
+    """The outcome of a finished job. ``exited``: the job was a local process that has exited, so a
+    missing result file will not appear later (submitit would wait 15 s for a slow shared filesystem)."""
     from submitit.core.utils import UncompletedJobError
 
     out = ShardOutcome(index=index, job_id=str(job.job_id), stdout=str(job.paths.stdout),
                        stderr=str(job.paths.stderr))
+    died = "died before finishing: {}; its trials so far are kept (resubmit the shard)"
+    if exited and not job.paths.result_pickle.exists():  # told at once: no result file will appear
+        out.error = died.format(_how_it_ended(job))
+        return out
     try:
         out.result = job.result()
     except UncompletedJobError:  # the task died without a word (no result, no exception pickled)
-        out.error = f"died before finishing: {_how_it_ended(job)}; its trials so far are kept (resubmit the shard)"
+        out.error = died.format(_how_it_ended(job))
     except Exception as exc:  # noqa: BLE001 - reported with the task's logs
         out.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
     return out
@@ -126,7 +132,7 @@ def run_local(task: ShardTask, indices, *, options: ClusterOptions | None = None
             _, job, gpu = running.pop(index)
             if gpu is not None:
                 free_gpus.append(gpu)
-            outcomes.append(_outcome(index, job))
+            outcomes.append(_outcome(index, job, exited=True))
     return sorted(outcomes, key=lambda o: o.index)
 
 

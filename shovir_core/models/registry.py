@@ -16,6 +16,7 @@ import json
 import os
 
 import importlib
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -213,10 +214,25 @@ def get_model(name: str, *, local_path: str | Path | None = None, device: str | 
     spec = _spec(name)
     build = _builder(spec.adapter)
     if spec.adapter == "reference":
-        return build(ALIASES.get(name, name))
+        model = build(ALIASES.get(name, name))
+        # the CNN's models (and any reference model in a process that already has torch): one thread on the CPU
+        # (threads.py; set here rather than in reference.py, whose bytes are part of the models' identity)
+        from .reference import ImageClassifier
+
+        if isinstance(model, ImageClassifier) or "torch" in sys.modules:
+            from .threads import use_demo_threads
+
+            use_demo_threads()
+        return model
     if spec.adapter == "tiny":
-        return build(spec.name, seed=seed, device=device, dtype=dtype)
-    return build(spec, local_path=local_path, device=device, dtype=dtype)
+        model = build(spec.name, seed=seed, device=device, dtype=dtype)
+    else:
+        model = build(spec, local_path=local_path, device=device, dtype=dtype)
+    if spec.adapter in ("tiny", "ref-vlm"):  # the demo transformers: one torch thread on the CPU (threads.py)
+        from .threads import use_demo_threads
+
+        use_demo_threads(getattr(model, "device", None))
+    return model
 
 
 def model_fingerprint(name: str, *, seed: int = 0) -> dict:

@@ -454,6 +454,15 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
         bar = tqdm(total=total, desc=f"shovir {ds.name} x {spec['model']}", unit="trial", disable=not progress)
         image_cache: dict = {}
         buffer: list[dict] = []
+        label_cache: dict[str, dict] = {}
+
+        def image_labels(image_id: str) -> dict:
+            """The image's reference and ground-truth label columns, looked up once per image."""
+            if image_id not in label_cache:
+                ref_row, gt_row = ref_labels.loc[image_id], gt.loc[image_id]
+                label_cache[image_id] = {**{f"ref.{c}": float(ref_row[c]) for c in CHEXPERT_CLASSES},
+                                         **{f"gt.{c}": float(gt_row[c]) for c in CHEXPERT_CLASSES}}
+            return label_cache[image_id]
 
         def flush(rows: list[dict]) -> None:
             nonlocal gen_seconds
@@ -520,8 +529,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                     "input_sha256": info["sha256"], "n_boxes": len(info.get("boxes") or []),
                     "perturbation": _info_json(info), "_pixels": pixels,
                     "reference_text": ref_text[image_id],
-                    **{f"ref.{c}": float(ref_labels.loc[image_id, c]) for c in CHEXPERT_CLASSES},
-                    **{f"gt.{c}": float(gt.loc[image_id, c]) for c in CHEXPERT_CLASSES},
+                    **image_labels(image_id),
                 }
                 buffer.append(row)
             if len(buffer) >= chunk_size:
