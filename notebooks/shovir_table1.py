@@ -198,7 +198,7 @@ if profile == "demo" and "ref-image-classifier" in table.index:  # the sentence 
         table.loc["ref-image-classifier", ("Baseline", "f1_14_micro")], "its F1_14 falls under the same noise"
 book.glue_values("sv.t1", bleu.values, runs=runs)
 
-# %% [markdown]
+# %% [markdown] tags=["profile:demo"]
 # On the demo the image classifier's BLEU-1 rises from
 # {glue:text}`sv.t1.bleu.ref_image_classifier.Baseline.bleu1:.3f` to
 # {glue:text}`sv.t1.bleu.ref_image_classifier.FullNoise.bleu1:.3f` under the Full Noise Image, although its

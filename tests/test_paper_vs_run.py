@@ -36,6 +36,17 @@ def test_outside_and_differs_are_reported_in_the_papers_setting():
     assert sorted(t.frame["verdict"]) == sorted([pvr.OUTSIDE, pvr.DIFFERS])
 
 
+def test_a_rehearsal_judges_nothing_even_in_the_papers_setting(monkeypatch):
+    rows = _rows("t2.all14.diff_pp", "t2.all14.present.flip_rate")
+    values = {"t2.all14.diff_pp": 2.0, "t2.all14.present.flip_rate": 0.06}
+    judged = pvr.paper_vs_run(values, paper="modalens", rows=rows, same_setting=True, setting="s")
+    assert pvr.not_held(judged, ["t2.all14.diff_pp"]) == ["t2.all14.diff_pp"]
+    monkeypatch.setenv(pvr.REHEARSAL_ENV, "abc")
+    t = pvr.paper_vs_run(values, paper="modalens", rows=rows, same_setting=True, setting="s")
+    assert set(t.frame["verdict"]) == {pvr.REHEARSAL} and "rehearsal" in t.caption
+    assert pvr.not_held(t, ["t2.all14.diff_pp"]) == []
+
+
 def test_other_models_and_data_are_shown_for_scale_only():
     t = pvr.paper_vs_run({r.key: 0.1 for r in pvr.MODALENS_ROWS}, paper="modalens", rows=pvr.MODALENS_ROWS,
                          same_setting=False, setting="MedGemma-27B on MIMIC-CXR")

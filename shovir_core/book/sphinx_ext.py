@@ -4,7 +4,7 @@ Registered in ``_config.yml`` (``sphinx.extra_extensions``). It
 
 * wraps myst-nb's ``{glue}`` / ``{glue:text}`` roles so that each pasted value becomes a link whose
   hover title names the run id, spec hash and git commit of the records it was computed from
-  (``book/_glue_index.json``, written by the runner); a value from one record links to that
+  (``book/_glue_index.json``, written by the runner, keyed by notebook and glue key); a value from one record links to that
   record's manifest, a value from several to its own provenance entry
   (``_provenance/<chapter>.html#<key>``: every record, each linked to its manifest; the title lists
   the first few), and a published value (``book.glue_paper``) to the stored value on
@@ -59,6 +59,48 @@ def _read_json(path: str, mtime: float) -> dict:
 
 def _json(path: Path) -> dict:
     return _read_json(str(path), path.stat().st_mtime) if path.is_file() else {}
+
+
+@lru_cache(maxsize=2)
+def _glue_index_at(book_dir: str, signature: tuple) -> dict:
+    from .publish import glue_index
+
+    return glue_index(Path(book_dir))
+
+
+def _glue_index(app) -> dict:
+    """``{notebook: {key: runs}}``, re-read when a notebook or the index changes."""
+    from ..file_cache import stat_signature
+    from .publish import GLUE_INDEX
+
+    book = _book_dir(app)
+    return _glue_index_at(str(book), stat_signature(sorted(book.glob("*.ipynb")) + [book / GLUE_INDEX]))
+
+
+@lru_cache(maxsize=2)
+def _glue_sources_at(book_dir: str, signature: tuple) -> dict:
+    return glue_sources(Path(book_dir))
+
+
+def glue_sources(book_dir: Path) -> dict:
+    """``{notebook: {key: {"paper": ...} | {"source": ...}}}``: where the values glued without a
+    record came from (a published value, a shipped file), from the executed notebooks' metadata
+    (``metadata.shovir.glue_sources``, written by the runner)."""
+    out = {}
+    for path in sorted(Path(book_dir).glob("*.ipynb")):
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+        except ValueError:
+            continue
+        out[path.stem] = dict((meta.get("shovir") or {}).get("glue_sources") or {})
+    return out
+
+
+def _glue_sources(app) -> dict:
+    from ..file_cache import stat_signature
+
+    book = _book_dir(app)
+    return _glue_sources_at(str(book), stat_signature(sorted(book.glob("*.ipynb"))))
 
 
 def _manifest(app, run_id: str) -> dict:
@@ -125,9 +167,11 @@ def _wrapping(role_cls, *, with_format: bool):
             result, messages = super().run()
             if not result:
                 return result, messages
-            key, _doc = _glue_key(self.text, with_format=with_format)
+            key, doc = _glue_key(self.text, with_format=with_format)
             wrapper = nodes.inline("", "", *result, classes=["shovir-glued"])
             wrapper["shovir_glue_key"] = key
+            if doc:  # another notebook's key (``doc::key``); else the page's own notebook
+                wrapper["shovir_glue_doc"] = Path(doc).stem
             return [wrapper], messages
 
     GlueLinkRole.__name__ = f"Linked{role_cls.__name__}"
@@ -157,17 +201,20 @@ class LinkGluedValues(SphinxPostTransform):
 
     def run(self, **kwargs) -> None:
         app = self.app
-        index = _json(_book_dir(app) / "_glue_index.json")
+        index = _glue_index(app)
+        sources = _glue_sources(app)
         for node in list(self.document.findall(nodes.inline)):
             if "shovir_glue_key" in node:
                 key = node["shovir_glue_key"]
-                entry = index.get(key)
-                if entry is None:
-                    logger.warning(f"glued value {key!r} is not in {app.config.shovir_book_dir}/_glue_index.json "
-                                   "(was its notebook executed by `shovir book`?)", location=node,
+                notebook = node.get("shovir_glue_doc") or self.env.docname.rsplit("/", 1)[-1]
+                runs = (index.get(notebook) or {}).get(key)
+                if runs is None:
+                    logger.warning(f"glued value {key!r} of {notebook!r} is not in {app.config.shovir_book_dir}/"
+                                   "_glue_index.json (was its notebook executed by `shovir book`?)", location=node,
                                    type="shovir", subtype="glue_index")
                     continue
-                runs = entry.get("runs") or []
+                runs = runs or []
+                entry = {"notebook": notebook, "runs": runs, **((sources.get(notebook) or {}).get(key) or {})}
                 paper = entry.get("paper")
                 manifests = {r["run_id"]: _manifest(app, r["run_id"]) for r in runs}
                 title = glue_title(key, runs, manifests, paper, entry.get("source"))
@@ -267,7 +314,10 @@ def _copy_records(app, exception) -> None:
     static = _book_dir(app) / "_static"
     if static.is_dir():
         shutil.copytree(static, Path(app.outdir) / "_static", dirs_exist_ok=True)
-    index = _json(_book_dir(app) / "_glue_index.json")
+    from .publish import glue_index
+
+    index = {nb: {"glue": glue, "sources": glue_sources(_book_dir(app)).get(nb, {})}
+             for nb, glue in glue_index(_book_dir(app)).items()}
     write_provenance_pages(index, Path(app.outdir), manifest=lambda rid: _manifest(app, rid))
     write_paper_pages(Path(app.outdir))
 
@@ -284,13 +334,15 @@ _PAGE = """<!DOCTYPE html>
 
 def write_provenance_pages(index: dict, outdir: Path, *, manifest=lambda run_id: {}) -> list[Path]:
     """``_provenance/<chapter>.html``: one entry (``id`` = the glue key) per value glued from several
-    records, listing every record linked to its manifest. Returns the pages written."""
+    records, listing every record linked to its manifest; ``index`` is ``{notebook: {"glue": {key:
+    runs}, "sources": {key: ...}}}``. Returns the pages written."""
     from html import escape
 
     by_nb: dict[str, list] = {}
-    for key, entry in sorted(index.items()):
-        if len(entry.get("runs") or []) > 1 and not entry.get("paper"):
-            by_nb.setdefault(entry.get("notebook", "book"), []).append((key, entry["runs"]))
+    for nb, entry in sorted(index.items()):
+        for key, runs in sorted((entry.get("glue") or {}).items()):
+            if len(runs or []) > 1 and key not in (entry.get("sources") or {}):
+                by_nb.setdefault(nb, []).append((key, runs))
     out = []
     for nb, items in by_nb.items():
         body = []
