@@ -95,8 +95,8 @@ def test_titles_and_pages_say_where_a_value_comes_from(tmp_path):
     runs = [{"run_id": f"p/n/{i:012d}"} for i in range(12)]
     long = sphinx_ext.glue_title("ml.y", runs, {})
     assert long.count("run p/n/") == sphinx_ext.TITLE_RUNS and "and 9 more records" in long
-    index = {"ml.y": {"notebook": "modalens_tables", "runs": runs},
-             "ml.z": {"notebook": "modalens_tables", "runs": runs[:1]}}
+    index = {"modalens_tables": {"glue": {"ml.y": runs, "ml.z": runs[:1], "ml.paper.w": []},
+                                  "sources": {"ml.paper.w": {"paper": {"id": "t3.gen.P"}}}}}
     (page,) = sphinx_ext.write_provenance_pages(index, tmp_path)
     html = page.read_text()
     assert 'id="ml.y"' in html and 'id="ml.z"' not in html and html.count("manifest.json") == 12
@@ -105,17 +105,13 @@ def test_titles_and_pages_say_where_a_value_comes_from(tmp_path):
     assert 'id="t3.gen.P"' in modalens and len(load_values("modalens")) == modalens.count("<tr id=")
 
 
-def test_the_glue_index_keeps_each_values_source(tmp_path):
-    from shovir_core.book import runner
-
-    glued = {"ml.paper.x": [], "ml.y": [{"run_id": "a/b/c", "spec_sha256": "d"}], "repro.n": []}
-    sources = {"ml.paper.x": {"paper": {"paper": "modalens", "id": "t3.gen.P"}},
-               "repro.n": {"source": "shovir_core/resources/reproduction.yaml"}}
-    runner._update_glue_index(tmp_path, "nb", glued, sources=sources)
-    index = runner.glue_index(tmp_path)
-    assert index["ml.paper.x"]["paper"]["id"] == "t3.gen.P" and index["ml.paper.x"]["runs"] == []
-    assert index["repro.n"]["source"].endswith("reproduction.yaml")
-    assert set(index["ml.y"]) == {"notebook", "runs"}
+def test_the_executed_notebooks_keep_each_values_source(tmp_path):
+    meta = {"shovir": {"glue": {"ml.paper.x": [], "ml.y": [{"run_id": "a/b/c"}]},
+                       "glue_sources": {"ml.paper.x": {"paper": {"paper": "modalens", "id": "t3.gen.P"}}}}}
+    (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": [], "metadata": meta}))
+    (tmp_path / "old.ipynb").write_text(json.dumps({"cells": [], "metadata": {"shovir": {"glue": {}}}}))
+    sources = sphinx_ext.glue_sources(tmp_path)
+    assert sources["nb"]["ml.paper.x"]["paper"]["id"] == "t3.gen.P" and sources["old"] == {}
 
 
 def test_a_value_read_from_a_shipped_file_names_it(glue_log):
