@@ -51,8 +51,8 @@ for _ in range(900):  # until the other processes' notebooks are executing (or h
     time.sleep(0.2)
 else:
     raise RuntimeError(f"the other runs never reached {wait_for}")
-book.glue("shared.n", 7, runs=[])
-book.glue(f"pub.{label}", 1, runs=[])
+book.glue("shared.n", 7, runs=[], source="tests/test_book_concurrency.py")  # no record: a constant of the test
+book.glue(f"pub.{label}", 1, runs=[], source="tests/test_book_concurrency.py")
 book.show(pd.DataFrame({"x": [1, 2]}), runs=[], name=f"pub-{label}", caption="A public table.")
 
 # %% [markdown]
