@@ -344,6 +344,7 @@ def write_provenance_pages(index: dict, outdir: Path, *, manifest=lambda run_id:
             if len(runs or []) > 1 and key not in (entry.get("sources") or {}):
                 by_nb.setdefault(nb, []).append((key, runs))
     out = []
+    shutil.rmtree(Path(outdir) / PROVENANCE_DIR, ignore_errors=True)  # no page of a chapter no longer built
     for nb, items in by_nb.items():
         body = []
         for key, runs in items:
