@@ -123,7 +123,7 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
     ------
     DatasetError
         Naming the file, the image (row) and the field of any bad value: a missing field or a null
-        where a list is expected, labels that are not 14 codes, an unknown finding name, a bbox that
+        where a list is expected, a null report, labels that are not 14 codes, an unknown finding name, a bbox that
         is not four finite numbers, inverted, empty or (without ``clip_boxes``) outside the image, an
         image file that is missing or does not decode.
     """
@@ -172,6 +172,9 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
                     raise unknown_name(finding, FINDINGS_13, where=at(name, ann_path, dicom, f"regions[{k}].findings"),
                                        what="localisable CheXpert class")
             region_findings.update(found)
+        if "report" in entry and entry["report"] is None:
+            raise DatasetError(f"{at(name, ann_path, dicom, 'report')}: the report is null; every image of the "
+                               "cohort needs its report text (the reference for the report metrics)")
         if entry.get("report") is not None and not isinstance(entry["report"], str):
             raise DatasetError(f"{at(name, ann_path, dicom, 'report')}: expected text, got {entry['report']!r}")
         positives = {c for c, v in zip(CHEXPERT_CLASSES, codes) if v == 1.0}

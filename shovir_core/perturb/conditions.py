@@ -144,9 +144,8 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
         Every annotated box of the image, in pixels.
     condition : {"RO", "OCO", "DOCO"}
     target : str
-        The target class c: one of the classes of ``boxes``, matched exactly or case-insensitively
-        (:func:`~shovir_core.perturb.validation.resolve_target`); the output's description uses the
-        boxes' spelling.
+        The target class c: one of the classes of ``boxes``, spelled exactly as they spell it (a wrong
+        case is refused: :func:`~shovir_core.perturb.validation.resolve_target`).
     ps : sequence of float
         Blending strengths in [0, 1]; p = 0 returns the input unchanged (the
         preset's baseline, :func:`prepare_image`: the input itself with the
