@@ -55,7 +55,7 @@ def test_accounting_funnels_start_at_the_adapter_input_without_the_raw_files(run
         (root / drop).unlink()
         run = protocols.run("accounting", f"{kind}-plain", {"dataset": f"{kind}:{root}", "min_count": 1}, progress=False)
         f = sup.funnel(run)
-        assert f.frame["step"].iloc[0] in ("annotated images (ImaGenome)", "verified samples (CheXbert sentence validation)")
+        assert f.frame["step"].iloc[0] in (sup.FUNNEL_STEPS["annotated"], sup.FUNNEL_STEPS["verified"])
         assert "boxes_removed_share" not in f.values and "step.test_split.images" not in f.values
 
 
