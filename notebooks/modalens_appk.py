@@ -33,12 +33,12 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-surrogate = "reference"
+surrogate = None
 xrv_weights = None
-band = 0.1
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
+band = None
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
 
 # %%
 import os

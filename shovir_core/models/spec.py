@@ -15,13 +15,15 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import ShovirError
+
 __all__ = ["ModelSpec", "ModelNotAvailableError", "resolve_weights", "MODEL_DIR_ENV", "FINGERPRINT_FILES",
            "code_sha256"]
 
 MODEL_DIR_ENV = "SHOVIR_MODEL_DIR"
 
 
-class ModelNotAvailableError(RuntimeError):
+class ModelNotAvailableError(ShovirError, RuntimeError):
     """The model's weights (or its adapter's upstream code) are not available on this machine."""
 
 

@@ -99,7 +99,7 @@ def corpus_texts(source: str = "iu-reports") -> list[str]:
     """
     if source != "iu-reports":
         raise ValueError(f"corpus_texts: unknown corpus {source!r}; shipped: 'iu-reports'")
-    from ..labeling.iu import load_iu_reports
+    from ..data.iu import load_iu_reports
 
     df = load_iu_reports().sort_values("id")
     out = []

@@ -76,7 +76,7 @@ def planted_facts(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, 
                        caption="Planted facts of the reference model on the held-out evaluation patients.")
 
 
-def lens_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: int, tv: float = 0.05) -> TableResult:
+def lens_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int, tv: float = 0.05) -> TableResult:
     """Per layer and arm (e.g. ``{"present": ..., "absent": ...}`` lens records): disagreement, mean |Δm|,
     agreement with the final answer and its majority floor, balanced agreement."""
     rows, values = [], {}
@@ -91,7 +91,7 @@ def lens_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: int, tv: 
                          "agreement_final": agree[layer], "majority_floor": floor, "balanced_agreement": bal[layer]})
         flips = (t["readout_c"] != t["readout_d"]).to_numpy()
         apart = ly.still_apart(m_c, m_d, threshold=tv)
-        depth = ly.calibration_depth(m_c, clusters=t["patient_id"].to_numpy(), n_boot=n_boot,
+        depth = ly.calibration_depth(m_c, clusters=t["patient_id"].to_numpy(), n_draws=n_draws,
                                      rng=np.random.default_rng(seed))
         settle = ly.settling_layer(m_c)
         values.update({
