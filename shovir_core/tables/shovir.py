@@ -627,7 +627,8 @@ def target_class_intervals(trials: pd.DataFrame, *, ps: Sequence[float] = (0.0, 
     frame = (frame.assign(_c=frame["condition"].map(rank), _k=frame["class"].map(
         {c: i for i, c in enumerate(CHEXPERT_CLASSES)})).sort_values(["model", "_c", "p", "_k"])
              .drop(columns=["_c", "_k"]).reset_index(drop=True))
-    return TableResult(frame, metrics={"p": "strength", "n": "count", "f1": "f1_class", "median": "f1_class",
+    return TableResult(frame, values={"n_resamples": int(n_resamples), "seed": int(seed)},
+                       metrics={"p": "strength", "n": "count", "f1": "f1_class", "median": "f1_class",
                                        "ci_l": "f1_class", "ci_h": "f1_class"},
                        labels={"n": "items", "f1": "F1", "median": "bootstrap median", "ci_l": "2.5 %",
                                "ci_h": "97.5 %"},
