@@ -64,7 +64,7 @@ shortcut = fig3a.frame
 # ## Items per class and the DOCO drop rule
 #
 # An item is an (image, target class) pair. DOCO needs at least one co-finding box whose IoU with
-# every target box is below 0.15; items without one are dropped from DOCO only.
+# every target box is below {glue:text}`sv.fig.iou_threshold`; items without one are dropped from DOCO only.
 
 # %% tags=["nbval-check-output"]
 doco = sv.doco_counts(runs)
@@ -72,6 +72,7 @@ book.show(doco, runs=runs, name="sv-doco")
 
 # %%
 book.glue_values("sv.fig", doco.values, runs=runs)
+book.glue("sv.fig.iou_threshold", float(next(iter(runs.values())).manifest["spec"]["iou_threshold"]), runs=runs)
 
 # %% [markdown]
 # Of the evaluated items, {glue:text}`sv.fig.n_doco_dropped` have no co-finding box and are
