@@ -70,7 +70,8 @@ fv = facts.values
 if not reproduces_paper:
     assert fv["present.flip_rate"] < fv["absent.flip_rate"] / 3, "planted: report-present flips far below absent"
     assert fv["absent.balanced_accuracy"] > 0.5, "planted: image-only answers above chance on held-out patients"
-    assert fv["present.label_agreement"] > PLANTED_FACTS["label_agreement"], "planted: with the report the answer follows the report"
+    assert fv["present.label_agreement"] > PLANTED_FACTS["label_agreement"], \
+        "planted: with the report the answer follows the report"
 book.glue_values("mln.facts", fv, runs=runs)
 book.glue("mln.facts.planted_label_agreement", PLANTED_FACTS["label_agreement"], runs=runs)
 
