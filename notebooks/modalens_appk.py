@@ -46,7 +46,7 @@ import os
 
 from shovir_core import book, papers
 from shovir_core.data import load_dataset
-from shovir_core.models.xrv import ReferenceSurrogate, load_xrv, score_images
+from shovir_core.models.xrv import ReferenceSurrogate, image_scores, load_xrv
 from shovir_core.tables import modalens_appk as tk
 from shovir_core.tables.appendix_checks import appendix_checks
 
@@ -55,7 +55,7 @@ present, absent = runs["P"].trials, runs["A"].trials
 dataset = load_dataset(os.path.expandvars(runs["P"].manifest["spec"]["dataset"]))
 classifier = ReferenceSurrogate() if surrogate == "reference" else load_xrv(weights_path=xrv_weights)
 image_ids = sorted(set(present["image_id"]) | set(present["sub_image_id"]))
-scores = {kind: score_images(classifier, dataset.load_image, image_ids, kind=kind) for kind in ("normalised", "raw")}
+scores = image_scores(classifier, dataset.load_image, image_ids)  # both kinds from one pass over the images
 book.glue_values("mlk", {"band": band, "n_draws": n_draws, "n_images": len(image_ids), "surrogate": classifier.name},
                  runs=runs)
 book.glue("mlk.paper.trials", int(papers.published_value("modalens", id="k.trials")), runs=runs)

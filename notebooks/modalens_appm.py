@@ -42,6 +42,7 @@ import numpy as np
 
 from shovir_core import book
 from shovir_core.book.paper_section import paper_section
+from shovir_core.metrics.prompt_variants import variant_changes
 from shovir_core.models.prompts import INSTRUCTIONS
 from shovir_core.tables import modalens_appm as appm
 
@@ -137,10 +138,9 @@ if reference_validation:
     blind_unc = {k: trials[f"blind_{k}"] for k in appm.UNCERTAIN_ARMS}
     for name, group in (("ref-anchored@0.5", order_arms), ("ref-blind-prior", blind_order)):
         for report in ("P", "A"):
-            d, r = group[report].set_index("trial_id"), group[f"{report}_rev"].set_index("trial_id").loc[
-                group[report]["trial_id"]]
-            for col in ("readout_c", "readout_d", "answer_c", "answer_d"):
-                assert (d[col] == r[col]).all(), f"{name}: the reversed order moves {col}"
+            moved = variant_changes(group[report], group[f"{report}_rev"], margins=(),
+                                    columns=("readout_c", "readout_d", "answer_c", "answer_d"))
+            assert not moved, f"{name}, report {report}: the reversed order moves {moved}"
     assert v["m.order.lowercase.order_x_report.interaction_pp"] == 0.0
     assert vsh["m.shift.changed_max"] == 0.0, "the reversal changes no reference-model answer"
     tb = appm.option_order_table(blind_order, n_draws=200, seed=bootstrap_seed)

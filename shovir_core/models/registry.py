@@ -13,6 +13,7 @@ ids from the paper (ModaLens §3; App. I).
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from .remote import RemoteCodeVLM
 
 __all__ = ["ModelSpec", "REGISTRY", "ALIASES", "ModelNotAvailableError", "get_model", "list_models",
-           "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint", "register_remote_adapter", "ADAPTERS"]
+           "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint", "register_remote_adapter", "ADAPTERS", "LOADERS"]
 
 _GEMMA_FAMILIES = {"yes_id": 4443, "no_id": 1904, "yes_family": (4443, 10784, 11262, 8438),
                    "no_family": (1904, 3771, 951, 2301)}
@@ -35,6 +36,10 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "tiny": ("shovir_core.models.tiny", "build_tiny"),
     "reference": ("shovir_core.models.reference", "build_reference"),
     "ref-vlm": ("shovir_core.models.ref_vlm", "build_ref_vlm"),
+    "reference-vqa": ("shovir_core.models.reference_vqa", "build_reference_vqa"),
+    "ref-vlm-vqarad": ("shovir_core.models.ref_vlm_vqarad", "build_ref_vlm_vqarad"),
+    "hf-auto": ("shovir_core.models.hf_auto", "build_hf_auto"),
+    "imported": ("shovir_core.models.imported", "build_imported"),
 }
 """Adapter kind -> (module, builder): imported by name on first use, so the registry imports no adapter
 (and no adapter imports the registry)."""
@@ -43,8 +48,20 @@ _CATALOGUES: tuple[tuple[str, str], ...] = (
     ("shovir_core.models.tiny", "TINY_SPECS"),
     ("shovir_core.models.reference", "REFERENCE_SPECS"),
     ("shovir_core.models.ref_vlm", "REF_VLM_SPECS"),
+    ("shovir_core.models.reference_vqa", "REFERENCE_VQA_SPECS"),
+    ("shovir_core.models.ref_vlm_vqarad", "SPECS"),
 )
 """Entries declared by the light adapter modules themselves (they carry their own stated behaviour)."""
+
+
+LOADERS: list = []
+"""Callables run before every lookup that may add entries to :data:`REGISTRY` (the model catalogue,
+:mod:`shovir_core.protocols.catalog`, installs its ``$SHOVIR_MODELS`` reader here)."""
+
+
+def _load_declared() -> None:
+    for load in list(LOADERS):
+        load()
 
 
 def _builder(kind: str):
@@ -125,11 +142,13 @@ ALIASES = {"medgemma": "medgemma-1.5-4b", "medgemma-27b-it": "medgemma-27b", "me
 
 def list_models(*, paper: str | None = None) -> list[str]:
     """Registered names, optionally those of one paper (``"ShoViR"``, ``"ModaLens"``, ``"test"``,
-    ``"reference"``)."""
+    ``"reference"``, ``"declared"``: the models of ``$SHOVIR_MODELS`` catalogues)."""
+    _load_declared()
     return [n for n, s in REGISTRY.items() if paper is None or s.paper.lower() == paper.lower()]
 
 
 def _spec(name: str) -> ModelSpec:
+    _load_declared()  # models declared in catalogue files (shovir_core.protocols.catalog)
     base = ALIASES.get(name, name).partition("@")[0]
     if base not in REGISTRY:
         raise KeyError(f"unknown model {name!r}; registered: {', '.join(REGISTRY)}")
@@ -160,10 +179,25 @@ def get_model(name: str, *, local_path: str | Path | None = None, device: str | 
     spec = _spec(name)
     build = _builder(spec.adapter)
     if spec.adapter == "reference":
-        return build(ALIASES.get(name, name))
+        model = build(ALIASES.get(name, name))
+        # the CNN's models (and any reference model in a process that already has torch): one thread on the CPU
+        # (threads.py; set here rather than in reference.py, whose bytes are part of the models' identity)
+        from .reference import ImageClassifier
+
+        if isinstance(model, ImageClassifier) or "torch" in sys.modules:
+            from .threads import use_demo_threads
+
+            use_demo_threads()
+        return model
     if spec.adapter == "tiny":
-        return build(spec.name, seed=seed, device=device, dtype=dtype)
-    return build(spec, local_path=local_path, device=device, dtype=dtype)
+        model = build(spec.name, seed=seed, device=device, dtype=dtype)
+    else:
+        model = build(spec, local_path=local_path, device=device, dtype=dtype)
+    if spec.adapter in ("tiny", "ref-vlm"):  # the demo transformers: one torch thread on the CPU (threads.py)
+        from .threads import use_demo_threads
+
+        use_demo_threads(getattr(model, "device", None))
+    return model
 
 
 def model_fingerprint(name: str, *, seed: int = 0) -> dict:
@@ -180,6 +214,19 @@ def model_fingerprint(name: str, *, seed: int = 0) -> dict:
         out["sha256"] = sha
         if spec.adapter == "tiny":
             out["seed"] = seed
+    declared = getattr(spec, "declared", None)
+    if declared:  # a catalogue entry: the record says exactly which declared model made it
+        out["declared"] = dict(declared)
+        out["declared_sha256"] = spec.declared_sha256
+        local = spec.local_checkpoint() if spec.adapter == "hf-auto" else None
+        if local is not None:
+            from .hf import checkpoint_fingerprint
+
+            out["checkpoint_fingerprint"] = checkpoint_fingerprint(local)
+        if spec.adapter == "imported":
+            from .imported import answers_sha256
+
+            out["answers_sha256"] = answers_sha256(spec.answers)
     return out
 
 

@@ -17,10 +17,14 @@ from pathlib import Path
 
 from ..errors import ShovirError
 
-__all__ = ["ModelSpec", "ModelNotAvailableError", "resolve_weights", "MODEL_DIR_ENV", "FINGERPRINT_FILES",
+__all__ = ["ModelSpec", "DeclaredSpec", "DeclaredModelError", "ModelNotAvailableError", "resolve_weights", "MODEL_DIR_ENV", "FINGERPRINT_FILES",
            "code_sha256"]
 
 MODEL_DIR_ENV = "SHOVIR_MODEL_DIR"
+
+
+class DeclaredModelError(ShovirError, ValueError):
+    """A declared model (a catalogue entry) is not valid: a key, a value, or its token ids."""
 
 
 class ModelNotAvailableError(ShovirError, RuntimeError):
@@ -67,6 +71,28 @@ class ModelSpec:
             raise ValueError(f"{self.name}: report_prompt_slot 'system' needs a report_system prompt")
 
 
+@dataclass(frozen=True)
+class DeclaredSpec(ModelSpec):
+    """A registry entry declared in a model catalogue (:mod:`shovir_core.protocols.catalog`): :class:`ModelSpec`
+    plus the declared extras, the declared entry itself and its SHA-256."""
+
+    checkpoint: str | None = None
+    question_template: str = "{question}"
+    answer_instruction: str | None = None
+    prefix_reuse: str = "auto"
+    chat_template: str | None = None
+    answers: str | None = None
+    declared: dict = field(default_factory=dict)
+    declared_sha256: str = ""
+    source_file: str = ""
+
+    def local_checkpoint(self) -> Path | None:
+        """The checkpoint as a local folder when it is one (``None`` for an id)."""
+        if self.checkpoint and (Path(self.checkpoint).expanduser() / "config.json").is_file():
+            return Path(self.checkpoint).expanduser()
+        return None
+
+
 def resolve_weights(spec: ModelSpec, *, local_path: str | Path | None = None) -> Path:
     """The local directory holding ``spec``'s checkpoint; never downloads.
 
@@ -107,6 +133,10 @@ FINGERPRINT_FILES: dict[str, tuple[str, ...]] = {
     "tiny": ("models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py"),
     "ref-vlm": ("models/ref_vlm.py", "models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py",
                 "resources/ref_vlm.json", "resources/ref_vlm.safetensors"),
+    "reference-vqa": ("models/reference_vqa.py", "models/protocol.py"),
+    "ref-vlm-vqarad": ("models/ref_vlm_vqarad.py", "models/ref_vlm.py", "models/tiny.py", "models/hf.py",
+                       "models/prompts.py", "models/readouts.py", "resources/ref_vlm_vqarad.json",
+                       "resources/ref_vlm_vqarad.safetensors"),
 }
 """Per adapter kind, the files (relative to the package) whose content decides what its models output."""
 

@@ -20,6 +20,7 @@ from types import ModuleType
 
 from ..records import Run, Shard, load_run, record_dir, spec_hash, writer_defaults
 from ..records.schema import SHORT_HASH
+from . import catalog as _catalog  # noqa: F401  (installs the $SHOVIR_MODELS reader in the model registry)
 from .spec import SpecError
 
 __all__ = ["REGISTRY", "SHARDED", "get_protocol", "resolve", "run", "run_id", "is_complete", "prefill"]
@@ -36,6 +37,7 @@ REGISTRY: dict[str, str] = {
     "modalens-layers": "shovir_core.protocols.modalens_layers",
     "modalens-interventions": "shovir_core.protocols.modalens_interventions",
     "modalens-probes": "shovir_core.protocols.modalens_probes",
+    "modalens-noreport": "shovir_core.protocols.noreport",
 }
 
 SHARDED: frozenset[str] = frozenset({"modalens", "shovir"})

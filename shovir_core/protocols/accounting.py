@@ -45,7 +45,7 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("min_count", int, 40, range=(1, None), doc="classes with fewer images in their subset are dropped"),
     Field("per_class", int, 5, range=(1, None), doc="radiologist-validation images per kept class"),
     Field("sample_seed", int, 0, range=(0, None)),
-    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
+    Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned dataset content hash"),
 ])
 """The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`)."""
 DEFAULTS = {k: v for k, v in SPEC.defaults.items() if k != "dataset_sha256"}
@@ -69,10 +69,7 @@ def resolve_spec(spec: dict) -> dict:
     """Validate (:data:`SPEC`), fill the defaults and pin the dataset's content hash."""
     out = SPEC.resolve(spec)
     ds = _load(out["dataset"])
-    if out["dataset_sha256"] not in (None, ds.manifest_hash):
-        raise SpecError(f"accounting: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
-                         f"{out['dataset_sha256'][:12]}, the hash the spec pins)")
-    out["dataset_sha256"] = ds.manifest_hash
+    SPEC.pin(out, "dataset_sha256", ds.manifest_hash, what=f"dataset {out['dataset']!r}")
     return out
 
 

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..stats import bootstrap_rates
 from .modalens import DESIGN_LABELS, answers, design_subset
-from .modalens_arms import bootstrap_rates, flip_rate_rows, paired_trials, put_interval
+from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["design_comparison", "seed_table", "PAPER_KEYS", "AUDIT_PREFIXES"]
