@@ -56,11 +56,14 @@ trials = {key: run.trials for key, run in runs.items()}
 primary_runs = {k: runs[k] for k in ("P", "A", "distance")}
 spec = runs["P"].manifest["spec"]
 book.glue_values("ml.b", {"n_draws": n_draws, "ssim_size": spec["ssim_size"]}, runs=primary_runs)
+from shovir_core.papers import published_value
+book.glue("ml.b.paper_image_px", int(published_value("modalens", id="setup.image_px")), runs=[])
 
 # %% [markdown]
 # ## SSIM between the two images
 #
-# Greyscale, both images resized to {glue:text}`ml.b.ssim_size` px (the paper: 896, the model's input);
+# Greyscale, both images resized to {glue:text}`ml.b.ssim_size` px (the paper:
+# {glue:text}`ml.b.paper_image_px:d`, the model's input);
 # a substitute above the threshold is rejected when the pairs are drawn.
 
 # %% tags=["nbval-check-output"]

@@ -119,8 +119,8 @@ book.glue_values("mle.planted", {"agreement": planted["agreement"], "kappa": pla
 # ## The paper's numbers and their checks
 #
 # The consistency checks of the appendix's published numbers (Part E of the audit): the trial count
-# is the pair count times 14, and κ follows from the agreement, sensitivity and precision (the
-# implied prevalences are 0.155 manual and 0.179 automated). Then the paper's values beside this run's.
+# is the pair count times the questions asked, and κ follows from the agreement, sensitivity and precision
+# (through the manual and automated prevalences they imply). Then the paper's values beside this run's.
 
 # %% tags=["nbval-check-output"]
 checks = appendix_checks("Appendix E")

@@ -133,6 +133,10 @@ assert v15["t15.composite.n_trials"] == n_cases
 assert v15["t15.f13.n_label_changed"] + v15["t15.composite.n_label_changed"] == v15["t15.all14.n_label_changed"]
 assert np.isclose(v15["t15.all14.ba_concordant"], pv["policy.u_negative.present.ba_concordant"])
 book.glue_values("ml.g", v15, runs=runs)
+from shovir_core.papers import published_value
+book.glue_values("ml.g.paper", {k: int(published_value("modalens", id=i)) for k, i in (
+    ("changed", "g.changed_trials"), ("unchanged", "g.unchanged_trials"), ("all14", "design.all14_trials"))},
+                 runs=[])
 
 # %% [markdown]
 # Without the composite question the report effect is {glue:text}`ml.g.t15.f13.diff_pp:.2f` points
@@ -237,7 +241,8 @@ book.show(fig, runs=runs, name="ml-appg-fig4",
 #
 # ## The paper's consistency checks beside this run
 #
-# Each published check of these tables (e.g. 9,347 + 35,439 = 44,786 trials;
+# Each published check of these tables (e.g. {glue:text}`ml.g.paper.changed:,d` +
+# {glue:text}`ml.g.paper.unchanged:,d` = {glue:text}`ml.g.paper.all14:,d` trials;
 # the four flip cells sum to the headline flips) with the audit's verdict on the published numbers,
 # and the same identity recomputed from this run's records.
 

@@ -54,6 +54,11 @@ all14 = {k: trials[f"all14_{k}"] for k in apph.ARMS}
 blind = {k: trials[f"blind_{k}"] for k in apph.ARMS} if reference_validation else {}
 tiny = {k: trials[f"tiny_{k}"] for k in apph.ARMS if f"tiny_{k}" in trials}
 book.glue("ml.h.n_draws", n_draws, runs=runs)
+from shovir_core.papers import published_value
+book.glue_values("ml.h.paper", {k: int(published_value("modalens", id=i)) for k, i in (
+    ("still_apart_if", "n1.still_apart_if"), ("flips_if", "n1.still_apart_flips_if"),
+    ("still_apart_tf", "n1.still_apart_tf"), ("flips_tf", "n1.still_apart_flips_tf"),
+    ("knockout_cases", "n2.cases"))}, runs=[])
 
 # %% [markdown]
 # ## Table 27 counts and the order effects, one-question design
@@ -136,8 +141,10 @@ if len(tiny) == 4:
 # %% [markdown]
 # ## Paper vs this run, and the audit's checks
 #
-# Table 27's still-apart counts in the paper (48 against 6 flips image first, 122 against 33 text
-# first) are on the 400-case knockout set of Appendix N.2, not the full cohort; they appear in the
+# Table 27's still-apart counts in the paper ({glue:text}`ml.h.paper.still_apart_if` against
+# {glue:text}`ml.h.paper.flips_if` flips image first, {glue:text}`ml.h.paper.still_apart_tf` against
+# {glue:text}`ml.h.paper.flips_tf` text first) are on the {glue:text}`ml.h.paper.knockout_cases`-case
+# knockout set of Appendix N.2, not the full cohort; they appear in the
 # audit rows without a run counterpart.
 
 # %% tags=["nbval-check-output"]

@@ -17,7 +17,8 @@
 # image classifier asks whether the *images* do: on trials where the classifier predicts a change
 # between the source and the substitute image, a model that reads the image should flip far more
 # often than where it predicts preservation. The paper uses TorchXRayVision's CheXpert DenseNet
-# ({glue:text}`mlk.paper.trials:,d` trials on 12 questions with a head) and finds the report-absent
+# ({glue:text}`mlk.paper.trials:,d` trials on
+# {glue:text}`mlk.paper.questions` questions with a head) and finds the report-absent
 # arm flipping about three times as often on predicted changes.
 #
 # **What the demo profile runs.** The surrogate is the project's reference CNN
@@ -58,6 +59,9 @@ scores = image_scores(classifier, dataset.load_image, image_ids)  # both kinds f
 book.glue_values("mlk", {"band": band, "n_draws": n_draws, "n_images": len(image_ids), "surrogate": classifier.name},
                  runs=runs)
 book.glue_paper("mlk.paper.trials", "k.trials")
+book.glue_paper("mlk.paper.questions", "k.questions")
+book.glue_paper("mlk.paper.auroc_lo", "k.auroc_lo")
+book.glue_paper("mlk.paper.auroc_hi", "k.auroc_hi")
 
 # %% [markdown]
 # ## Table 24: flip rates on predicted changes and preservations
@@ -98,7 +102,8 @@ book.glue_values("mlk", {**v, **vr}, runs=runs)
 # ## The surrogate against the report labels
 #
 # Per question, the AUROC of the surrogate's score against the source images' report labels and
-# its positive-call rate beside the prevalence (the paper: AUROC 0.53-0.74, call rates far above
+# its positive-call rate beside the prevalence (the paper: AUROC
+# {glue:text}`mlk.paper.auroc_lo:.2f`–{glue:text}`mlk.paper.auroc_hi:.2f`, call rates far above
 # prevalence).
 
 # %% tags=["nbval-check-output"]

@@ -53,7 +53,8 @@ trials = {key: run.trials for key, run in runs.items()}
 #
 # All-14 design, report present vs absent, image first, no instruction; {glue:text}`ml.fig2.n_trials`
 # trials of the primary demo model. Intervals: patient-clustered percentile bootstrap,
-# {glue:text}`ml.fig2.n_draws` draws (the paper: 2,000). {numref}`fig-ml-fig2` draws the paper's
+# {glue:text}`ml.fig2.n_draws` draws (the paper:
+# {glue:text}`ml.fig2.paper_draws:,d`). {numref}`fig-ml-fig2` draws the paper's
 # Figure 2 from these trials; {numref}`tbl-ml-fig2-paper-vs-run` sets the paper's four Figure 2
 # values beside this run's.
 
@@ -71,6 +72,8 @@ if primary_w is not None and 0 < primary_w < 1:
     assert v["fig2.present.mean_abs_dm"] < v["fig2.absent.mean_abs_dm"], \
         "report evidence weighted by w damps the image's effect on the margin"
 book.glue("ml.fig2.n_draws", n_draws, runs=runs)
+from shovir_core.papers import published_value
+book.glue("ml.fig2.paper_draws", int(published_value("modalens", id="setup.draws_other")), runs=[])
 book.glue_values("ml", v, runs=runs)
 fig2_rows = tuple(r for r in pvr.MODALENS_ROWS if r.key.startswith("fig2."))
 vs_paper = pvr.paper_vs_run(v, paper="modalens", rows=fig2_rows, same_setting=reproduces_paper,

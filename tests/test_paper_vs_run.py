@@ -80,6 +80,20 @@ def test_shovir_rows_follow_the_published_table1_and_figures():
     assert any(r.metric == "flip_rate_c" for r in figs) and any(r.metric == "mu_f1" for r in figs)
 
 
+def test_shovir_figure3b_rows_meet_the_per_class_means():
+    """Figure 3(b)'s published per-class means (MIMIC: Atelectasis OCO 0.304 ...) become rows keyed as
+    ``per_class_across_models`` glues them; a run value at the printed value matches, one 0.01 off differs."""
+    rows = [r for r in pvr.shovir_figure_rows("MIMIC", {}) if r.key.startswith("fig3b.")]
+    assert {r.key for r in rows} >= {"fig3b.Atelectasis.OCO", "fig3b.Atelectasis.RO", "fig3b.Cardiomegaly.DOCO"}
+    assert all(r.metric == "f1_class" and r.run_unit == "value" for r in rows)
+    run = {r.key: published_value("shovir", id=r.paper_id) for r in rows}
+    run["fig3b.Atelectasis.OCO"] += 0.01
+    t = pvr.paper_vs_run(run, paper="shovir", rows=rows, same_setting=True, setting="MIMIC")
+    assert pvr.not_held(t, list(run)) == ["fig3b.Atelectasis.OCO"]
+    assert not [r for r in pvr.shovir_figure_rows("MIMIC", {}, fig3b_key=None) if r.key.startswith("fig3b.")]
+    assert all(r.key.startswith("fig3b.") for r in pvr.shovir_figure_rows("PadChest", {}))
+
+
 def test_chapter_keys_become_rows_in_the_runs_storage_units():
     """``beside`` takes a chapter's run key -> published id map: points for ``_pp`` keys, fractions
     for rates, the metric's own unit for counts; a profile in the paper's setting is judged."""

@@ -129,9 +129,13 @@ def resolve_spec(spec: dict) -> dict:
         out["gallery"] = choose_gallery(ds, iou_threshold=out["iou_threshold"], inclusive=out["iou_inclusive"])
     out["gallery"] = [[str(i), str(t)] for i, t in out["gallery"]]
     known = set(ds.images["image_id"])
-    for image_id, _ in out["gallery"]:
+    for image_id, target in out["gallery"]:
         if image_id not in known:
             raise SpecError(f"{PROTOCOL}: gallery image {image_id!r} is not in dataset {out['dataset']!r}")
+        found = sorted(set(ds.boxes.loc[ds.boxes["image_id"] == image_id, "finding"]))
+        if target not in found:
+            raise SpecError(f"{PROTOCOL}: gallery target {target!r} of image {image_id!r} is not a class of its "
+                            f"boxes {found} (spelled exactly)")
     for key, d, source in (("dataset_sha256", ds, out["dataset"]), ("cohort_sha256", cohort, out["cohort_dataset"])):
         SPEC.pin(out, key, d.manifest_hash, what=f"dataset {source!r} ({key})")
     return out

@@ -291,14 +291,25 @@ def shovir_table1_rows(dataset: str, models: Mapping[str, str], *,
 
 def shovir_figure_rows(dataset: str, models: Mapping[str, str], *,
                        fig2_key: str = "fig2.{model}.{condition}.p{p:03d}",
-                       fig3a_key: str = "fig3a.{model}.{condition}.{stat}") -> tuple[Comparison, ...]:
-    """Rows for the values ShoViR states for Figure 2 (μ-F1 at p) and Figure 3(a) (FR, Δ_X)."""
+                       fig3a_key: str = "fig3a.{model}.{condition}.{stat}",
+                       fig3b_key: str | None = "fig3b.{cls}.{condition}") -> tuple[Comparison, ...]:
+    """Rows for the values ShoViR states for Figure 2 (μ-F1 at p), Figure 3(a) (FR, Δ_X) and Figure 3(b)
+    (per-class F1 at p = 1, the mean over the paper's models: :func:`shovir_core.tables.shovir.per_class_across_models`
+    keys ``fig3b.<class>.<condition>``; ``fig3b_key=None`` leaves them out). Figure 3(b) rows need no model
+    of ``models``: they compare the cross-model mean, so they are only meaningful where the profile runs
+    every model the paper averaged."""
     from ..papers.values import load_values
 
     rows = []
     for v in load_values("shovir").values():
         k = v.keys
-        if k.get("dataset") != dataset or k.get("figure") not in ("2", "3a"):
+        if k.get("dataset") != dataset or k.get("figure") not in ("2", "3a", "3b"):
+            continue
+        if k["figure"] == "3b":
+            if fig3b_key is not None and k.get("metric") == "F1":
+                rows.append(Comparison(fig3b_key.format(cls=_key_part(k["class"]), condition=k["condition"]), v.id,
+                                       f"{k['class']}: F1 under {k['condition']} (mean over models)", "f1_class",
+                                       "value"))
             continue
         run_key = next((rk for rk, name in models.items() if name == k.get("model")), None)
         if run_key is None:
