@@ -56,8 +56,7 @@ trials = {key: run.trials for key, run in runs.items()}
 primary_runs = {k: runs[k] for k in ("P", "A", "distance")}
 spec = runs["P"].manifest["spec"]
 book.glue_values("ml.b", {"n_draws": n_draws, "ssim_size": spec["ssim_size"]}, runs=primary_runs)
-from shovir_core.papers import published_value
-book.glue("ml.b.paper_image_px", int(published_value("modalens", id="setup.image_px")), runs=[])
+book.glue_paper("ml.b.paper_image_px", "setup.image_px")
 
 # %% [markdown]
 # ## SSIM between the two images

@@ -83,8 +83,8 @@ assert v14[f"{ref}.family.P.flip_rate"] < v14[f"{ref}.family.A.flip_rate"], \
 assert v14[f"{ref}.family.diff_lo_pp"] > 0
 assert v14[f"{ref}.compliance.P"] == v14[f"{ref}.compliance.A"] == 1.0, "the reference model always answers Yes/No"
 book.glue_values("mlf", v14, runs=runs)
-book.glue_values("mlf.paper", {"b4_more_pp": float(papers.published_value("modalens", id="t4.b4.more")),
-                               "cases": int(papers.published_value("modalens", id="design.cases"))}, runs=[])
+book.glue_paper("mlf.paper.b4_more_pp", "t4.b4.more")
+book.glue_paper("mlf.paper.cases", "design.cases")
 book.glue_values("mlf.ref", {k[len(ref) + 1:]: v for k, v in v14.items() if k.startswith(ref + ".")}, runs=runs)
 
 # %% [markdown]

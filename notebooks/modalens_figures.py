@@ -72,8 +72,7 @@ if primary_w is not None and 0 < primary_w < 1:
     assert v["fig2.present.mean_abs_dm"] < v["fig2.absent.mean_abs_dm"], \
         "report evidence weighted by w damps the image's effect on the margin"
 book.glue("ml.fig2.n_draws", n_draws, runs=runs)
-from shovir_core.papers import published_value
-book.glue("ml.fig2.paper_draws", int(published_value("modalens", id="setup.draws_other")), runs=[])
+book.glue_paper("ml.fig2.paper_draws", "setup.draws_other")
 book.glue_values("ml", v, runs=runs)
 fig2_rows = tuple(r for r in pvr.MODALENS_ROWS if r.key.startswith("fig2."))
 vs_paper = pvr.paper_vs_run(v, paper="modalens", rows=fig2_rows, same_setting=reproduces_paper,

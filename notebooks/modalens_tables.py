@@ -93,8 +93,8 @@ for key in ("P", "A", "P_tf", "A_tf", "P_instr", "A_instr"):
             == trials["P"]["sub_image_id"].to_numpy()).all(), f"arm {key} has other substitutes"
 book.glue("ml.six_findings", ", ".join(six) if six else "none", runs=runs)
 book.glue("ml.report_source", spec["reports"], runs=runs)
-book.glue("ml.paper.draws_primary", int(papers.published_value("modalens", id="setup.draws_primary")), runs=[])
-book.glue("ml.paper.draws_other", int(papers.published_value("modalens", id="setup.draws_other")), runs=[])
+book.glue_paper("ml.paper.draws_primary", "setup.draws_primary")
+book.glue_paper("ml.paper.draws_other", "setup.draws_other")
 book.glue("ml.six_lo", six_lo, runs=runs)
 book.glue("ml.six_hi", six_hi, runs=runs)
 book.glue("ml.six_paper_lo", ml.SIX_RANGE[0], runs=runs)

@@ -146,8 +146,7 @@ assert (subs["ssim"].dropna() <= spec["ssim_threshold"]).all()
 tier1 = subs[subs["tier"] == 1]
 assert (tier1["sub_patient_id"] == tier1["patient_id"]).all() and (tier1["sub_positive"] != tier1["positive"]).all()
 book.glue_values("pt", tiers.values, runs=runs)
-from shovir_core.papers import published_value
-book.glue("pt.paper.image_px", int(published_value("modalens", id="setup.image_px")), runs=[])
+book.glue_paper("pt.paper.image_px", "setup.image_px")
 book.glue_values("pt", {"swap.ssim_size": int(spec["ssim_size"]), "swap.ssim_threshold": float(spec["ssim_threshold"])},
                  runs=runs)
 

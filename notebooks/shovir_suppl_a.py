@@ -45,7 +45,7 @@ from shovir_core.tables import shovir_suppl as sup
 runs = book.load_runs("shovir_suppl_a", profile=profile, run_ids=run_ids)
 for key, pid in {"min_class_images": "a1.padchest.min_class_images", "consistency_f1": "a1.mimic.consistency_f1",
                  "cases_per_class": "a1.radiologist.cases_per_class"}.items():
-    book.glue(f"sa.paper.{key}", papers.published_value("shovir", id=pid), runs=[])
+    book.glue_paper(f"sa.paper.{key}", pid, paper="shovir")
 run = runs["accounting"]
 funnel = sup.funnel(run)
 classes = sup.class_counts(run)
