@@ -91,6 +91,7 @@ CHEAP = {  # a spec of each protocol that resolves in well under a second
     "modalens-probes": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
     "modalens-interventions": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
     "modalens-noreport": {"dataset": "probmed:data/fixtures/probmed", "heldout_split": "all"},
+    "rehearsal": {"profile": "padchest", "scale": 0.02, "only": ["shovir_table1"]},
 }
 
 
@@ -137,6 +138,9 @@ def test_resolved_spec_resolves_to_itself(protocol):
     ("perturbations", {"chunk_size": 0}, "'chunk_size' = 0 is outside"),
     ("perturbations", {"cohort_sha256": "0" * 64}, "the spec pins 000000000000"),
     ("modalens", {"ssim_threshold": 2}, "'ssim_threshold' = 2.0 is outside"),
+    ("rehearsal", {"profile": "demo"}, "'profile' = 'demo' is not allowed"),
+    ("rehearsal", {"scale": 1.5}, "'scale' = 1.5 is outside"),
+    ("rehearsal", {"code_sha256": "0" * 64}, "the spec pins 000000000000"),
 ])
 def test_protocol_refuses(protocol, bad, match):
     with pytest.raises(ValueError, match=match):

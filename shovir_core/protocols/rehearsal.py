@@ -10,6 +10,7 @@ result (see :mod:`shovir_core.rehearsal.run`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 from ..records import Run, RunWriter, load_run, spec_hash
@@ -25,6 +26,8 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("pixels", str, "small", choices=("small", "full"), doc="image size of the synthetic tree"),
     Field("only", (list, type(None)), None, items=str, doc="chapters to rehearse (default: every chapter of the profile)"),
     Field("stand_in", (str, type(None)), None, doc="one stand-in for every real model (default: per kind)"),
+    Field("code_sha256", (str, type(None)), None, pin=True,
+          doc="pinned hash of the code a rehearsal runs (package, notebooks, params, toc): new code, new rehearsal"),
 ])
 """The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`)."""
 
@@ -32,9 +35,27 @@ _COLUMNS = ["trial_id", "kind", "chapter", "status", "seconds", "peak_mb", "tria
             "record_protocol", "record_status", "paper_item", "paper_trials", "command", "error", "stand_ins"]
 
 
+def code_sha256() -> str:
+    """SHA-256 over the files a rehearsal executes: ``shovir_core/**/*.py``, ``notebooks/*.py``,
+    ``params/**/*.yaml`` and ``_toc.yml`` (relative paths and bytes), so a rehearsal record is never
+    reused across a change of the code it rehearsed."""
+    from .. import paths
+
+    root = paths.repo_root()
+    files = sorted([*(root / "shovir_core").rglob("*.py"), *(root / "notebooks").glob("*.py"),
+                    *(root / "params").rglob("*.yaml"), root / "_toc.yml"])
+    h = hashlib.sha256()
+    for f in files:
+        if f.is_file():
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
 def resolve_spec(spec: dict) -> dict:
-    """Validate (:data:`SPEC`) and fill the defaults."""
-    return SPEC.resolve(spec)
+    """Validate (:data:`SPEC`), fill the defaults and pin the code's hash."""
+    out = SPEC.resolve(spec)
+    SPEC.pin(out, "code_sha256", code_sha256(), what="the code a rehearsal runs")
+    return out
 
 
 def report_rows(report: dict) -> list[dict]:
