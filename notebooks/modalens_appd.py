@@ -196,7 +196,7 @@ else:  # no reference-model arms in this profile: the validation is not run here
 #
 # Lowercase readout. Accuracy against the concordant label on the original and the substitute
 # image; agreement with the shown (substitute) image's label on all pairs and on the
-# label-changing pairs; format compliance of the 8-token generations per image side.
+# label-changing pairs; format compliance of the short greedy generations per image side.
 
 # %% tags=["nbval-check-output"]
 ts = appd.framing_sides(framed, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)

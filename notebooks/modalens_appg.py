@@ -26,7 +26,7 @@
 # **What the demo profile runs.** The 64-px NIH cohort with **template reports** written from the
 # labels and the reference model `ref-anchored@0.5` (on a hashed half of the (report, question) pairs it answers from the report, on
 # the rest from a small image CNN),
-# report present and absent, all 14 questions. The demo checks the identities the appendix rests
+# report present and absent, all {glue:text}`ml.g.n_questions` questions. The demo checks the identities the appendix rests
 # on, which must hold on any records: every policy row's label-changed and label-unchanged trials
 # add up to the trials it retains, and on label-unchanged trials a change of correctness is exactly
 # a flip. NIH labels carry no uncertain value, so the three "uncertain" policies coincide here.
@@ -47,6 +47,7 @@ import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.vocab import COMPOSITE
 from shovir_core.tables.key_values import labelled_values
 from shovir_core.book import figures
 from shovir_core.tables import modalens_appg as g
@@ -56,7 +57,8 @@ runs = book.load_runs("modalens_appg", profile=profile, run_ids=run_ids)
 P, A = runs["P"].trials, runs["A"].trials
 n_cases = int(P["case_id"].nunique())
 book.glue_values("ml.g", {"n_draws": n_draws, "n_cases": n_cases, "n_trials": len(P),
-                          "n_patients": int(P["patient_id"].nunique())}, runs=runs)
+                          "n_patients": int(P["patient_id"].nunique()), "n_questions": int(P["finding"].nunique()),
+                          "n_finding_questions": int(P.loc[P["finding"] != COMPOSITE, "finding"].nunique())}, runs=runs)
 
 # %% [markdown]
 # ## Weightings and subsets (App. G §2)
@@ -119,7 +121,7 @@ book.glue("ml.g.policy.identity_rows", int(len(pf)), runs=runs)
 #
 # ## Composite question excluded (Table 15)
 #
-# The 13 finding-specific questions alone, beside all 14: the report effect, accuracy and balanced
+# The {glue:text}`ml.g.n_finding_questions` finding-specific questions alone, beside all {glue:text}`ml.g.n_questions`: the report effect, accuracy and balanced
 # accuracy on the original and the substitute image with the report, and the flip rate by label change.
 
 # %% tags=["nbval-check-output"]
@@ -141,7 +143,7 @@ for k, i in (("changed", "g.changed_trials"), ("unchanged", "g.unchanged_trials"
 # [{glue:text}`ml.g.t15.f13.diff_lo_pp:.2f`, {glue:text}`ml.g.t15.f13.diff_hi_pp:.2f`] against
 # {glue:text}`ml.g.t15.all14.diff_pp:.2f` with it; the composite contributes
 # {glue:text}`ml.g.t15.composite.n_label_changed` of the {glue:text}`ml.g.t15.all14.n_label_changed`
-# label changes. The 13-finding modality cells of Table 15 are in the modality-ablation chapter.
+# label changes. The finding-specific modality cells of Table 15 are in the modality-ablation chapter.
 #
 # ## Transitions (Table 16)
 #

@@ -107,10 +107,7 @@ def typed_numbers(line: str) -> list[str]:
 
 PENDING = {
     name: "typed numbers not yet glued (issue 29, item 4)" for name in (
-        "notebooks/modalens_ablation.py", "notebooks/modalens_appb.py", "notebooks/modalens_appd.py",
-        "notebooks/modalens_appe.py", "notebooks/modalens_appg.py", "notebooks/modalens_appk.py",
-        "notebooks/modalens_appm.py", "notebooks/modalens_appn.py", "notebooks/modalens_appn_probes.py",
-        "notebooks/modalens_figures.py", "notebooks/modalens_s41.py", "notebooks/modalens_no_report.py",
+        "notebooks/modalens_appk.py", "notebooks/modalens_appn.py", "notebooks/modalens_appn_probes.py",
     )
 }
 """Chapters that still type numbers in prose: expected to fail, strictly (a chapter that passes must leave)."""
