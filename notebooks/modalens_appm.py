@@ -57,7 +57,8 @@ for name in ("yes_no", "no_yes", "yes_no_uncertain"):
     book.glue(f"ml.m.instruction.{name}", INSTRUCTIONS[name], runs=runs)
 book.glue("ml.m.answer_tokens", runs["P_unc"].manifest["spec"]["answer_tokens"], runs=runs["P_unc"])
 book.glue_values("ml", {"m.abstain_band.lo": appm.ABSTAIN_BAND[0], "m.abstain_band.hi": appm.ABSTAIN_BAND[1],
-                        "m.blind.prior_call": PRIOR_CALL}, runs=[])  # the reference models' planted settings
+                        "m.blind.prior_call": PRIOR_CALL}, runs=[],  # the reference models' planted settings
+                 source="shovir_core/tables/modalens_appm.py (ABSTAIN_BAND), shovir_core/models/reference.py (PRIOR_CALL)")
 
 # %% [markdown]
 # Instructions: default "{glue:text}`ml.m.instruction.yes_no`", reversed

@@ -70,7 +70,7 @@ book.glue("ml.nr.n_draws", n_draws, runs=runs)
 book.glue("ml.nr.primary", primary, runs=runs)
 book.glue("ml.nr.floor", nr.FLOOR, runs=runs)
 book.glue_values("ml.nr.ref_vlm", {"layers": REF_VLM_CONFIG["dims"]["layers"], "width": REF_VLM_CONFIG["dims"]["hidden"]},
-                 runs=[])  # the architecture's settings (ref-vlm-vqarad shares ref-vlm's), not a result
+                 runs=[], source="shovir_core/models/ref_vlm.py (TRAIN_CONFIG)")  # the architecture's settings, not a result
 
 # %% [markdown]
 # ## Table 6: the datasets and what ran here

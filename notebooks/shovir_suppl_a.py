@@ -106,8 +106,7 @@ book.show(lookup, runs=runs, name="sa-lookups", missing="not in the paper",
           caption="The label lookups the adapters use, against the paper's PadChest-GR counts (§3.1).")
 assert maps.values["padchest.labels"] == maps.values["padchest.mapped"] == \
     papers.published_value("shovir", id="a1.padchest.mapped_labels"), "the lookup holds the paper's mapped labels"
-book.glue("sa.maps.padchest.paper_labels", int(papers.published_value("shovir", id="a1.padchest.finding_labels")),
-          runs=runs)
+book.glue_paper("sa.maps.padchest.paper_labels", "a1.padchest.finding_labels", paper="shovir")
 
 # %% [markdown]
 # The PadChest lookup lists only the labels that map: its {glue:text}`sa.maps.padchest.labels` entries are the
