@@ -17,6 +17,8 @@ from shovir_core.params import toc_notebooks
 REPO = Path(__file__).resolve().parent.parent
 MAP_CHAPTER = "reproduction_map"
 """The chapter that renders ``reproduction.yaml`` itself (it has no row of its own)."""
+OWN_PAGES = {MAP_CHAPTER, "claims"}
+"""The book's own pages, which reproduce no paper item: the map itself and the claims index."""
 _TABLES_IMPORT = re.compile(r"from shovir_core\.tables import ([\w, ]+)|from shovir_core\.tables\.(\w+) import"
                             r"|import shovir_core\.tables\.(\w+)")
 
@@ -43,7 +45,7 @@ def recipe_problems(chapter: str, *, root: Path = REPO) -> list[str]:
     """What the chapter lacks of the recipe (empty when it is complete)."""
     problems = []
     rows = [r for r in _rows(root) if r.get("notebook") == chapter]
-    if not rows and chapter != MAP_CHAPTER:
+    if not rows and chapter not in OWN_PAGES:
         problems.append(f"no row with notebook: {chapter} in shovir_core/resources/reproduction.yaml")
     profiles = {"demo"} | {p for r in rows for p in (r.get("profiles") or [])}
     for p in sorted(profiles):
