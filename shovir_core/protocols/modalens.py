@@ -265,8 +265,10 @@ _PAIRS: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
 _PAIRS_MAX = 8
 
 
-def _pairs(source: str, sha: str, seed: int, ssim_size: int, ssim_threshold: float) -> pd.DataFrame:
-    """Substitute pairs of the cohort (a copy), cached by the dataset's content hash and the settings."""
+def _pairs(source: str, sha: str, seed: int, ssim_size: int, ssim_threshold: float,
+           patients: frozenset | None = None) -> pd.DataFrame:
+    """Substitute pairs of the cohort (a copy), cached by the dataset's content hash and the settings;
+    ``patients`` restricts the dataset to those patients before any substitute is drawn."""
     from ..perturb import sample_substitutes
     from ..perturb.swap import cohort_from_dataset
 
@@ -274,9 +276,12 @@ def _pairs(source: str, sha: str, seed: int, ssim_size: int, ssim_threshold: flo
     if ds.manifest_hash != sha:
         raise RuntimeError(f"modalens: dataset {source!r} changed since the spec was resolved "
                            f"(sha256 {ds.manifest_hash[:12]}..., the spec pins {sha[:12]}...)")
-    key = (sha, seed, ssim_size, ssim_threshold)
+    key = (sha, seed, ssim_size, ssim_threshold, patients)
     if key not in _PAIRS:
         pool = _source_pool(ds)
+        if patients is not None:
+            of = dict(zip(ds.images["image_id"], ds.images["patient_id"].astype(str)))
+            pool = [i for i in pool if of[i] in patients]
         cohort = cohort_from_dataset(ds)
         cohort = cohort[cohort["image_id"].isin(pool)].reset_index(drop=True)
         # the pool is frontal by construction (blank-view frontal MIMIC images included)
@@ -300,11 +305,16 @@ def _source_pool(ds) -> list[str]:
     return sorted(frontal.sort_values("image_id").groupby("study_id", sort=True)["image_id"].first())
 
 
-def build_cases(spec: dict) -> tuple[pd.DataFrame, dict]:
-    """The cases of a resolved spec (one row per case) and the cohort accounting counts."""
+def build_cases(spec: dict, *, patients=None) -> tuple[pd.DataFrame, dict]:
+    """The cases of a resolved spec (one row per case) and the cohort accounting counts.
+
+    ``patients`` (ids) restricts the dataset to those patients before substitutes are drawn (the
+    cross-patient tier then draws among them): the probe cohort of a large pool (ModaLens App. N.3)
+    pairs only the patients it drew instead of every study of the pool."""
     ds = _dataset(spec["dataset"])
     pairs = _pairs(spec["dataset"], spec["dataset_sha256"], int(spec["substitute_seed"]),
-                   int(spec["ssim_size"]), float(spec["ssim_threshold"]))
+                   int(spec["ssim_size"]), float(spec["ssim_threshold"]),
+                   None if patients is None else frozenset(str(p) for p in patients))
     img = ds.images.set_index("image_id")
     counts = {
         "n_images_dataset": int(len(img)),
