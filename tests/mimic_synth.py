@@ -23,19 +23,21 @@ _WORDS = ("lungs", "clear", "heart", "size", "stable", "no", "effusion", "opacit
 
 
 def write_mimic_jpg(root: Path, *, n_test_patients: int, n_train_patients: int, studies_per_patient: int = 3,
-                    seed: int = 0, size: int = 16) -> Path:
-    """Write the three metadata CSVs, one frontal JPEG per study and one report per study under ``root``."""
+                    train_studies_per_patient: int | None = None, seed: int = 0, size: int = 16) -> Path:
+    """Write the three metadata CSVs, one frontal JPEG per study and one report per study under ``root``
+    (``train_studies_per_patient`` studies per training patient; None: ``studies_per_patient``)."""
     from PIL import Image
 
     rng = np.random.default_rng(seed)
     root = Path(root)
     meta, split, chex = [], [], []
     n_img = 0
+    per_train = studies_per_patient if train_studies_per_patient is None else train_studies_per_patient
     for p in range(n_test_patients + n_train_patients):
         subject = f"9{p:07d}"
         which = "test" if p < n_test_patients else "train"
-        for s in range(studies_per_patient):
-            study = f"9{(p * studies_per_patient + s):07d}"
+        for s in range(studies_per_patient if which == "test" else per_train):
+            study = f"9{n_img:07d}"
             n_img += 1
             dicom = f"0a1b2c3d-{n_img:08d}"
             view = "PA" if rng.random() < 0.5 else "AP"

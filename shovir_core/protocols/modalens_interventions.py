@@ -53,7 +53,7 @@ from . import modalens as ml
 from .spec import Field, SpecSchema
 
 __all__ = ["PROTOCOL", "SPEC", "ANALYSES", "SCOPES", "DONORS", "STEER_VARIANTS", "resolve_spec", "execute",
-           "wrong_donors", "split_fit_test", "cap_per_finding"]
+           "wrong_donors", "split_fit_test", "cap_per_finding", "steering_trials"]
 
 PROTOCOL = "modalens-interventions"
 ANALYSES = ("patching", "steering")
@@ -110,7 +110,7 @@ def resolve_spec(spec: dict) -> dict:
     """The ``modalens`` resolution of the shared keys plus the analysis keys (the other analysis's
     keys are dropped, so they never split a record's identity)."""
     full = SPEC.resolve(spec)
-    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in _EXTRA and k != "threads"})
+    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in (*_EXTRA, *_CAP_KEYS) and k != "threads"})
     if base["report"] != "present" or not base["image"]:
         raise ValueError(f"{PROTOCOL}: the interventions act on the report-present runs with the image; got "
                          f"report: {base['report']!r}, image: {base['image']!r}")
@@ -127,6 +127,17 @@ def resolve_spec(spec: dict) -> dict:
             if out["steer_findings"] is not None:
                 out["steer_findings"] = [f for f in (*ml.FINDINGS_13, ml.COMPOSITE) if f in out["steer_findings"]]
     return out
+
+
+def steering_trials(spec: dict, trials: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """``(fit mask over trials, the test trials steered)`` of a resolved steering spec: the patient
+    split (:func:`split_fit_test`), then the finding list and per-finding cap (:func:`cap_per_finding`)."""
+    fit = split_fit_test(trials, seed=spec["steer_seed"], share=spec["fit_share"])
+    test = trials[~fit]
+    if spec.get("steer_cases_per_finding") is not None or spec.get("steer_findings") is not None:
+        test = cap_per_finding(test, findings=spec.get("steer_findings"), n=spec.get("steer_cases_per_finding"),
+                               seed=spec["steer_seed"])
+    return fit, test
 
 
 def cap_per_finding(trials: pd.DataFrame, *, findings=None, n: int | None, seed: int) -> pd.DataFrame:
@@ -403,12 +414,8 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                      f"{_layers(spec['patch_layers'], n_layers, 'patch_layers')[0]}")
         else:
             seeds["steer"] = int(spec["steer_seed"])
-            fit = split_fit_test(trials, seed=spec["steer_seed"], share=spec["fit_share"])
+            fit, run_trials = steering_trials(spec, trials)
             directions = _directions(model, spec, trials[fit], reports, paths, n_layers)
-            run_trials = trials[~fit]
-            if spec.get("steer_cases_per_finding") is not None or spec.get("steer_findings") is not None:
-                run_trials = cap_per_finding(run_trials, findings=spec["steer_findings"],
-                                             n=spec["steer_cases_per_finding"], seed=spec["steer_seed"])
             l0 = next(iter(directions))
             first = lambda t: f"{t}:{spec['steer_variants'][0]}:L{l0}:s{spec['steer_scales'][0]:g}"  # noqa: E731
         with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},

@@ -17,7 +17,8 @@ images of every trial with
     in the order of ``ko_layers``). A knockout spec may run a seeded case sample
     (:func:`knockout_cases`: ``knockout_n_patients`` patients, ``knockout_n_cases`` cases among them,
     ``knockout_n_decisive`` of them decisive, drawn with ``knockout_case_seed``): the paper's knockout
-    covers "400 cases and 282 patients, 300 of them decisive, at 21 of 62 layers" (App. N.2).
+    covers "400 cases and 282 patients, 300 of them decisive, at 21 of 62 layers" (App. N.2). A lens
+    spec may run the same sample: Table 27's counts (6 flips = 6/400, App. N.1) are on it.
 
 Both also carry the unperturbed readout (``logit_yes_*``, ``logit_no_*``, ``margin_*``,
 ``readout_*``), so a record's flip rate is computed from itself. An intervention record names its
@@ -76,7 +77,7 @@ def resolve_spec(spec: dict) -> dict:
     if out["analysis"] == "lens":
         for k in _EXTRA[1:]:
             out.pop(k)
-    elif any(full[k] is not None for k in _SAMPLE[:3]):  # absent without a sample: identity unchanged
+    if any(full[k] is not None for k in _SAMPLE[:3]):  # absent without a sample: identity unchanged
         if full["knockout_n_decisive"] is not None and full["knockout_n_cases"] is None:
             raise ValueError(f"{PROTOCOL}: knockout_n_decisive needs knockout_n_cases")
         if (full["knockout_n_decisive"] or 0) > (full["knockout_n_cases"] or 0) > 0:
