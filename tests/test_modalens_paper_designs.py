@@ -120,3 +120,23 @@ def test_a_changed_corpus_is_refused(tmp_path):
         mp.resolve_spec(spec)
     with pytest.raises(ValueError, match="lens_corpus_path"):
         mp.resolve_spec({**base, "lens_corpus": "iu-reports"})
+
+
+def test_the_probe_runs_with_its_cohort_from_a_training_split(tmp_path, runs_root):
+    """The probe record is made on a MIMIC-JPG copy with a training split (tiny-gemma3, a few patients)."""
+    from shovir_core.protocols import run
+
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    root = write_mimic_jpg(tmp_path / "mimic-small", n_test_patients=10, n_train_patients=8, studies_per_patient=3,
+                           train_studies_per_patient=2, seed=1)
+    spec = {"dataset": f"mimic-jpg:{root}", "probe_pool": f"mimic-jpg-train:{root}", "model": "tiny-gemma3",
+            "ssim_size": 16, "design": "one_q", "analysis": "probe", "probe_layer": 1, "probe_n_patients": 4,
+            "probe_folds": 2, "probe_n_draws": 50}
+    rec = run("modalens-probes", "t.probe.train-pool", spec, progress=False)
+    t, counts = rec.trials, rec.manifest["counts"]
+    disjoint = t[t["split"] == "disjoint"]
+    assert counts["n_disjoint_patients"] == 4 == disjoint["patient_id"].nunique()
+    assert set(disjoint["patient_id"]) <= {f"9{p:07d}" for p in range(10, 18)}, "drawn from the training split"
+    assert disjoint["probe_flip_score"].between(0, 1).all()
+    assert rec.manifest["spec"]["probe_pool_sha256"] and rec.manifest["status"] == "complete"
