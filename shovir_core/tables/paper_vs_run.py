@@ -313,7 +313,7 @@ _METRIC_HINTS = (("flip_rate", "flip_rate"), ("fr_", "flip_rate"), ("balanced_ac
                  ("specificity", "specificity"), ("sensitivity", "sensitivity"), ("accuracy", "accuracy"),
                  ("abstain", "abstention_rate"))
 _UNIT_METRIC = {"%": "share", "pp": "paired_diff", "proportion": "proportion", "score": "value", "ratio": "ratio",
-                "count": "count"}
+                "count": "count", "layer": "value"}
 
 
 def _in_points(key: str) -> bool:
@@ -348,7 +348,7 @@ def rows_from_keys(keys: Mapping[str, str], *, paper: str = "modalens") -> tuple
             last = key.rsplit(".", 1)[-1]
             metric = next((m for hint, m in _METRIC_HINTS if hint in last), None)
         metric = metric or _UNIT_METRIC[item.unit]
-        unit = "pp" if _in_points(key) else "value" if item.unit in ("count", "proportion", "score", "ratio") \
+        unit = "pp" if _in_points(key) else "value" if item.unit in ("count", "proportion", "score", "ratio", "layer") \
             else "fraction"
         rows.append(Comparison(key, pid, item.desc[:1].upper() + item.desc[1:], metric, unit))
     return tuple(rows)
