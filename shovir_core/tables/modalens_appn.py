@@ -32,7 +32,7 @@ from .modalens import rate_interval
 from .result import TableResult
 
 __all__ = ["planted_facts", "lens_table", "knockout_table", "KNOCKOUT_ARM_LABELS", "knockout_overlap", "settling_table",
-           "balanced_accuracy", "layer_intervals", "still_apart_table", "knockout_difference", "PAPER_KEYS"]
+           "balanced_accuracy", "layer_intervals", "still_apart_table", "knockout_difference", "calibration_table", "PAPER_KEYS"]
 
 PAPER_KEYS: dict[str, str] = {
     "lens.present.endpoint_disagreement": "n1.endpoint_P", "lens.absent.endpoint_disagreement": "n1.endpoint_A",
@@ -135,6 +135,7 @@ def lens_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: int, tv: 
 
 
 KNOCKOUT_ARM_LABELS = {"report_answer": "report → answer query", "report_all": "report → every non-image query",
+                       "report_single": "report → every non-image query, start layer only",
                        "report_matched": "first report tokens (matched to the question)",
                        "question": "question line", "image_matched": "image tokens (matched to the report)",
                        "image_all": "every image token", "random_matched": "random positions (matched in number)"}
@@ -386,3 +387,34 @@ def knockout_difference(arm: pd.DataFrame, controls: Mapping[str, pd.DataFrame],
                                "diff": "report arm − control", "clears_zero": "interval excludes 0"},
                        caption="Knockout: the report arm's flip rate minus each control's, paired by trial, with "
                                "patient-clustered intervals.")
+
+
+def calibration_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: int) -> TableResult:
+    """Per lens arm the calibration depth -- the first layer whose projected answer agrees with the model's
+    own output better than the best constant (balanced agreement > 0.5) -- with its patient-clustered
+    interval and the balanced agreement there (ModaLens App. N.1: layer 46 "in all 2,000 draws and all
+    eight arms"); ``values["agree_all"]`` says whether every arm's depth and interval are one layer."""
+    rows, values = [], {}
+    for arm, t in arms.items():
+        m_c = ly.margins(lens_array(t["lens_c"]))
+        depth = ly.calibration_depth(m_c, clusters=t["patient_id"].to_numpy(), n_boot=n_boot,
+                                     rng=np.random.default_rng(seed))
+        bal = ly.balanced_agreement(m_c)
+        at = float(bal[depth["layer"]]) if depth["layer"] < len(bal) else float("nan")
+        rows.append({"arm": arm, "n_trials": int(len(t)), "depth": depth["layer"], "depth_lo": depth["low"],
+                     "depth_hi": depth["high"], "balanced_agreement": at})
+        values.update({f"{arm}.depth": depth["layer"], f"{arm}.depth_lo": depth["low"], f"{arm}.depth_hi": depth["high"],
+                       f"{arm}.balanced_agreement": at})
+    frame = pd.DataFrame(rows)
+    values["n_arms"] = int(len(frame))
+    values["agree_all"] = bool(len(frame) and frame[["depth", "depth_lo", "depth_hi"]].nunique().max() == 1
+                               and frame["depth"].nunique() == 1)
+    values["min_depth"], values["max_depth"] = int(frame["depth"].min()), int(frame["depth"].max())
+    return TableResult(frame, values=values, index=("arm",),
+                       metrics={"n_trials": "count", "depth": "value", "depth_lo": "value", "depth_hi": "value",
+                                "balanced_agreement": "balanced_accuracy"},
+                       labels={"arm": "lens arm", "n_trials": "trials", "depth": "calibration depth",
+                               "depth_lo": "95% lo", "depth_hi": "95% hi",
+                               "balanced_agreement": "balanced agreement there"},
+                       caption="Calibration depth per lens arm: the first layer whose projection agrees with the "
+                               "model's output better than a constant, with patient-clustered intervals.")
