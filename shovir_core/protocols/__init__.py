@@ -35,6 +35,7 @@ REGISTRY: dict[str, str] = {
     "modalens-layers": "shovir_core.protocols.modalens_layers",
     "modalens-interventions": "shovir_core.protocols.modalens_interventions",
     "modalens-probes": "shovir_core.protocols.modalens_probes",
+    "modalens-surrogate": "shovir_core.protocols.modalens_surrogate",
 }
 
 SHARDED: frozenset[str] = frozenset({"modalens", "shovir"})
