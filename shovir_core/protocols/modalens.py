@@ -133,6 +133,9 @@ def _spec_schema() -> SpecSchema:
               doc="report text-content control (Table 18, shovir_core.data.text_controls); needs report: present"),
         Field("text_control_seed", int, 0, range=(0, None),
               doc="seed of the neutral-prose, boilerplate and answer-sentence draws"),
+        Field("replicate", int, 0, range=(0, None),
+              doc="re-run index of an otherwise identical arm (0: the arm itself): a replicate is its own record "
+                  "and bypasses the inference cache of the others (ModaLens Table 18's full-report re-run)"),
         # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
         Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
         Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
@@ -382,6 +385,8 @@ def resolve_spec(spec: dict) -> dict:
     """Fill every default, validate (:data:`SPEC`), and pin the dataset hash, the model fingerprint
     and (for ``six``) the prespecified findings. Execution-only keys are dropped."""
     out = SPEC.resolve(spec)
+    if out["replicate"] == 0:  # absent on the arm itself, so adding the key changed no record's identity
+        out.pop("replicate")
     lo, hi = out["six_range"] = [float(v) for v in out["six_range"]]
     for key in ("framing", "text_control"):
         if out[key] != "none" and out["report"] != "present":
@@ -593,7 +598,14 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     counts["n_text_control_excluded"] = int(n_questions - len(trials))
     reports = trial_reports(spec, trials, reports)  # the text each trial shows (text controls applied)
     counts["n_text_control_empty"] = int((reports.str.len() == 0).sum())
-    model = cached(get_model(spec["model"]), progress=False, chunk_size=4096)
+    replicate = int(spec.get("replicate", 0))
+    if replicate:  # a re-run computes afresh: its own inference cache, never the arm's
+        from ..models.cache import default_cache_dir
+
+        model = cached(get_model(spec["model"]), directory=default_cache_dir() / f"replicate-{replicate}",
+                       progress=False, chunk_size=4096)
+    else:
+        model = cached(get_model(spec["model"]), progress=False, chunk_size=4096)
     _set_answer_batch(model, SPEC.execution(execution)["answer_batch_size"])
     seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
     model_info = {"id": spec["model"], **model.provenance()}
