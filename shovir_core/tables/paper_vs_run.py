@@ -41,7 +41,7 @@ DIFFERS = "differs from the printed value"
 NOT_RUN = "not run in this profile"
 
 _RUN_UNITS = ("fraction", "pp", "value")
-_PAPER_SCALE = {"%": 0.01, "pp": 0.01, "proportion": 1.0, "score": 1.0, "ratio": 1.0, "count": 1.0}
+_PAPER_SCALE = {"%": 0.01, "pp": 0.01, "proportion": 1.0, "score": 1.0, "ratio": 1.0, "count": 1.0, "layer": 1.0}
 MODALENS_SETTING = "MedGemma-27B on MIMIC-CXR"
 """The setting of every ModaLens number (its model and data)."""
 
