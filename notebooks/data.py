@@ -22,7 +22,7 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-gallery_seed = 0
+gallery_seed = None
 
 # %%
 import matplotlib.pyplot as plt

@@ -25,8 +25,8 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-bootstrap_draws = 10000
-bootstrap_seed = 0
+n_draws = None
+bootstrap_seed = None
 
 # %%
 import matplotlib.pyplot as plt
@@ -84,7 +84,7 @@ book.glue_values("lv", score_table.values, runs=runs)
 # (`shovir_core.stats.cluster_bootstrap`, one report per cluster).
 
 # %% tags=["nbval-check-output"]
-difference = tables.labeller_difference(trials, a="rules", b="keyword", split="test", n_draws=bootstrap_draws,
+difference = tables.labeller_difference(trials, a="rules", b="keyword", split="test", n_draws=n_draws,
                                         rng=np.random.default_rng(bootstrap_seed)).with_runs(runs)
 diff = difference.frame.iloc[0]
 book.show(difference, runs=runs, name="lv-difference")

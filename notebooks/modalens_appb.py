@@ -34,10 +34,10 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-primary_model = "ref-anchored@0.5"
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
+primary_model = None
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
 
 # %%
 import matplotlib.pyplot as plt

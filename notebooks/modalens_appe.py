@@ -31,12 +31,12 @@
 profile = "demo"
 run_ids = None
 manual_labels = None
-reader_error_rate = 0.1
-reader_seed = 0
-reader_coverage = 0.6
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
+reader_error_rate = None
+reader_seed = None
+reader_coverage = None
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
 
 # %%
 import numpy as np

@@ -29,14 +29,14 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-lineage = {"ref-anchored@0.5": ["P_instr", "A_instr"]}
-six_models = {"ref-anchored@0.5": ["P_instr", "A_instr"]}
-uninstructed = ["ref-anchored@0.5", "P", "A"]
-second_model = "ref-anchored@0.25"
-reference_model = "ref-anchored@0.5"
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
+lineage = None
+six_models = None
+uninstructed = None
+second_model = None
+reference_model = None
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
 
 # %%
 import numpy as np

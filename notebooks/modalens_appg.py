@@ -34,12 +34,12 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-primary_model = "ref-anchored@0.5"
-second_model = "ref-anchored@0.25"
-primary_w = 0.5
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
+primary_model = None
+second_model = None
+primary_w = None
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
 
 # %%
 import matplotlib.pyplot as plt

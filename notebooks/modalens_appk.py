@@ -33,10 +33,10 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-band = 0.1
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
+band = None
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
 
 # %%
 from shovir_core import book, papers

@@ -32,10 +32,10 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
-reference_validation = True  # the primary model is a reference model and its planted checks apply (demo)
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
+reference_validation = None  # the primary model is a reference model and its planted checks apply (demo)
 
 # %%
 import numpy as np

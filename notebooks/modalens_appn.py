@@ -24,7 +24,7 @@
 # **What the demo profile runs.** `ref-vlm`, a small `Gemma3ForConditionalGeneration` (MedGemma's
 # class: SigLIP vision tower, projector, 6-layer Gemma-3 decoder, Gemma turn template) **trained in
 # this repository** on the demo patients outside this chapter's cohort
-# (`python -m shovir_core.models.train_ref_vlm`; see `shovir_core.models.ref_vlm`), with template
+# (`python -m shovir_core.training.ref_vlm`; see `shovir_core.models.ref_vlm`), with template
 # reports. Its curriculum plants the ModaLens behaviour: with a report it answers from the report,
 # without one from the image. Its numbers validate the code, not the paper; the `mimic` profile runs
 # MedGemma-27B on MIMIC-CXR-JPG. Residual patching and steering (N.2-N.3, Table 25) and the probe and
@@ -34,15 +34,14 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-model = "ref-vlm"
-n_draws = 1000
-n_boot = 500
-n_perm = 2000
-bootstrap_seed = 0
-reproduces_paper = False
-disagreement_layer = 3
-agreement_layer = 5
-difference_layer = 0
+model = None
+n_draws = None
+n_perm = None
+bootstrap_seed = None
+reproduces_paper = None
+disagreement_layer = None
+agreement_layer = None
+difference_layer = None
 
 # %%
 import matplotlib.pyplot as plt
@@ -94,7 +93,7 @@ book.glue_values("mln.facts", fv, runs=runs)
 # the model's own readout, so its disagreement must equal the record's flip rate exactly.
 
 # %% tags=["nbval-check-output"]
-lens = an.lens_table({"present": trials["lens_P"], "absent": trials["lens_A"]}, n_boot=n_boot, seed=bootstrap_seed)
+lens = an.lens_table({"present": trials["lens_P"], "absent": trials["lens_A"]}, n_draws=n_draws, seed=bootstrap_seed)
 book.show(lens.display().set_index(["report", "layer (0 = embeddings)"]), runs=runs)
 
 # %%
@@ -156,7 +155,7 @@ book.glue_values("mln.at", atv, runs=runs)
 
 # %% tags=["nbval-check-output"]
 lens_arms = {key.removeprefix("lens_"): t for key, t in trials.items() if key.startswith("lens_")}
-calib = an.calibration_table(lens_arms, n_boot=n_boot, seed=bootstrap_seed)
+calib = an.calibration_table(lens_arms, n_draws=n_draws, seed=bootstrap_seed)
 book.show(calib, runs=runs, name="ml-appn-calibration", intervals={"depth": ("depth_lo", "depth_hi")})
 
 # %%

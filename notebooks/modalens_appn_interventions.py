@@ -42,10 +42,10 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-model = "ref-vlm"
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
+model = None
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
 
 # %%
 import matplotlib.pyplot as plt

@@ -34,10 +34,9 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-model = "ref-vlm"
-n_boot = 500
-bootstrap_seed = 0
-reproduces_paper = False
+model = None
+bootstrap_seed = None
+reproduces_paper = None
 
 # %%
 import matplotlib.pyplot as plt

@@ -27,12 +27,12 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-primary_model = "ref-anchored@0.5"
-primary_w = 0.5
-n_draws = 1000
-bootstrap_seed = 0
-margin_threshold = 0.5
-reproduces_paper = False
+primary_model = None
+primary_w = None
+n_draws = None
+bootstrap_seed = None
+margin_threshold = None
+reproduces_paper = None
 
 # %%
 import matplotlib.pyplot as plt

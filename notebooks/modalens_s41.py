@@ -30,10 +30,10 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
-reference_validation = True  # the records include the reference models' arms (demo profile)
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
+reference_validation = None  # the records include the reference models' arms (demo profile)
 
 # %%
 import numpy as np

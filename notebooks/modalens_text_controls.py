@@ -37,9 +37,9 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-n_draws = 1000
-bootstrap_seed = 0
-reproduces_paper = False
+n_draws = None
+bootstrap_seed = None
+reproduces_paper = None
 
 # %%
 import numpy as np

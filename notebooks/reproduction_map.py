@@ -27,7 +27,7 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-shards = 16
+shards = None
 
 # %%
 import pandas as pd

@@ -35,10 +35,10 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-n_draws = 2000
-bootstrap_seed = 3
+n_draws = None
+bootstrap_seed = None
 paper_dataset = None
-paper_models = {}
+paper_models = None
 pipeline_only = []
 
 # %%

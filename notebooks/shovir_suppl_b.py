@@ -41,8 +41,8 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-n_draws = 200
-bootstrap_seed = 3
+n_draws = None
+bootstrap_seed = None
 
 # %%
 import numpy as np

@@ -33,8 +33,8 @@
 # %% tags=["parameters"]
 profile = "demo"
 run_ids = None
-n_draws = 2000
-bootstrap_seed = 3
+n_draws = None
+bootstrap_seed = None
 
 # %%
 from shovir_core import book

@@ -33,7 +33,7 @@
 profile = "demo"
 run_ids = None
 paper_dataset = None
-paper_models = {}
+paper_models = None
 pipeline_only = []
 
 # %%

@@ -7,6 +7,9 @@
     shovir run NB --shards N [--shard I | --executor local|slurm]   sharded records (see run --help)
     shovir jobs status [NOTEBOOK ...]              per-shard progress read from the records
     shovir perturb ...                             export perturbed image sets (see its --help)
+    shovir audit MODEL [--profile P] [--only shovir|modalens]   one model's records and report card
+    shovir audit --export DIR / shovir import FILE --name NAME --export DIR   a model run elsewhere
+    shovir --models FILE ...                       declare models in a YAML catalogue (also $SHOVIR_MODELS)
 """
 from __future__ import annotations
 
@@ -16,11 +19,15 @@ import json
 import os
 import sys
 
-__all__ = ["main", "build_parser", "run_guarded", "error_line", "USER_ERRORS"]
+from .errors import UsageError, run_guarded
+
+__all__ = ["main", "build_parser"]
 
 # Subcommands contributed by other modules: name -> module with add_parser(subparsers) and main(args).
 EXTRA_COMMANDS = {
     "perturb": "shovir_core.perturb.cli",
+    "audit": "shovir_core.audit.cli",
+    "import": "shovir_core.audit.import_cli",
 }
 
 EPILOG = """\
@@ -37,7 +44,7 @@ def _cluster_options(args):
     for item in args.sbatch or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--sbatch {item!r}: write NAME=VALUE (e.g. mail-type=END)")
+            raise UsageError(f"--sbatch {item!r}: write NAME=VALUE (e.g. mail-type=END)")
         sbatch[key.strip().lstrip("-")] = value
     return load_cluster_options(args.cluster, partition=args.partition, time=args.time,
                                 gpus_per_task=args.gpus_per_task, cpus_per_task=args.cpus_per_task,
@@ -118,14 +125,15 @@ def _print_job_status(names, profile, *, only_open: bool = False) -> int:
 
 
 def _cmd_jobs(args) -> int:
-    from .book import toc_notebooks
+    from .params import toc_notebooks
 
     _print_job_status(args.notebooks or toc_notebooks(), args.profile)
     return 0
 
 
 def _cmd_run(args) -> int:
-    from .book import make_records, toc_notebooks
+    from .book import make_records
+    from .params import toc_notebooks
 
     names = args.notebooks or toc_notebooks()
     if args.shard is not None or args.executor is not None or (args.shards or 1) > 1:
@@ -155,7 +163,7 @@ def _record_path(run_id: str):
 
     parts = run_id.strip("/").split("/")
     if len(parts) != 3 or not all(parts):
-        raise ValueError(f"{run_id!r} is not a run id <protocol>/<name>/<hash12> (see `shovir records list`)")
+        raise UsageError(f"{run_id!r} is not a run id <protocol>/<name>/<hash12> (see `shovir records list`)")
     return paths.runs_root().joinpath(*parts)
 
 
@@ -267,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="shovir", description="ShoViR / ModaLens companion: run records, notebooks and the book.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    parser.add_argument("--models", metavar="FILE", help="a model catalogue (YAML) declaring models by name; "
+                        "also $SHOVIR_MODELS (example: params/models.example.yaml)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="make the run records that notebooks need",
@@ -339,55 +349,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-USER_ERRORS = (ValueError, KeyError, TypeError, LookupError, OSError, PermissionError)
-"""Errors that reach the user as one line (the project's errors are ValueError/RuntimeError/
-PermissionError subclasses; validation raises ValueError, KeyError and TypeError)."""
-
-
-def _project_errors() -> tuple[type[BaseException], ...]:
-    from .book import BookError, CredentialedDataError, ParamsError
-    from .data import DatasetError
-    from .records import RecordError
-
-    return (BookError, ParamsError, DatasetError, RecordError, CredentialedDataError)
-
-
-def error_line(exc: BaseException) -> str:
-    """One line for an error: its message (a KeyError's without the quotes), whitespace collapsed."""
-    msg = exc.args[0] if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
-    msg = " ".join(str(msg).split()) or type(exc).__name__
-    return msg
-
-
-def run_guarded(func, *args, prog: str = "shovir", debug: bool = False) -> int:
-    """Call ``func(*args)``; a user error prints ``<prog>: error: <one line>`` and returns 2.
-
-    With ``debug`` the exception propagates (full traceback). Any other exception is reported in one
-    line as an internal error (exit 1) with a pointer to ``--debug``; Ctrl-C says how to resume.
-    """
-    if debug:
-        return int(func(*args) or 0)
-    try:
-        return int(func(*args) or 0)
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; trials already written are kept: run the same command again to resume",
-              file=sys.stderr)
-        return 130
-    except _project_errors() + USER_ERRORS as exc:
-        print(f"{prog}: error: {error_line(exc)}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback with --debug
-        print(f"{prog}: internal error ({type(exc).__name__}): {error_line(exc)}; run again with --debug for the "
-              "traceback and please report it", file=sys.stderr)
-        return 1
-
-
 def main(argv: list[str] | None = None) -> int:
-    """The ``shovir`` command. Every user error is one line ``shovir: error: ...`` and exit status 2
-    (argparse's own usage errors too); ``--debug`` shows the traceback instead."""
+    """The ``shovir`` command. Every user error (a :class:`~shovir_core.errors.ShovirError`) is one line
+    ``shovir: error: ...`` and exit status 2 (argparse's own usage errors too); anything else is a bug:
+    its traceback and exit status 1 (:func:`~shovir_core.errors.run_guarded`). ``--debug`` lets every
+    exception propagate."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.models:
+        from .audit.cli import use_catalogue
+
+        return run_guarded(lambda a: use_catalogue(a.models) or a.func(a), args, debug=args.debug)
     return run_guarded(args.func, args, debug=args.debug)
 
 

@@ -11,7 +11,7 @@ repository. So every command that writes such files
   package's root counts as tracked, except the run-records root.
 
 The one exception is the demo training command, which writes the reference models' parameters into
-the tracked ``shovir_core/resources/`` (``python -m shovir_core.models.train_reference`` on ``demo``).
+the tracked ``shovir_core/resources/`` (``python -m shovir_core.training.reference`` on ``demo``).
 """
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ import subprocess
 from pathlib import Path
 
 from . import paths
+from .errors import ShovirError
 
 __all__ = ["OutputPathError", "default_output_dir", "in_tracked_tree", "check_output_dir"]
 
 
-class OutputPathError(ValueError):
+class OutputPathError(ShovirError, ValueError):
     """An output folder inside the repository's tracked tree was refused."""
 
 

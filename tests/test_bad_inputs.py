@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from shovir_core import cli, paths
-from shovir_core.book import ParamsError, load_params
+from shovir_core.params import ParamsError, load_params
 from shovir_core.data import DatasetError, load_dataset
 from shovir_core.data.mimic import load_mimic_imagenome
 from shovir_core.data.mimic_jpg import load_mimic_jpg
@@ -312,11 +312,32 @@ def test_a_failed_record_keeps_its_trials_and_says_how_to_resume(capsys, params_
     assert n > 0
 
 
-def test_cli_internal_errors_are_one_line_too(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_cmd_records", lambda args: 1 / 0)
+@pytest.mark.parametrize("error", [ZeroDivisionError("division by zero"), KeyError("colour"), TypeError("x")])
+def test_cli_bugs_print_the_traceback_and_say_so(capsys, monkeypatch, error):
+    def fail(args):
+        raise error
+
+    monkeypatch.setattr(cli, "_cmd_records", fail)
     assert cli.main(["records", "list"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "internal error (ZeroDivisionError)" in err[0] and "--debug" in err[0]
+    assert err[0] == "Traceback (most recent call last):", err
+    assert f"internal error ({type(error).__name__})" in err[-1] and "this is a bug" in err[-1]
+    assert not any(line.startswith("shovir: error:") for line in err)
+
+
+def test_cli_a_project_error_raised_from_a_bug_is_a_bug(capsys, monkeypatch):
+    from shovir_core.errors import ShovirError
+
+    def fail(args):
+        try:
+            {}["colour"]
+        except KeyError as exc:
+            raise ShovirError("record 'x' failed") from exc
+
+    monkeypatch.setattr(cli, "_cmd_records", fail)
+    assert cli.main(["records", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "KeyError" in err and "this is a bug" in err
 
 
 # --------------------------------------------------------------------------- protocol specs

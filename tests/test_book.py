@@ -3,7 +3,8 @@ import pandas as pd
 import pytest
 
 from shovir_core import book, cli
-from shovir_core.book import CredentialedDataError, ParamsError, assert_aggregate, load_params, toc_notebooks
+from shovir_core.book import CredentialedDataError, assert_aggregate
+from shovir_core.params import ParamsError, load_params, toc_notebooks
 
 
 class _Run:

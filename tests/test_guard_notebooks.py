@@ -35,7 +35,7 @@ def book_root(tmp_path, monkeypatch, runs_root):
     """A repository root of its own: notebooks/, params/ and book/ under tmp (runs under tmp too)."""
     root = tmp_path / "repo"
     (root / "notebooks").mkdir(parents=True)
-    (root / "params").mkdir()
+    shutil.copytree(REPO / "params" / "_profiles", root / "params" / "_profiles")  # the profiles' defaults
     (root / "book").mkdir()
     (root / "pyproject.toml").write_text("")
     monkeypatch.setenv("SHOVIR_ROOT", str(root))

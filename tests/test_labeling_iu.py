@@ -4,9 +4,9 @@ import pandas as pd
 import pytest
 
 from shovir_core.labeling import label_reports
-from shovir_core.labeling.iu import (load_iu_reports, mesh_reference, parse_report_xml, report_text,
+from shovir_core.data.iu import (load_iu_reports, mesh_reference, parse_report_xml, report_text,
                                      split_ids)
-from shovir_core.labeling.validation import micro_f1, score_labels
+from shovir_core.tables.labeller_scores import micro_f1, score_labels
 
 XML = """<?xml version="1.0" encoding="utf-8"?>
 <eCitation><uId id="CXR9999"/><IUXRId id="9999"/>

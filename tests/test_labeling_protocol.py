@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from shovir_core import protocols
-from shovir_core.labeling import validation
+from shovir_core.tables import labeller_scores as validation
 from shovir_core.labels import CHEXPERT_CLASSES
 from shovir_core.tables import labeller as labeller_tables
 

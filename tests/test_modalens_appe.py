@@ -171,7 +171,7 @@ def test_params_demo_reuse_the_tables_records_and_mimic_resolves_on_the_fixtures
     import shutil
 
     from shovir_core import protocols
-    from shovir_core.book import load_params
+    from shovir_core.params import load_params
 
     demo, tables = load_params("modalens_appe", "demo"), load_params("modalens_tables", "demo")
     for key in ("P", "A"):

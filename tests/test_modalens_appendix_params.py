@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shovir_core.book.params import load_params, toc_notebooks
+from shovir_core.params import load_params, toc_notebooks
 from shovir_core.protocols import modalens as ml
 from shovir_core.records import spec_hash
 

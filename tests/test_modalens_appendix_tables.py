@@ -228,7 +228,7 @@ def test_regression_recovers_the_planted_odds_ratio_and_can_fail():
 @pytest.mark.parametrize("profile", ["demo", "mimic"])
 def test_chapter_params_resolve(notebook, profile, monkeypatch):
     """Every record these chapters name resolves (mimic: on the fixture via $SHOVIR_MIMIC_JPG)."""
-    from shovir_core.book.params import load_params
+    from shovir_core.params import load_params
 
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
     params = load_params(notebook, profile)

@@ -112,7 +112,7 @@ def test_paper_comparison_only_for_the_papers_models():
 
 def test_params_name_consistent_arms_and_mimic_resolves_on_the_fixture(monkeypatch):
     from shovir_core import protocols
-    from shovir_core.book import load_params
+    from shovir_core.params import load_params
 
     for profile in ("demo", "mimic"):
         prm = load_params("modalens_appf", profile)

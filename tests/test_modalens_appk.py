@@ -141,7 +141,7 @@ def test_params_demo_reuse_the_tables_records_and_mimic_resolves(monkeypatch):
     from pathlib import Path
 
     from shovir_core import protocols
-    from shovir_core.book import load_params
+    from shovir_core.params import load_params
 
     demo, tables = load_params("modalens_appk", "demo"), load_params("modalens_appk", "mimic")
     ref = load_params("modalens_tables", "demo")["runs"]

@@ -36,7 +36,7 @@ def test_planted_facts_and_lens_endpoint():
     assert v["present.flip_rate"] == (p["readout_c"] != p["readout_d"]).mean()
     assert v["present.label_agreement"] == 1.0 and v["present.balanced_accuracy"] == 1.0
     assert v["ratio"] > 1 and v["present.flip_lo"] <= v["present.flip_rate"] <= v["present.flip_hi"]
-    lens = an.lens_table({"present": p, "absent": a}, n_boot=50, seed=0)
+    lens = an.lens_table({"present": p, "absent": a}, n_draws=50, seed=0)
     for arm, t in (("present", p), ("absent", a)):
         assert lens.values[f"{arm}.endpoint_disagreement"] == lens.values[f"{arm}.flip_rate"]
     assert len(lens.frame) == 2 * 4 and not lens.display().empty

@@ -166,7 +166,7 @@ def test_steering_table_counts():
 # --------------------------------------------------------------------------- params
 @pytest.mark.parametrize("profile", ["demo", "mimic"])
 def test_chapter_params_resolve(profile, monkeypatch):
-    from shovir_core.book.params import load_params, toc_notebooks
+    from shovir_core.params import load_params, toc_notebooks
 
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
     params = load_params("modalens_appn_interventions", profile)

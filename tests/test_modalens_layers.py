@@ -43,7 +43,7 @@ def test_calibration_depth_finds_the_first_informative_layer():
                          np.where(final, 1.0, -1.0)])
     bal = ly.balanced_agreement(m)
     assert bal[-1] == 1.0 and abs(bal[0] - 0.5) < 0.15
-    depth = ly.calibration_depth(m, clusters=np.arange(200) // 2, n_boot=200, rng=np.random.default_rng(1),
+    depth = ly.calibration_depth(m, clusters=np.arange(200) // 2, n_draws=200, rng=np.random.default_rng(1),
                                  floor=0.6)
     assert depth["layer"] == 2 and depth["low"] <= 2 <= depth["high"]
 
@@ -86,7 +86,7 @@ def test_lens_and_knockout_records_on_tiny_gemma3(runs_root):
 @pytest.mark.parametrize("profile", ["demo", "mimic"])
 def test_appendix_n_params_resolve(profile, monkeypatch):
     """Every record the Appendix N params name resolves (mimic: MedGemma-27B on the fixture)."""
-    from shovir_core.book.params import load_params
+    from shovir_core.params import load_params
 
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
     params = load_params("modalens_appn", profile)

@@ -107,7 +107,7 @@ def test_tuned_lens_record(runs_root):
 @pytest.mark.parametrize("profile", ["demo", "mimic"])
 def test_probe_chapter_params_resolve(profile, monkeypatch):
     """Every record the chapter's params name resolves (mimic: MedGemma-27B on the fixture)."""
-    from shovir_core.book.params import load_params
+    from shovir_core.params import load_params
 
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
     monkeypatch.setenv("SHOVIR_WIKITEXT103", str(Path(__file__).parent / "fixtures" / "wikitext103"))

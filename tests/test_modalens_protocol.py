@@ -201,7 +201,7 @@ def test_tiny_transformer_arm(runs_root):
 @pytest.mark.parametrize("profile", ["demo", "mimic"])
 def test_params_files_resolve(notebook, profile, monkeypatch):
     """Every record a ModaLens params file names resolves (mimic: on the fixture via $SHOVIR_MIMIC_JPG)."""
-    from shovir_core.book.params import load_params
+    from shovir_core.params import load_params
 
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
     params = load_params(notebook, profile)

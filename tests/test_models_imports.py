@@ -53,9 +53,9 @@ def test_the_ast_walk_sees_relative_and_lazy_imports():
     assert f"{PKG}.protocol" not in _imports(ROOT / "prompts.py"), "an `if TYPE_CHECKING:` import does not"
 
 
-def test_spec_imports_nothing_of_the_package():
+def test_spec_imports_nothing_of_the_package_but_its_errors():
     inside = {m for m in _imports(ROOT / "spec.py") if m == "shovir_core" or m.startswith("shovir_core.")}
-    assert inside == set(), f"models/spec.py imports {sorted(inside)}"
+    assert {m for m in inside if not m.startswith("shovir_core.errors")} == set(), f"models/spec.py imports {sorted(inside)}"
 
 
 def test_no_module_imports_the_registry_back():
@@ -75,7 +75,9 @@ def test_registry_reaches_adapters_by_name_only():
     assert {m.rsplit(".", 1)[0] if m.count(".") > 2 else m for m in top} == {f"{PKG}.spec"}
     from shovir_core.models import registry
 
-    assert set(registry.ADAPTERS) == {s.adapter for s in registry.REGISTRY.values()}
+    used = {s.adapter for s in registry.REGISTRY.values()}
+    # hf-auto and imported serve models declared in catalogue files (shovir_core.protocols.catalog) only
+    assert used <= set(registry.ADAPTERS) and set(registry.ADAPTERS) - used <= {"hf-auto", "imported"}
     for module, builder in registry.ADAPTERS.values():
         assert (ROOT / f"{module.rsplit('.', 1)[1]}.py").is_file() and builder.startswith("build_")
 

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 
 from shovir_core.models import ScoreRequest, get_model, model_fingerprint  # noqa: E402
 from shovir_core.models import ref_vlm as rv  # noqa: E402
-from shovir_core.models import train_ref_vlm as trv  # noqa: E402
+from shovir_core.training import ref_vlm as trv  # noqa: E402
 from shovir_core.protocols.datasets import load_dataset  # noqa: E402
 
 

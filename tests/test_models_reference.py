@@ -209,7 +209,7 @@ def test_context_texture_ignores_only_the_finding_boxes():
 
 
 def test_cnn_training_is_deterministic():
-    from shovir_core.models.train_reference import train_cnn
+    from shovir_core.training.reference import train_cnn
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(8, 1, 32, 32)).astype(np.float32)

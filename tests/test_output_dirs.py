@@ -60,7 +60,7 @@ def test_perturb_cli_defaults_outside_the_tracked_tree(runs_root, capsys):
 
 @pytest.mark.skipif(not IS_GIT, reason="needs a git checkout")
 def test_train_reference_refuses_tracked_out_for_other_data(runs_root):
-    from shovir_core.models import train_reference
+    from shovir_core.training import reference as train_reference
 
     mimic = f"mimic:{FIXTURES / 'mimic_imagenome'}"
     before = {p.name: p.stat().st_mtime for p in paths.resources_root().iterdir()}

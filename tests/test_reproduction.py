@@ -25,8 +25,8 @@ def test_catalog_covers_both_papers():
 
 def test_catalog_names_every_chapter_and_only_real_params():
     """A chapter added to the book must appear in the map, and a catalog entry must not go stale."""
-    from shovir_core.book import toc_notebooks
-    from shovir_core.book.params import profiles_of
+    from shovir_core.params import toc_notebooks
+    from shovir_core.params import profiles_of
 
     items = reproduction.load_catalog()
     named = {i["notebook"] for i in items if i.get("notebook")}

@@ -10,6 +10,7 @@ import pytest
 from shovir_core import protocols
 from shovir_core.perturb import box_sets, full_noise, occlude
 from shovir_core.perturb.conditions import _reference_boxes
+from shovir_core.perturb.boxes import class_subsets, keyed_boxes
 from shovir_core.perturb.legacy import LegacyStreams, authors_class_order
 from shovir_core.perturb.reference import advance
 from shovir_core.protocols import shovir
@@ -25,7 +26,7 @@ def _spec(dataset: str, rng: str, **extra) -> dict:
 
 def _replay(ds, spec, rng_mode):
     """The authors' runner written out: experiments in turn, items in their order, one stream each."""
-    full, _ = shovir.class_subsets(ds, classes=None, min_count=1)
+    full, _ = class_subsets(ds, classes=None, min_count=1)
     order = ds.images["image_id"].tolist()
     filt = not ds.name.startswith("padchest")
     disease = [(i, c) for c in authors_class_order(full) for i in order if i in set(full[c])]
@@ -44,10 +45,10 @@ def _replay(ds, spec, rng_mode):
         for p in PS:
             items = disease
             if cond == "DOCO":
-                items = [(i, c) for i, c in disease if box_sets(shovir._keyed_boxes(ds, i), c, inclusive=True,
+                items = [(i, c) for i, c in disease if box_sets(keyed_boxes(ds, i), c, inclusive=True,
                                                                 iou_filter=filt).others]
             for (i, c), rs in streams(items):
-                _, info = occlude(ds.load_image(i), shovir._keyed_boxes(ds, i), condition=cond, target=c, p=p,
+                _, info = occlude(ds.load_image(i), keyed_boxes(ds, i), condition=cond, target=c, p=p,
                                   seed=3, item_id=i, preset="reference-code", rng=rs, iou_filter=filt)
                 out[(cond, i, c, p)] = info["sha256"]
     return out

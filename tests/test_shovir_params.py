@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from shovir_core import protocols
-from shovir_core.book import load_params
+from shovir_core.params import load_params
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NOTEBOOKS = ("shovir_table1", "shovir_figures")

@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from shovir_core import protocols  # noqa: E402
-from shovir_core.book import load_params  # noqa: E402
+from shovir_core.params import load_params  # noqa: E402
 from shovir_core.models import list_models  # noqa: E402
 from shovir_core.tables import shovir as sv  # noqa: E402
 from tiny_checkpoints import build_chexagent2, build_cxrmate, build_maira2  # noqa: E402

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from shovir_core import protocols
+from shovir_core.perturb.boxes import class_subsets
 from shovir_core.protocols import shovir
 from shovir_core.tables import shovir as shovir_tables
 from shovir_core.records import Run, RunWriter
@@ -75,15 +76,15 @@ def test_class_subsets_min_count_and_truncation():
     from shovir_core.data import load_dataset
 
     ds = load_dataset("demo")
-    subsets, counts = shovir.class_subsets(ds, min_count=20)
+    subsets, counts = class_subsets(ds, min_count=20)
     assert set(subsets) == {c for c, n in counts.items() if n >= 20}
     for c, ids in subsets.items():
         assert len(ids) == counts[c]
         assert (ds.labels.loc[ids, c] == 1).all()
         assert set(ids) <= set(ds.boxes.loc[ds.boxes["finding"] == c, "image_id"])
-    small, _ = shovir.class_subsets(ds, min_count=20, max_per_class=2)
+    small, _ = class_subsets(ds, min_count=20, max_per_class=2)
     assert all(small[c] == subsets[c][:2] for c in small), "truncation keeps the stable hash order"
-    assert shovir.class_subsets(ds, min_count=1000)[0] == {}
+    assert class_subsets(ds, min_count=1000)[0] == {}
 
 
 def test_blind_prior_grid_records_and_invariants(runs_root):

@@ -117,7 +117,7 @@ def test_prompt_sensitivity_and_compute_cost(runs_root):
 @pytest.mark.parametrize("notebook", ["shovir_suppl_a", "shovir_suppl_b", "shovir_suppl_c"])
 @pytest.mark.parametrize("profile", ["demo", "mimic", "padchest"])
 def test_params_of_the_supplementary(notebook, profile):
-    from shovir_core.book import load_params
+    from shovir_core.params import load_params
 
     runs = load_params(notebook, profile)["runs"]
     assert runs

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shovir_core.labeling.validation import micro_f1_difference
+from shovir_core.tables.labeller_scores import micro_f1_difference
 from shovir_core.tables import labeller as lt
 
 

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shovir_core.book import ParamsError, load_params
+from shovir_core.params import ParamsError, load_params
 from shovir_core.book.shingles import ShingleIndex, words
 from shovir_core.data import DatasetError
 from shovir_core.data.checks import bbox4, number

@@ -1,12 +1,12 @@
 """The book: notebook runner (jupytext + papermill), glue helpers, credentialed-data guard."""
-from .glue import GLUE_LOG_ENV, glue, glue_values, load_runs, runs_table, show
+from ..params import load_runs
+from .glue import GLUE_LOG_ENV, glue, glue_values, runs_table, show
 from .guard import CredentialedDataError, assert_aggregate
-from .params import ParamsError, load_params, toc_notebooks
 from .runner import BookError, build_book, execute_book, execute_notebook, make_records
 
 __all__ = [
     "glue", "glue_values", "GLUE_LOG_ENV", "show", "load_runs", "runs_table", "CredentialedDataError", "assert_aggregate",
-    "ParamsError", "load_params", "toc_notebooks", "BookError", "build_book", "execute_book",
+    "BookError", "build_book", "execute_book",
     "execute_notebook", "make_records",
 ]
 

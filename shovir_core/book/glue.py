@@ -8,35 +8,13 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..records import load_run
 from .guard import assert_aggregate
-from .params import load_params
 
-__all__ = ["load_runs", "glue", "glue_values", "show", "runs_table", "GLUE_LOG_ENV"]
+__all__ = ["glue", "glue_values", "show", "runs_table", "GLUE_LOG_ENV"]
 
 GLUE_LOG_ENV = "SHOVIR_GLUE_LOG"
 """When set, every glued key is appended to this file with the runs it came from (the book runner
 collects it into the book's ``glue key -> runs`` index)."""
-
-
-def load_runs(notebook: str, *, profile: str = "demo", run_ids: Mapping[str, str] | None = None) -> dict:
-    """The records a notebook reads, as ``{key: records.Run}``.
-
-    ``run_ids`` (injected by ``shovir book``) pins each key to
-    ``<protocol>/<name>/<hash12>``; without it the ids are derived from
-    ``params/<notebook>/<profile>.yaml``, so a notebook opened by hand reads the
-    records its params name.
-    """
-    from ..protocols import run_id as _run_id
-
-    if run_ids is None:
-        spec = load_params(notebook, profile)
-        run_ids = {k: _run_id(r["protocol"], r["name"], r["spec"]) for k, r in spec["runs"].items()}
-    out = {}
-    for key, rid in run_ids.items():
-        protocol, name, h = rid.split("/")
-        out[key] = load_run(protocol, name, h)
-    return out
 
 
 def _plain(value):

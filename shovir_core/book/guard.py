@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from . import shingles
+from ..errors import ShovirError
 
 __all__ = [
     "CredentialedDataError", "assert_aggregate", "any_credentialed", "looks_like_pixels", "credentialed_reads",
@@ -44,7 +45,7 @@ IMAGE_MAX_SIDE = 28
 IMAGE_MAX_CELLS = 196
 """... and so does one with more than this many values (14 x 14: the largest class-by-class matrix)."""
 
-class CredentialedDataError(PermissionError):
+class CredentialedDataError(ShovirError, PermissionError):
     """Free text or pixels from a credentialed record were about to be rendered."""
 
 

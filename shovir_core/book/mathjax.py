@@ -14,6 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from ..errors import ShovirError
+
 __all__ = ["MATHJAX_VERSION", "MATHJAX_SHA256", "MATHJAX_ENTRY", "MathJaxError", "install_mathjax"]
 
 MATHJAX_VERSION = "3.2.2"
@@ -29,7 +31,7 @@ _PARTS = ("tex-mml-chtml.js", "input", "output/chtml", "output/chtml.js", "ui", 
 """What the combined TeX + MathML -> CommonHTML component loads on demand (fonts, TeX extensions, menu)."""
 
 
-class MathJaxError(RuntimeError):
+class MathJaxError(ShovirError, RuntimeError):
     """MathJax could not be installed (npm missing or failing, or a file that is not the pinned one)."""
 
 

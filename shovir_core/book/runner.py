@@ -17,7 +17,8 @@ from .. import paths
 from ..records import READ_LOG_ENV
 from .glue import GLUE_LOG_ENV
 from .render import OUTPUT_DIR_ENV
-from .params import load_params, toc_notebooks
+from ..params import load_params, toc_notebooks
+from ..errors import ShovirError
 
 __all__ = ["make_records", "execute_notebook", "execute_book", "build_book", "BookError", "glue_index",
            "GLUE_INDEX", "RECORDS_DIR", "PROFILE_TAG", "unglued_references"]
@@ -29,7 +30,7 @@ RECORDS_DIR = "_records"
 links from each glued number and each chapter's "Records read" table (copied into the HTML)."""
 
 
-class BookError(RuntimeError):
+class BookError(ShovirError, RuntimeError):
     """A notebook or the book build failed."""
 
 

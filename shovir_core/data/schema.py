@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..labels import CHEXPERT_CLASSES, CODES
+from ..errors import ShovirError
 
 __all__ = ["Dataset", "DatasetError", "IMAGE_COLUMNS", "BOX_COLUMNS", "validate"]
 
@@ -35,7 +36,7 @@ IMAGE_COLUMNS = ("image_id", "study_id", "patient_id", "view", "path", "width", 
 BOX_COLUMNS = ("image_id", "box_id", "finding", "x1", "y1", "x2", "y2", "source_label")
 
 
-class DatasetError(ValueError):
+class DatasetError(ShovirError, ValueError):
     """A dataset failed validation; the message names the offending item."""
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from ..errors import UsageError
+
 __all__ = ["ClusterOptions", "load_cluster_options", "parse_time"]
 
 
@@ -17,13 +19,13 @@ def parse_time(value) -> int:
     (90, 2880, 45, 45)
     """
     if isinstance(value, bool):
-        raise ValueError(f"time {value!r}: give minutes or [D-]HH:MM:SS")
+        raise UsageError(f"time {value!r}: give minutes or [D-]HH:MM:SS")
     if isinstance(value, (int, float)):
         minutes = int(value)
     else:
         m = re.fullmatch(r"\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*", str(value))
         if not m:
-            raise ValueError(f"time {value!r}: give minutes or [D-]HH:MM:SS")
+            raise UsageError(f"time {value!r}: give minutes or [D-]HH:MM:SS")
         days, a, b, c = (int(x) if x else None for x in m.groups())
         if b is None:  # minutes (or D-HH)
             minutes = (days or 0) * 1440 + (a * 60 if days is not None else a)
@@ -32,7 +34,7 @@ def parse_time(value) -> int:
         else:
             minutes = (days or 0) * 1440 + a * 60 + b + (1 if c else 0)
     if minutes < 1:
-        raise ValueError(f"time {value!r} must be at least one minute")
+        raise UsageError(f"time {value!r} must be at least one minute")
     return minutes
 
 
@@ -70,7 +72,7 @@ class ClusterOptions:
         known = {f.name for f in fields(self)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"unknown cluster option(s) {unknown}; known: {sorted(known)}")
+            raise UsageError(f"unknown cluster option(s) {unknown}; known: {sorted(known)}")
         changes = {k: v for k, v in values.items() if v is not None}
         if "time" in changes:
             changes["time"] = parse_time(changes["time"])
@@ -82,7 +84,7 @@ class ClusterOptions:
         for name in ("gpus_per_task", "array_parallelism", "max_requeues"):
             v = getattr(out, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name != "array_parallelism" else 1):
-                raise ValueError(f"cluster option {name} = {v!r} must be a non-negative integer")
+                raise UsageError(f"cluster option {name} = {v!r} must be a non-negative integer")
         return out
 
     def slurm_parameters(self, *, job_name: str) -> dict:
@@ -102,12 +104,12 @@ def load_cluster_options(path: str | Path | None = None, **overrides) -> Cluster
     if path is not None:
         path = Path(path)
         if not path.is_file():
-            raise ValueError(f"no cluster options file {path}")
+            raise UsageError(f"no cluster options file {path}")
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         if not isinstance(data, dict):
-            raise ValueError(f"{path}: a cluster options file is a mapping of option -> value")
+            raise UsageError(f"{path}: a cluster options file is a mapping of option -> value")
         try:
             base = base.with_overrides(**data)
         except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+            raise UsageError(f"{path}: {exc}") from None
     return base.with_overrides(**overrides)

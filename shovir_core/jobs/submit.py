@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
+from ..errors import ShovirError
 from .options import ClusterOptions
 from .task import ShardTask
 
@@ -15,7 +16,7 @@ __all__ = ["submit", "wait", "run_local", "JobFailure", "ShardOutcome", "default
 EXECUTORS = ("local", "slurm")
 
 
-class JobFailure(RuntimeError):
+class JobFailure(ShovirError, RuntimeError):
     """One or more shard tasks failed; the message names each task's log."""
 
 

@@ -24,7 +24,7 @@ class RunTarget:
 
 def targets_of(notebooks, *, profile: str = "demo") -> list[RunTarget]:
     """The records the notebooks' params files name (each record once, in notebook order)."""
-    from ..book.params import load_params
+    from ..params import load_params
 
     out, seen = [], set()
     for nb in notebooks:

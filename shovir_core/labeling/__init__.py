@@ -17,7 +17,7 @@ Labellers (a registry, :data:`LABELLERS`):
     CheXbert, when its checkpoint and a BERT directory are on local disk
     (:mod:`.chexbert`); otherwise :class:`LabellerUnavailable` says why.
 
-Validated against the IU X-ray indexers' MeSH terms (:mod:`.iu`, :mod:`.validation`).
+Validated against the IU X-ray indexers' MeSH terms (:mod:`shovir_core.data.iu`, :mod:`shovir_core.tables.labeller_scores`).
 """
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..labels import CHEXPERT_CLASSES, NEGATIVE, POSITIVE, UNCERTAIN
+from ..errors import ShovirError
 
 __all__ = ["CheXbertLabeller", "LabellerUnavailable", "chexbert_availability", "HEAD_CODES"]
 
@@ -33,7 +34,7 @@ HEAD_CODES = (np.nan, POSITIVE, NEGATIVE, UNCERTAIN)
 """Output index -> CheXpert code for the 13 four-way heads (No Finding uses the first two)."""
 
 
-class LabellerUnavailable(RuntimeError):
+class LabellerUnavailable(ShovirError, RuntimeError):
     """A labeller cannot run here (missing weights or package); the message says why."""
 
 

@@ -82,11 +82,11 @@ def _first_clearing(bal: np.ndarray, floor: float) -> int:
     return int(hit[0]) if hit.size else len(bal)
 
 
-def calibration_depth(margin, *, clusters=None, n_boot: int = 1000, rng: np.random.Generator,
+def calibration_depth(margin, *, clusters=None, n_draws: int = 1000, rng: np.random.Generator,
                       floor: float = 0.5, level: float = 0.95) -> dict:
     """First layer whose balanced agreement with the final answer clears ``floor`` (the best constant).
 
-    Returns ``{"layer", "low", "high", "n_boot"}``; the interval resamples clusters (patients) with
+    Returns ``{"layer", "low", "high", "n_draws"}``; the interval resamples clusters (patients) with
     replacement. ``layer == n_layers + 1`` means no layer clears it.
     """
     m = np.asarray(margin, dtype=float)
@@ -94,13 +94,13 @@ def calibration_depth(margin, *, clusters=None, n_boot: int = 1000, rng: np.rand
     groups = np.arange(len(m)) if clusters is None else np.asarray(clusters)
     uniq, inv = np.unique(groups, return_inverse=True)
     members = [np.flatnonzero(inv == k) for k in range(len(uniq))]
-    draws = np.empty(n_boot)
-    for b in range(n_boot):
+    draws = np.empty(n_draws)
+    for b in range(n_draws):
         pick = rng.integers(0, len(uniq), size=len(uniq))
         idx = np.concatenate([members[k] for k in pick])
         draws[b] = _first_clearing(balanced_agreement(m[idx]), floor)
     lo, hi = np.quantile(draws, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return {"layer": observed, "low": float(lo), "high": float(hi), "n_boot": int(n_boot)}
+    return {"layer": observed, "low": float(lo), "high": float(hi), "n_draws": int(n_draws)}
 
 
 def settling_layer(margin) -> np.ndarray:

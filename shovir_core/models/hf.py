@@ -187,14 +187,19 @@ class HFVLM(VLM):
         prefill tokens (:meth:`_score_trie`); 1 makes every shared stretch a node."""
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
-        self.families = TokenFamilies.from_tokenizer(
-            lambda s: self.tokenizer.encode(s, add_special_tokens=False),
-            lambda i: self.tokenizer.convert_ids_to_tokens(int(i)), model=spec.name)
-        if spec.families:
-            self.families.check(spec.families, model=spec.name)
+        self.families = self._token_families(spec)
         self.stats = {"prefill_tokens": 0, "forward_passes": 0, "requests": 0, "reports": 0, "generated_tokens": 0}
         """Counters: prompt tokens run through the model, forward passes, requests scored, reports
         generated and their tokens (up to the end-of-sequence token)."""
+
+    def _token_families(self, spec: ModelSpec) -> TokenFamilies:
+        """The yes/no token families from the tokenizer, checked against the spec's ids where it gives them."""
+        families = TokenFamilies.from_tokenizer(
+            lambda s: self.tokenizer.encode(s, add_special_tokens=False),
+            lambda i: self.tokenizer.convert_ids_to_tokens(int(i)), model=spec.name)
+        if spec.families:
+            families.check(spec.families, model=spec.name)
+        return families
 
     @property
     def answer_batch_size(self) -> int | str | None:

@@ -6,9 +6,9 @@ the Gemma-3 multimodal projector, a Gemma-3 text decoder), at toy width (:data:`
 template of ``tiny-gemma3`` and MedGemma's ModaLens prompt (:mod:`~shovir_core.models.prompts`: one
 user turn ``[image, "Report: ...\\n\\nQuestion: ..."]``, the answer at the first generated position).
 
-Training (``python -m shovir_core.models.train_ref_vlm``, :func:`~shovir_core.models.train_ref_vlm.train`; deterministic, seeded, CPU):
+Training (``python -m shovir_core.training.ref_vlm``, :func:`~shovir_core.training.ref_vlm.train`; deterministic, seeded, CPU):
 the demo NIH 64-px images of the **training patients** -- every patient of the dataset outside the
-ModaLens demo evaluation cohort (:func:`~shovir_core.models.train_ref_vlm.split_patients`: the patients of the ``modalens`` demo spec
+ModaLens demo evaluation cohort (:func:`~shovir_core.training.ref_vlm.split_patients`: the patients of the ``modalens`` demo spec
 ``n_patients: 120, subset_seed: 0, ssim_size: 64``) -- with the template reports of their studies
 (:func:`~shovir_core.data.template_reports.template_reports`, routine negatives). The 14 ModaLens
 questions (13 findings + composite, default template) are asked with a next-token loss on the
@@ -45,7 +45,7 @@ from pathlib import Path
 from .spec import ModelSpec
 
 __all__ = ["REF_VLM_SPECS", "TRAIN_CONFIG", "EVAL_COHORT", "WEIGHTS_FILE", "META_FILE", "build_ref_vlm",
-           "fingerprint", "resources_dir"]
+           "fingerprint", "resources_dir", "architecture", "wrap_model"]
 
 REF_VLM_SPECS: tuple[ModelSpec, ...] = (
     ModelSpec("ref-vlm", "ref-vlm", paper="reference", dtype="float32", max_new_tokens=16,
@@ -88,14 +88,16 @@ def resources_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "resources"
 
 
-def _architecture(cfg: dict, *, seed: int):
+def architecture(cfg: dict, *, seed: int):
+    """The untrained ``ref-vlm`` (a seeded tiny Gemma-3) of a training config: ``(model, processor, digest)``."""
     from .tiny import tiny_model_and_processor
 
     return tiny_model_and_processor("tiny-gemma3", seed=seed, image_tokens=int(cfg["image_tokens"]),
                                     dims=dict(cfg["dims"]), std=float(cfg["init_std"]))
 
 
-def _wrap(model, processor, source: dict, *, batch_size: int = 16):
+def wrap_model(model, processor, source: dict, *, batch_size: int = 16):
+    """``model`` and ``processor`` as the ``ref-vlm`` :class:`~shovir_core.models.hf.HFVLM`."""
     from .hf import HFVLM
 
     return HFVLM(REF_VLM_SPECS[0], model, processor, source=source, batch_size=batch_size)
@@ -119,9 +121,9 @@ def build_ref_vlm(spec: ModelSpec | None = None, *, local_path=None, device: str
     meta_path = resources_dir() / META_FILE if weights is None else Path(weights).with_suffix(".json")
     if not path.is_file() or not meta_path.is_file():
         raise ModelNotAvailableError(f"ref-vlm: weights {path} or metadata {meta_path} missing; train them with "
-                                     "`python -m shovir_core.models.train_ref_vlm`")
+                                     "`python -m shovir_core.training.ref_vlm`")
     meta = json.loads(meta_path.read_text())
-    model, processor, digest = _architecture(meta["config"], seed=int(meta["config"]["seed"]))
+    model, processor, digest = architecture(meta["config"], seed=int(meta["config"]["seed"]))
     missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
     real_missing = [k for k in missing if not k.endswith("lm_head.weight")]  # tied to the embeddings
     if real_missing or unexpected:
@@ -132,4 +134,4 @@ def build_ref_vlm(spec: ModelSpec | None = None, *, local_path=None, device: str
     model.to(device=torch.device(device or "cpu"), dtype=torch_dtype).eval()
     source = {"kind": "ref-vlm", "fingerprint": meta["fingerprint"], "config_sha256": digest,
               "weights_sha256": meta["weights_sha256"]}
-    return _wrap(model, processor, source)
+    return wrap_model(model, processor, source)

@@ -27,7 +27,7 @@ Every reference model embeds images (:meth:`ReferenceModel.vision_embedding`) wi
 CNN's pooled penultimate features, except ``ref-distance-planted``, whose embedding is its code.
 
 Parameters (priors, CNN weights, context thresholds) come from
-``python -m shovir_core.models.train_reference`` and live in ``shovir_core/resources/ref_*``.
+``python -m shovir_core.training.reference`` and live in ``shovir_core/resources/ref_*``.
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def _load_params() -> dict:
     path = paths.resources_root() / PARAMS_FILE
     if not path.is_file():
         raise FileNotFoundError(
-            f"reference-model parameters {path} are missing: run `python -m shovir_core.models.train_reference`"
+            f"reference-model parameters {path} are missing: run `python -m shovir_core.training.reference`"
         )
     return json.loads(path.read_text())
 

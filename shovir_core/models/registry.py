@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from .remote import RemoteCodeVLM
 
 __all__ = ["ModelSpec", "REGISTRY", "ALIASES", "ModelNotAvailableError", "get_model", "list_models",
-           "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint", "register_remote_adapter", "ADAPTERS"]
+           "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint", "register_remote_adapter", "ADAPTERS", "LOADERS"]
 
 _GEMMA_FAMILIES = {"yes_id": 4443, "no_id": 1904, "yes_family": (4443, 10784, 11262, 8438),
                    "no_family": (1904, 3771, 951, 2301)}
@@ -35,6 +35,8 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "tiny": ("shovir_core.models.tiny", "build_tiny"),
     "reference": ("shovir_core.models.reference", "build_reference"),
     "ref-vlm": ("shovir_core.models.ref_vlm", "build_ref_vlm"),
+    "hf-auto": ("shovir_core.models.hf_auto", "build_hf_auto"),
+    "imported": ("shovir_core.models.imported", "build_imported"),
 }
 """Adapter kind -> (module, builder): imported by name on first use, so the registry imports no adapter
 (and no adapter imports the registry)."""
@@ -45,6 +47,16 @@ _CATALOGUES: tuple[tuple[str, str], ...] = (
     ("shovir_core.models.ref_vlm", "REF_VLM_SPECS"),
 )
 """Entries declared by the light adapter modules themselves (they carry their own stated behaviour)."""
+
+
+LOADERS: list = []
+"""Callables run before every lookup that may add entries to :data:`REGISTRY` (the model catalogue,
+:mod:`shovir_core.protocols.catalog`, installs its ``$SHOVIR_MODELS`` reader here)."""
+
+
+def _load_declared() -> None:
+    for load in list(LOADERS):
+        load()
 
 
 def _builder(kind: str):
@@ -125,11 +137,13 @@ ALIASES = {"medgemma": "medgemma-1.5-4b", "medgemma-27b-it": "medgemma-27b", "me
 
 def list_models(*, paper: str | None = None) -> list[str]:
     """Registered names, optionally those of one paper (``"ShoViR"``, ``"ModaLens"``, ``"test"``,
-    ``"reference"``)."""
+    ``"reference"``, ``"declared"``: the models of ``$SHOVIR_MODELS`` catalogues)."""
+    _load_declared()
     return [n for n, s in REGISTRY.items() if paper is None or s.paper.lower() == paper.lower()]
 
 
 def _spec(name: str) -> ModelSpec:
+    _load_declared()  # models declared in catalogue files (shovir_core.protocols.catalog)
     base = ALIASES.get(name, name).partition("@")[0]
     if base not in REGISTRY:
         raise KeyError(f"unknown model {name!r}; registered: {', '.join(REGISTRY)}")
@@ -180,6 +194,19 @@ def model_fingerprint(name: str, *, seed: int = 0) -> dict:
         out["sha256"] = sha
         if spec.adapter == "tiny":
             out["seed"] = seed
+    declared = getattr(spec, "declared", None)
+    if declared:  # a catalogue entry: the record says exactly which declared model made it
+        out["declared"] = dict(declared)
+        out["declared_sha256"] = spec.declared_sha256
+        local = spec.local_checkpoint() if spec.adapter == "hf-auto" else None
+        if local is not None:
+            from .hf import checkpoint_fingerprint
+
+            out["checkpoint_fingerprint"] = checkpoint_fingerprint(local)
+        if spec.adapter == "imported":
+            from .imported import answers_sha256
+
+            out["answers_sha256"] = answers_sha256(spec.answers)
     return out
 
 

@@ -15,13 +15,19 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ModelSpec", "ModelNotAvailableError", "resolve_weights", "MODEL_DIR_ENV", "FINGERPRINT_FILES",
+from ..errors import ShovirError
+
+__all__ = ["ModelSpec", "DeclaredSpec", "DeclaredModelError", "ModelNotAvailableError", "resolve_weights", "MODEL_DIR_ENV", "FINGERPRINT_FILES",
            "code_sha256"]
 
 MODEL_DIR_ENV = "SHOVIR_MODEL_DIR"
 
 
-class ModelNotAvailableError(RuntimeError):
+class DeclaredModelError(ShovirError, ValueError):
+    """A declared model (a catalogue entry) is not valid: a key, a value, or its token ids."""
+
+
+class ModelNotAvailableError(ShovirError, RuntimeError):
     """The model's weights (or its adapter's upstream code) are not available on this machine."""
 
 
@@ -63,6 +69,28 @@ class ModelSpec:
             raise ValueError(f"{self.name}: report_prompt_slot {self.report_prompt_slot!r}; use 'user' or 'system'")
         if self.report_prompt_slot == "system" and not self.report_system:
             raise ValueError(f"{self.name}: report_prompt_slot 'system' needs a report_system prompt")
+
+
+@dataclass(frozen=True)
+class DeclaredSpec(ModelSpec):
+    """A registry entry declared in a model catalogue (:mod:`shovir_core.protocols.catalog`): :class:`ModelSpec`
+    plus the declared extras, the declared entry itself and its SHA-256."""
+
+    checkpoint: str | None = None
+    question_template: str = "{question}"
+    answer_instruction: str | None = None
+    prefix_reuse: str = "auto"
+    chat_template: str | None = None
+    answers: str | None = None
+    declared: dict = field(default_factory=dict)
+    declared_sha256: str = ""
+    source_file: str = ""
+
+    def local_checkpoint(self) -> Path | None:
+        """The checkpoint as a local folder when it is one (``None`` for an id)."""
+        if self.checkpoint and (Path(self.checkpoint).expanduser() / "config.json").is_file():
+            return Path(self.checkpoint).expanduser()
+        return None
 
 
 def resolve_weights(spec: ModelSpec, *, local_path: str | Path | None = None) -> Path:

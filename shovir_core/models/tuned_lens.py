@@ -153,7 +153,7 @@ def corpus_texts(source: str = "iu-reports", *, path=None) -> list[str]:
         return wikitext_texts(path, split="train")
     if source != "iu-reports":
         raise ValueError(f"corpus_texts: unknown corpus {source!r}; 'iu-reports' or 'wikitext-103'")
-    from ..labeling.iu import load_iu_reports
+    from ..data.iu import load_iu_reports
 
     df = load_iu_reports().sort_values("id")
     out = []

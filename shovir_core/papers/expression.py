@@ -26,6 +26,7 @@ import numpy as np
 
 from . import derive
 from .values import Reported
+from ..errors import ShovirError
 
 __all__ = ["Evaluation", "ExpressionError", "Selection", "evaluate", "FUNCTIONS", "MAX_CORNER_INPUTS"]
 
@@ -34,7 +35,7 @@ _SHRINK = 1 - 1e-9  # keep corners strictly inside the half-open rounding interv
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
-class ExpressionError(ValueError):
+class ExpressionError(ShovirError, ValueError):
     """An expression is malformed, names an unknown value, or cannot be evaluated."""
 
 

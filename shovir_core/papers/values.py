@@ -31,6 +31,8 @@ from types import MappingProxyType
 
 import yaml
 
+from ..errors import ShovirError
+
 __all__ = [
     "PAPERS", "UNITS", "Reported", "PaperDataError", "load_values", "data_files",
     "data_sha256", "parse_number",
@@ -50,7 +52,7 @@ _NUMBER = re.compile(r"^[+-]?(\d+)(\.(\d+))?$")
 _DATA_PACKAGE = "shovir_core.papers.data"
 
 
-class PaperDataError(ValueError):
+class PaperDataError(ShovirError, ValueError):
     """A data file of published numbers is malformed (the message names the file and the item)."""
 
 

@@ -22,6 +22,7 @@ Box sets (ShoViR §3, for an image with boxes B and target class c):
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
 from dataclasses import dataclass
@@ -30,9 +31,13 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
+from ..labels import FINDINGS_13
+from ..errors import ShovirError
+
 __all__ = [
     "Box", "BoxError", "BoxSets", "validate_boxes", "iou", "box_sets", "footprint", "FOOTPRINTS",
-    "union_mask", "random_boxes", "box_size_pool", "REFERENCE_SIZE_STATS",
+    "union_mask", "random_boxes", "box_size_pool", "REFERENCE_SIZE_STATS", "keyed_boxes", "applies_iou_filter",
+    "class_subsets",
 ]
 
 REFERENCE_SIZE_STATS = {"width": (0.226, 0.137), "height": (0.250, 0.169), "clip": (0.026, 0.984)}
@@ -41,7 +46,7 @@ width and height, clipped to ``clip`` ("empirical bbox size stats from PadChest-
 2518 bboxes", ``preprocess.py`` @2a15203)."""
 
 
-class BoxError(ValueError):
+class BoxError(ShovirError, ValueError):
     """A malformed box; the message names the item and the box."""
 
 
@@ -339,3 +344,50 @@ def box_size_pool(boxes: pd.DataFrame, images: pd.DataFrame) -> np.ndarray:
         raise ValueError(f"box of image {missing!r} has no row in the images table")
     pool = np.column_stack([(b["x2"] - b["x1"]) / b["width"], (b["y2"] - b["y1"]) / b["height"]])
     return np.clip(pool.astype(float), 1e-9, 1.0)
+
+
+# -- a dataset's boxes as the box-set rules see them (ShoViR §3) -------------------------------
+def keyed_boxes(ds, image_id: str) -> list[tuple]:
+    """The image's boxes of the :class:`shovir_core.data.Dataset` ``ds`` as
+    ``(finding, x1, y1, x2, y2, box_id)``: rows sharing a box id are one box."""
+    sub = ds.boxes[ds.boxes["image_id"] == image_id]
+    return [(r.finding, float(r.x1), float(r.y1), float(r.x2), float(r.y2), str(r.box_id)) for r in sub.itertuples()]
+
+
+def applies_iou_filter(ds, preset) -> bool:
+    """Whether DOCO applies the IoU rule on the dataset ``ds`` under ``preset`` (the reference code,
+    arco-group/ShoViR-Bench ``filter_bbox_doco.py``@1c658f3, does not on PadChest-GR)."""
+    return not (preset.doco_iou_filter == "except-padchest" and ds.name.lower().startswith("padchest"))
+
+
+def _hash_order(seed: int, image_id: str) -> str:
+    return hashlib.sha256(f"{seed}\x1f{image_id}".encode()).hexdigest()
+
+
+def class_subsets(ds, *, classes=None, min_count: int = 40, max_per_class: int | None = None,
+                  subset_seed: int = 0) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Per-class evaluation subsets of the :class:`shovir_core.data.Dataset` ``ds`` (ShoViR §3).
+
+    Returns
+    -------
+    subsets : dict
+        class -> image ids (positive label and at least one box of the class),
+        in a stable hash order, truncated to ``max_per_class``; only classes with
+        at least ``min_count`` images.
+    counts : dict
+        class -> the full subset size (before ``min_count`` and truncation), for
+        every class considered.
+    """
+    boxed = ds.boxes.groupby("finding")["image_id"].apply(lambda s: set(s))
+    wanted = list(classes) if classes is not None else list(FINDINGS_13)
+    subsets, counts = {}, {}
+    for c in wanted:
+        if c not in ds.labels.columns:
+            counts[c] = 0
+            continue
+        positive = set(ds.labels.index[ds.labels[c] == 1.0])
+        ids = sorted(positive & boxed.get(c, set()), key=lambda i: _hash_order(subset_seed, i))
+        counts[c] = len(ids)
+        if len(ids) >= min_count:
+            subsets[c] = ids[:max_per_class] if max_per_class is not None else ids
+    return subsets, counts

@@ -24,6 +24,7 @@ from ..vocab import P_GRID, SHOVIR_CONDITIONS
 from .stats import SUPPORTED_DTYPES, matched_stats
 from .validation import (PerturbInputError, check_int, check_item_id, check_p_grid, check_real,
                          resolve_target)
+from ..errors import ShovirError
 
 __all__ = [
     "CONDITIONS", "OCCLUSIONS", "DEFAULT_PS", "EmptyBoxSetError", "occlude", "occlude_grid",
@@ -38,7 +39,7 @@ DEFAULT_PS = P_GRID
 """The paper's grid of blending strengths."""
 
 
-class EmptyBoxSetError(ValueError):
+class EmptyBoxSetError(ShovirError, ValueError):
     """The condition has no box to occlude for this item (OCO without B_c, DOCO without B_c̄)."""
 
 

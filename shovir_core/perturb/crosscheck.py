@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .boxes import box_sets
+from .boxes import applies_iou_filter, box_sets, class_subsets, keyed_boxes
 from .conditions import full_noise, occlude, prepare_image, uniform_noise
 from .presets import resolve_preset
 
@@ -66,17 +66,15 @@ def _regions(boxes) -> list[dict]:
 def crosscheck(preprocess, dataset, *, seed: int = 3, experiments=EXPERIMENTS, max_items: int | None = 20,
                classes=None, iou_threshold: float = 0.15) -> list[dict]:
     """One row per (item, experiment): ``equal`` and the largest absolute pixel difference."""
-    from ..protocols.shovir import _iou_filter, _keyed_boxes, class_subsets
-
     preset = resolve_preset("reference-code")
-    iou_filter = _iou_filter(dataset, preset)
+    iou_filter = applies_iou_filter(dataset, preset)
     subsets, _ = class_subsets(dataset, classes=classes, min_count=1)
     items = [(i, c) for c, ids in sorted(subsets.items()) for i in ids][:max_items]
     paths = dict(zip(dataset.images["image_id"], dataset.images["path"]))
     rows = []
     for image_id, target in items:
         image = dataset.load_image(image_id)
-        boxes = _keyed_boxes(dataset, image_id)
+        boxes = keyed_boxes(dataset, image_id)
         sets = box_sets(boxes, target, iou_threshold=iou_threshold, inclusive=True, iou_filter=iou_filter)
         path = Path(paths[image_id])
         sample = {"data_dir": str(path.parent), "img_path": path.name, "disease_regions": _regions(sets.target),
@@ -112,9 +110,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--max-items", type=int, default=20)
     args = parser.parse_args(argv)
-    from ..protocols.shovir import open_dataset
+    from ..data import load_dataset
 
-    rows = crosscheck(load_preprocess(args.code), open_dataset({"dataset": args.dataset}), seed=args.seed,
+    rows = crosscheck(load_preprocess(args.code), load_dataset(args.dataset), seed=args.seed,
                       max_items=args.max_items)
     for r in rows:
         print(f"{r['image_id']} {r['target']:<28} {r['experiment']:<15} "

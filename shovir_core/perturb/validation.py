@@ -25,13 +25,15 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from ..errors import ShovirError
+
 __all__ = [
     "PerturbInputError", "UnknownTargetError", "check_real", "check_int", "check_item_id", "check_p_grid",
     "check_names", "class_key", "resolve_target",
 ]
 
 
-class PerturbInputError(ValueError):
+class PerturbInputError(ShovirError, ValueError):
     """A perturbation argument was refused; the message names the argument and the value."""
 
 

@@ -20,6 +20,8 @@ from types import ModuleType
 
 from ..records import Run, Shard, load_run, record_dir, spec_hash, writer_defaults
 from ..records.schema import SHORT_HASH
+from . import catalog as _catalog  # noqa: F401  (installs the $SHOVIR_MODELS reader in the model registry)
+from .spec import SpecError
 
 __all__ = ["REGISTRY", "SHARDED", "get_protocol", "resolve", "run", "run_id", "is_complete", "prefill"]
 
@@ -46,7 +48,7 @@ def get_protocol(name: str) -> ModuleType:
     try:
         return importlib.import_module(REGISTRY[name])
     except KeyError:
-        raise ValueError(f"unknown protocol {name!r}; known: {sorted(REGISTRY)}") from None
+        raise SpecError(f"unknown protocol {name!r}; known: {sorted(REGISTRY)}") from None
 
 
 def resolve(protocol: str, spec: dict) -> dict:

@@ -30,7 +30,7 @@ from ..data import Dataset
 from ..labels import FINDINGS_13, NIH_TO_CHEXPERT
 from ..records import Run, RunWriter, load_run, spec_hash
 from .datasets import load_dataset
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["resolve_spec", "execute", "SPEC", "DEFAULTS", "PROTOCOL", "funnel_rows", "validation_sample"]
 
@@ -56,7 +56,7 @@ def _load(source: str, **kwargs) -> Dataset:
 
     expanded = os.path.expandvars(source)
     if "$" in expanded:
-        raise ValueError(f"accounting: dataset {source!r} names an unset environment variable")
+        raise SpecError(f"accounting: dataset {source!r} names an unset environment variable")
     return load_dataset(expanded, **kwargs)
 
 
@@ -65,7 +65,7 @@ def resolve_spec(spec: dict) -> dict:
     out = SPEC.resolve(spec)
     ds = _load(out["dataset"])
     if out["dataset_sha256"] not in (None, ds.manifest_hash):
-        raise ValueError(f"accounting: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
+        raise SpecError(f"accounting: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
                          f"{out['dataset_sha256'][:12]}, the hash the spec pins)")
     out["dataset_sha256"] = ds.manifest_hash
     return out
@@ -155,7 +155,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     """Count the cohort of ``spec`` (resolved) into one record (``execution``: none are declared)."""
     ds = _load(spec["dataset"])
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"accounting: dataset {spec['dataset']!r} changed while resolving the spec")
+        raise StaleSpecError(f"accounting: dataset {spec['dataset']!r} changed while resolving the spec")
     subsets = _subsets(ds)
     kept = {c: ids for c, ids in subsets.items() if len(ids) >= spec["min_count"]}
     rows = funnel_rows(spec["dataset"], ds, min_count=spec["min_count"])

@@ -15,7 +15,7 @@ from __future__ import annotations
 from .. import papers
 from ..papers.audit import load_checks
 from ..records import Run, RunWriter, load_run, spec_hash
-from .spec import REQUIRED, Field, SpecSchema
+from .spec import Field, REQUIRED, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["SPEC", "resolve_spec", "execute"]
 
@@ -42,7 +42,7 @@ def resolve_spec(spec: dict) -> dict:
     current = {"data_sha256": papers.data_sha256(out["paper"]), "engine_sha256": papers.engine_sha256()}
     for key, sha in current.items():
         if out[key] not in (None, sha):
-            raise ValueError(f"audit: {key} of {out['paper']!r} is {sha[:12]}..., the spec pins {out[key][:12]}...")
+            raise SpecError(f"audit: {key} of {out['paper']!r} is {sha[:12]}..., the spec pins {out[key][:12]}...")
         out[key] = sha
     return out
 
@@ -55,7 +55,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     paper = spec["paper"]
     current = resolve_spec({"paper": paper})
     if current != spec:
-        raise RuntimeError(f"audit: the data files or the audit code of {paper!r} changed since the spec "
+        raise StaleSpecError(f"audit: the data files or the audit code of {paper!r} changed since the spec "
                            "was resolved; resolve it again")
     # the paper's values and checks are lru-cached by name: read them again, so the record is
     # computed from the very files whose hashes the spec pins (not a copy loaded before an edit)

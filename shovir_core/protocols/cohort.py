@@ -11,7 +11,7 @@ import json
 from ..labels import CHEXPERT_CLASSES
 from ..records import Run, RunWriter, load_run, spec_hash
 from .datasets import load_dataset
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["SPEC", "resolve_spec", "execute"]
 
@@ -30,7 +30,7 @@ def resolve_spec(spec: dict) -> dict:
     out = SPEC.resolve(spec)
     ds = load_dataset(out["dataset"])
     if out["dataset_sha256"] not in (None, ds.manifest_hash):
-        raise ValueError(f"cohort: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
+        raise SpecError(f"cohort: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
                          f"the spec pins {out['dataset_sha256'][:12]}...")
     out["dataset_sha256"] = ds.manifest_hash
     return out
@@ -41,7 +41,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     SPEC.execution(execution)
     ds = load_dataset(spec["dataset"])
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"cohort: dataset {spec['dataset']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"cohort: dataset {spec['dataset']!r} changed since the spec was resolved")
     boxes = ds.boxes.groupby("image_id")
     rows = []
     for img in ds.images.itertuples():

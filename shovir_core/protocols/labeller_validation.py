@@ -22,12 +22,13 @@ import numpy as np
 
 from .. import paths
 from ..labeling import LABELLERS, label_reports, labeller_availability
-from ..labeling.iu import (IU_CITATION, IU_LICENSE, MESH_MAP_FILE, iu_reports_path, load_iu_reports,
+from ..labeling.chexbert import LabellerUnavailable
+from ..data.iu import (IU_CITATION, IU_LICENSE, MESH_MAP_FILE, iu_reports_path, load_iu_reports,
                            mesh_reference, report_text, split_ids)
 from ..labeling.lexicon import LEXICON_FILE
 from ..labels import CHEXPERT_CLASSES
 from ..records import Run, RunWriter, load_run, spec_hash
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["SPEC", "resolve_spec", "execute", "PROTOCOL", "REPORT_SETS"]
 
@@ -79,7 +80,7 @@ def resolve_spec(spec: dict) -> dict:
     out = SPEC.resolve(spec)
     for key, (path, sha) in _pinned(out["reports"]).items():
         if out[key] not in (None, sha):
-            raise ValueError(f"{PROTOCOL}: {path.name} has sha256 {sha[:12]}..., the spec pins "
+            raise SpecError(f"{PROTOCOL}: {path.name} has sha256 {sha[:12]}..., the spec pins "
                              f"{out[key][:12]}... ({key})")
         out[key] = sha
     return out
@@ -92,12 +93,12 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     SPEC.execution(execution)
     for key, (changed, sha) in _pinned(spec["reports"]).items():
         if sha != spec[key]:
-            raise RuntimeError(f"{PROTOCOL}: {changed} changed since the spec was resolved ({key})")
+            raise StaleSpecError(f"{PROTOCOL}: {changed} changed since the spec was resolved ({key})")
     path = REPORT_SETS[spec["reports"]]()
     for lab in spec["labellers"]:
         ok, reason = labeller_availability(lab)
         if not ok:
-            raise RuntimeError(f"{PROTOCOL}: labeller {lab!r} is unavailable here: {reason}")
+            raise LabellerUnavailable(f"{PROTOCOL}: labeller {lab!r} is unavailable here: {reason}")
     reports = load_iu_reports(path)
     n_extract = len(reports)
     text = report_text(reports, sections=tuple(spec["sections"]))

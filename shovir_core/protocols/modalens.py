@@ -60,7 +60,7 @@ from ..labels import CHEXPERT_CLASSES, FINDINGS_13, POLICIES, apply_policy
 from ..records import Run, RunWriter
 from .datasets import load_dataset
 from . import shards
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = [
     "PROTOCOL", "DESIGNS", "TEMPLATES", "COMPOSITE", "REPORT_CONDITIONS", "DEFAULTS", "SPEC", "resolve_spec",
@@ -179,7 +179,7 @@ def question_id(finding: str) -> str:
     if finding == COMPOSITE:
         return COMPOSITE
     if finding not in FINDINGS_13:
-        raise ValueError(f"unknown ModaLens finding {finding!r}; use one of {list(FINDINGS_13)} or {COMPOSITE!r}")
+        raise SpecError(f"unknown ModaLens finding {finding!r}; use one of {list(FINDINGS_13)} or {COMPOSITE!r}")
     return finding.lower().replace(" ", "_")
 
 
@@ -192,7 +192,7 @@ def question_text(finding: str, *, template: str = "default") -> str:
     'Is any acute cardiopulmonary finding present on this chest X-ray?'
     """
     if template not in TEMPLATES:
-        raise ValueError(f"unknown question template {template!r}; use one of {sorted(TEMPLATES)}")
+        raise SpecError(f"unknown question template {template!r}; use one of {sorted(TEMPLATES)}")
     question_id(finding)
     t = TEMPLATES[template]
     return t["composite"] if finding == COMPOSITE else t["finding"].format(finding=finding.lower())
@@ -234,7 +234,7 @@ def prespecified_findings(targets: pd.DataFrame, *, lo: float = SIX_RANGE[0], hi
     """Findings whose source yes-rate lies in ``[lo, hi]`` (the prespecified-six rule, default
     :data:`SIX_RANGE`), CheXbert order."""
     if not 0.0 <= lo <= hi <= 1.0:
-        raise ValueError(f"six_range must satisfy 0 <= lo <= hi <= 1, got [{lo}, {hi}]")
+        raise SpecError(f"six_range must satisfy 0 <= lo <= hi <= 1, got [{lo}, {hi}]")
     rates = targets[list(FINDINGS_13)].mean(axis=0, skipna=True)
     return [f for f in FINDINGS_13 if lo <= rates[f] <= hi]
 
@@ -242,14 +242,14 @@ def prespecified_findings(targets: pd.DataFrame, *, lo: float = SIX_RANGE[0], hi
 def select_questions(targets: pd.DataFrame, *, design: str, six: list[str] | None = None) -> list[tuple[str, str]]:
     """(case id, finding) pairs of a design, in case then CheXbert order."""
     if design not in DESIGNS:
-        raise ValueError(f"unknown design {design!r}; use one of {DESIGNS}")
+        raise SpecError(f"unknown design {design!r}; use one of {DESIGNS}")
     if design == "one_q":
         prim = primary_finding(targets)
         return [(c, prim[c]) for c in targets.index]
     findings = {"all14": [*FINDINGS_13, COMPOSITE], "f13": list(FINDINGS_13)}.get(design)
     if design == "six":
         if six is None:
-            raise ValueError("design 'six' needs the prespecified findings (resolve_spec fills them)")
+            raise SpecError("design 'six' needs the prespecified findings (resolve_spec fills them)")
         findings = list(six)
     return [(c, f) for c in targets.index for f in findings]
 
@@ -277,7 +277,7 @@ def _pairs(source: str, sha: str, seed: int, ssim_size: int, ssim_threshold: flo
 
     ds = _dataset(source)
     if ds.manifest_hash != sha:
-        raise RuntimeError(f"modalens: dataset {source!r} changed since the spec was resolved "
+        raise StaleSpecError(f"modalens: dataset {source!r} changed since the spec was resolved "
                            f"(sha256 {ds.manifest_hash[:12]}..., the spec pins {sha[:12]}...)")
     key = (sha, seed, ssim_size, ssim_threshold, patients)
     if key not in _PAIRS:
@@ -335,7 +335,7 @@ def build_cases(spec: dict, *, patients=None) -> tuple[pd.DataFrame, dict]:
         patients = np.array(sorted(cases["patient_id"].unique()))
         k = int(spec["n_patients"])
         if not 1 <= k <= len(patients):
-            raise ValueError(f"modalens: n_patients = {k} but the cohort has {len(patients)} patients")
+            raise SpecError(f"modalens: n_patients = {k} but the cohort has {len(patients)} patients")
         rng = np.random.default_rng(int(spec["subset_seed"]))
         keep = set(rng.choice(patients, size=k, replace=False).tolist())
         cases = cases[cases["patient_id"].isin(keep)]
@@ -360,7 +360,7 @@ def _reports(spec: dict, cases: pd.DataFrame) -> pd.Series:
         text = ds.reports["text"]
         missing = sorted(set(cases["study_id"]) - set(text.index.astype(str)))
         if missing:
-            raise ValueError(f"modalens: study {missing[0]!r} of dataset {spec['dataset']!r} has no report")
+            raise SpecError(f"modalens: study {missing[0]!r} of dataset {spec['dataset']!r} has no report")
         text.index = text.index.astype(str)
         return pd.Series(text.loc[cases["study_id"]].to_numpy(), index=cases["case_id"])
     labels = ds.labels.reindex(cases["image_id"])
@@ -390,11 +390,11 @@ def resolve_spec(spec: dict) -> dict:
     lo, hi = out["six_range"] = [float(v) for v in out["six_range"]]
     for key in ("framing", "text_control"):
         if out[key] != "none" and out["report"] != "present":
-            raise ValueError(f"modalens: {key} = {out[key]!r} rewrites the report and needs report: present "
+            raise SpecError(f"modalens: {key} = {out[key]!r} rewrites the report and needs report: present "
                              f"(got report: {out['report']!r})")
     ds = _dataset(out["dataset"])
     if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
-        raise ValueError(f"modalens: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
+        raise SpecError(f"modalens: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
                          f"the spec pins {str(spec['dataset_sha256'])[:12]}...")
     out["dataset_sha256"] = ds.manifest_hash
     from ..models import model_fingerprint
@@ -403,18 +403,18 @@ def resolve_spec(spec: dict) -> dict:
     # part of the record's identity: a retrained reference model makes a new record
     fingerprint = model_fingerprint(out["model"])
     if spec.get("model_fingerprint") not in (None, fingerprint):
-        raise ValueError(f"modalens: model {out['model']!r} changed since the spec was resolved "
+        raise SpecError(f"modalens: model {out['model']!r} changed since the spec was resolved "
                          "(its fingerprint differs from the one the spec pins)")
     out["model_fingerprint"] = fingerprint
     if out["reports"] == "auto":
         out["reports"] = "dataset" if ds.reports is not None else "template"
     elif out["reports"] == "dataset" and ds.reports is None:
-        raise ValueError(f"modalens: dataset {out['dataset']!r} has no report text; use reports: template")
+        raise SpecError(f"modalens: dataset {out['dataset']!r} has no report text; use reports: template")
     pinned_template = out.pop("template_id", None)
     if out["reports"] == "template":
         out["template_id"] = template_fingerprint(negatives=out["template_negatives"], wording=out["template_wording"])
         if pinned_template not in (None, out["template_id"]):
-            raise ValueError("modalens: the template-report writer changed since the spec was resolved")
+            raise SpecError("modalens: the template-report writer changed since the spec was resolved")
     if out["design"] == "six":
         if out.get("six_findings") is not None:
             out["six_findings"] = [f for f in FINDINGS_13 if f in out["six_findings"]]
@@ -423,7 +423,7 @@ def resolve_spec(spec: dict) -> dict:
             src = ds.labels.reindex(_source_pool(ds))[list(CHEXPERT_CLASSES)].astype(float)
             out["six_findings"] = prespecified_findings(policy_targets(src, out["primary_policy"]), lo=lo, hi=hi)
         if not out["six_findings"]:
-            raise ValueError(f"modalens: no finding has a source yes-rate in [{lo}, {hi}] on {out['dataset']!r}")
+            raise SpecError(f"modalens: no finding has a source yes-rate in [{lo}, {hi}] on {out['dataset']!r}")
     else:
         out.pop("six_findings", None)
     return out
@@ -589,7 +589,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
 
     ds = _dataset(spec["dataset"])
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"modalens: dataset {spec['dataset']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"modalens: dataset {spec['dataset']!r} changed since the spec was resolved")
     cases, counts = build_cases(spec)
     reports = _reports(spec, cases)
     trials = _trial_frame(spec, cases, reports)

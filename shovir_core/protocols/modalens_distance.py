@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..records import Run, RunWriter, load_run, spec_hash
 from . import modalens as _ml
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "resolve_spec", "execute", "pair_gaps"]
 
@@ -51,12 +51,12 @@ def resolve_spec(spec: dict) -> dict:
     out = SPEC.resolve(spec)
     ds = _ml._dataset(out["dataset"])
     if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
-        raise ValueError(f"{PROTOCOL}: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
+        raise SpecError(f"{PROTOCOL}: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
                          f"the spec pins {str(spec['dataset_sha256'])[:12]}...")
     out["dataset_sha256"] = ds.manifest_hash
     fingerprint = model_fingerprint(out["model"])
     if spec.get("model_fingerprint") not in (None, fingerprint):
-        raise ValueError(f"{PROTOCOL}: model {out['model']!r} changed since the spec was resolved")
+        raise SpecError(f"{PROTOCOL}: model {out['model']!r} changed since the spec was resolved")
     out["model_fingerprint"] = fingerprint
     return out
 
@@ -91,7 +91,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
 
     ds = _ml._dataset(spec["dataset"])
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
     cases, counts = _ml.build_cases(spec)
     gaps, unit = pair_gaps(cases, ds.images)
     cases = cases.assign(gap=gaps, gap_unit=unit)

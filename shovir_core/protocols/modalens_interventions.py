@@ -50,7 +50,7 @@ import pandas as pd
 
 from ..records import Run, RunWriter, load_run, spec_hash
 from . import modalens as ml
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "ANALYSES", "SCOPES", "DONORS", "STEER_VARIANTS", "resolve_spec", "execute",
            "wrong_donors", "split_fit_test", "cap_per_finding", "steering_trials"]
@@ -112,11 +112,11 @@ def resolve_spec(spec: dict) -> dict:
     full = SPEC.resolve(spec)
     base = ml.resolve_spec({k: v for k, v in spec.items() if k not in (*_EXTRA, *_CAP_KEYS) and k != "threads"})
     if base["report"] != "present" or not base["image"]:
-        raise ValueError(f"{PROTOCOL}: the interventions act on the report-present runs with the image; got "
+        raise SpecError(f"{PROTOCOL}: the interventions act on the report-present runs with the image; got "
                          f"report: {base['report']!r}, image: {base['image']!r}")
     for key in ("framing", "text_control"):
         if base.get(key, "none") != "none":
-            raise ValueError(f"{PROTOCOL}: {key} = {base[key]!r} is not supported (the plain report only)")
+            raise SpecError(f"{PROTOCOL}: {key} = {base[key]!r} is not supported (the plain report only)")
     out = {**base, **{k: full[k] for k in _EXTRA}}
     for k in (_STEER_KEYS if out["analysis"] == "patching" else _PATCH_KEYS):
         out.pop(k)
@@ -191,7 +191,7 @@ def wrong_donors(cases: pd.DataFrame, *, seed: int) -> pd.DataFrame:
     for i in range(len(c)):
         ok = np.flatnonzero((pat != pat[i]) & (pat != sub[i]))
         if not ok.size:
-            raise ValueError(f"{PROTOCOL}: case {c['case_id'][i]!r} has no case of another patient to donate")
+            raise SpecError(f"{PROTOCOL}: case {c['case_id'][i]!r} has no case of another patient to donate")
         j = int(rng.choice(ok))
         rows.append({"case_id": c["case_id"][i], "donor_case_id": c["case_id"][j], "donor_patient_id": pat[j],
                      "donor_image_c": c["image_id"][j], "donor_image_d": c["sub_image_id"][j]})
@@ -203,7 +203,7 @@ def split_fit_test(trials: pd.DataFrame, *, seed: int, share: float) -> np.ndarr
     of the sorted patients, at least one and at most all but one)."""
     patients = np.array(sorted(trials["patient_id"].astype(str).unique()))
     if len(patients) < 2:
-        raise ValueError(f"{PROTOCOL}: steering needs at least two patients (fit and test), got {len(patients)}")
+        raise SpecError(f"{PROTOCOL}: steering needs at least two patients (fit and test), got {len(patients)}")
     k = min(max(int(round(share * len(patients))), 1), len(patients) - 1)
     fit = set(np.random.default_rng(int(seed)).choice(patients, size=k, replace=False).tolist())
     return trials["patient_id"].astype(str).isin(fit).to_numpy()
@@ -220,7 +220,7 @@ def _layers(requested, n_layers: int, key: str) -> list[int]:
     layers = list(range(n_layers)) if requested is None else sorted(int(x) for x in requested)
     bad = [x for x in layers if x >= n_layers]
     if bad:
-        raise ValueError(f"{PROTOCOL}: {key} {bad} outside 0..{n_layers - 1}")
+        raise SpecError(f"{PROTOCOL}: {key} {bad} outside 0..{n_layers - 1}")
     return layers
 
 
@@ -391,13 +391,13 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
 
     ds = ml._dataset(spec["dataset"])
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
     cases, counts = ml.build_cases(spec)
     reports = ml._reports(spec, cases)
     trials = _patients_subset(spec, ml._trial_frame(spec, cases, reports))
     model = get_model(spec["model"])
     if not hasattr(model, "model") or not hasattr(model, "processor"):
-        raise ValueError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")
+        raise SpecError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")
     n_layers = len(decoder_parts(model.model)["layers"])
     exe = SPEC.execution(execution)
     seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}

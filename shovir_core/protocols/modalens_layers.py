@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..records import Run, RunWriter, load_run, spec_hash
 from . import modalens as ml
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "ANALYSES", "VARIANTS", "resolve_spec", "execute", "lens_array", "knockout_cases"]
 
@@ -169,7 +169,7 @@ def _layers(spec: dict, n_layers: int) -> list[int]:
     layers = list(range(n_layers)) if layers is None else sorted(int(x) for x in layers)
     bad = [x for x in layers if x >= n_layers]
     if bad:
-        raise ValueError(f"{PROTOCOL}: knockout_layers {bad} outside 0..{n_layers - 1}")
+        raise SpecError(f"{PROTOCOL}: knockout_layers {bad} outside 0..{n_layers - 1}")
     return layers
 
 
@@ -213,9 +213,9 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
 
     ds = ml._dataset(spec["dataset"])
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
     if not spec["image"]:
-        raise ValueError(f"{PROTOCOL}: the layerwise analyses compare two images; image: false is not supported")
+        raise SpecError(f"{PROTOCOL}: the layerwise analyses compare two images; image: false is not supported")
     cases, counts = ml.build_cases(spec)
     reports = ml._reports(spec, cases)
     trials = ml._trial_frame(spec, cases, reports)
@@ -227,7 +227,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                   "n_decisive_run": int((trials.groupby("case_id")["label_changed"].max() > 0).sum())}
     model = get_model(spec["model"])
     if not hasattr(model, "model") or not hasattr(model, "processor"):
-        raise ValueError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")
+        raise SpecError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")
     seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},
                    seeds=seeds, credentialed=ds.credentialed) as writer:

@@ -62,7 +62,7 @@ import pandas as pd
 
 from ..records import Run, RunWriter, load_run, spec_hash
 from . import modalens as ml
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "ANALYSES", "resolve_spec", "execute", "probe_config", "cohorts"]
 
@@ -203,7 +203,7 @@ def probe_config(spec: dict, n_layers: int) -> dict:
     label_layer = n_layers if spec["label_probe_layer"] is None else int(spec["label_probe_layer"])
     for key, layer in (("probe_layer", int(spec["probe_layer"])), ("label_probe_layer", label_layer)):
         if layer > n_layers:
-            raise ValueError(f"{PROTOCOL}: {key} = {layer} outside 0..{n_layers} (lens entries of {spec['model']})")
+            raise SpecError(f"{PROTOCOL}: {key} = {layer} outside 0..{n_layers} (lens entries of {spec['model']})")
     return {
         "protocol": PROTOCOL, "model": spec["model"], "model_fingerprint": spec["model_fingerprint"],
         "dataset_sha256": spec["dataset_sha256"],
@@ -284,7 +284,7 @@ def _fit(rows: pd.DataFrame, feats: tuple[np.ndarray, np.ndarray], cfg: dict):
     flip = (rows["readout_c"] != rows["readout_d"]).to_numpy().astype(int)
     groups = rows["patient_id"].astype(str).to_numpy()
     if len(np.unique(flip)) < 2:
-        raise ValueError(f"{PROTOCOL}: the test split has {'no' if not flip.any() else 'only'} swap-induced "
+        raise SpecError(f"{PROTOCOL}: the test split has {'no' if not flip.any() else 'only'} swap-induced "
                          "answer changes; the flip probe needs both classes")
     flip_probe, flip_oof = fit_probe(feats[0], flip, groups=groups, n_folds=p["folds"], C=p["C"], seed=p["fold_seed"])
     target = rows["target_d"].to_numpy(dtype=float)
@@ -398,7 +398,7 @@ def _execute_lens(spec, model, ds, writer, batch, bar):
         kept = [int(i) for i in held_idx]
         seqs = tl.encode_corpus(model.tokenizer, held, max_tokens=int(spec["lens_max_tokens"]))
         if len(seqs) != len(held):
-            raise ValueError(f"{PROTOCOL}: held-out corpus texts shorter than 2 tokens; cannot key their rows")
+            raise SpecError(f"{PROTOCOL}: held-out corpus texts shorter than 2 tokens; cannot key their rows")
         kl = tl.corpus_kl(model.model, model.tokenizer, held, lens, max_tokens=int(spec["lens_max_tokens"]),
                           batch_texts=int(spec["lens_batch_texts"]), kl_ids=kl_ids)
         rows = pd.DataFrame({"trial_id": [f"corpus:{i}" for i in kept], "kind": "corpus", "corpus_index": kept,
@@ -430,12 +430,12 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
 
     ds = ml._dataset(spec["dataset"])
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
     if not spec["image"]:
-        raise ValueError(f"{PROTOCOL}: the probes and lenses compare two images; image: false is not supported")
+        raise SpecError(f"{PROTOCOL}: the probes and lenses compare two images; image: false is not supported")
     model = get_model(spec["model"])
     if not hasattr(model, "model") or not hasattr(model, "processor"):
-        raise ValueError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")
+        raise SpecError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")
     seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
     seeds.update({"probe": int(spec["probe_seed"])} if spec["analysis"] == "probe" else {"lens": int(spec["lens_seed"])})
     settings = SPEC.execution(execution)

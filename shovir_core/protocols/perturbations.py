@@ -38,7 +38,7 @@ from ..perturb.conditions import prepare_image
 from ..perturb.noise import array_sha256
 from ..records import Run, RunWriter, load_run, spec_hash
 from .datasets import load_dataset
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["SPEC", "resolve_spec", "execute", "choose_gallery", "PROTOCOL", "DEFAULTS"]
 
@@ -110,7 +110,7 @@ def choose_gallery(dataset, *, iou_threshold: float, inclusive: bool) -> list[li
             if best is None or key < best[0]:
                 best = (key, [image_id, target])
     if best is None:
-        raise ValueError(f"{dataset.name}: no image has a co-finding box passing the IoU rule; give 'gallery'")
+        raise SpecError(f"{dataset.name}: no image has a co-finding box passing the IoU rule; give 'gallery'")
     return [best[1]]
 
 
@@ -122,7 +122,7 @@ def resolve_spec(spec: dict) -> dict:
     out["presets"] = [resolve_preset(p).to_dict() for p in out["presets"]]
     names = [p["name"] for p in out["presets"]]
     if len(set(names)) != len(names):
-        raise ValueError(f"{PROTOCOL}: duplicate presets {names}")
+        raise SpecError(f"{PROTOCOL}: duplicate presets {names}")
     ds = load_dataset(out["dataset"])
     cohort = load_dataset(out["cohort_dataset"])
     if out["gallery"] is None:
@@ -131,10 +131,10 @@ def resolve_spec(spec: dict) -> dict:
     known = set(ds.images["image_id"])
     for image_id, _ in out["gallery"]:
         if image_id not in known:
-            raise ValueError(f"{PROTOCOL}: gallery image {image_id!r} is not in dataset {out['dataset']!r}")
+            raise SpecError(f"{PROTOCOL}: gallery image {image_id!r} is not in dataset {out['dataset']!r}")
     for key, d, source in (("dataset_sha256", ds, out["dataset"]), ("cohort_sha256", cohort, out["cohort_dataset"])):
         if out[key] not in (None, d.manifest_hash):
-            raise ValueError(f"{PROTOCOL}: dataset {source!r} has sha256 {d.manifest_hash[:12]}..., "
+            raise SpecError(f"{PROTOCOL}: dataset {source!r} has sha256 {d.manifest_hash[:12]}..., "
                              f"the spec pins {out[key][:12]}... ({key})")
         out[key] = d.manifest_hash
     return out
@@ -230,7 +230,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     cohort_ds = load_dataset(spec["cohort_dataset"])
     for key, d in (("dataset_sha256", ds), ("cohort_sha256", cohort_ds)):
         if d.manifest_hash != spec[key]:
-            raise RuntimeError(f"{PROTOCOL}: dataset {d.name!r} changed since the spec was resolved")
+            raise StaleSpecError(f"{PROTOCOL}: dataset {d.name!r} changed since the spec was resolved")
     manifest = {**ds.manifest(), "cohort": cohort_ds.manifest()}
     seeds = {"perturbation": spec["seed"], "substitute": spec["substitute_seed"]}
     with RunWriter(PROTOCOL, name, spec, dataset=manifest, seeds=seeds,

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 import pandas as pd
 
 from ..records import Run, RunWriter, Shard, load_run
+from .spec import SpecError
 
 __all__ = ["assign", "select", "mine", "result", "Shard"]
 
@@ -35,7 +36,7 @@ def _order(key: str) -> str:
 def assign(keys: Iterable, count: int) -> dict:
     """Unit key -> shard index for ``count`` shards (balanced; a function of the set of keys)."""
     if not isinstance(count, int) or count < 1:
-        raise ValueError(f"shard count {count!r} must be a positive integer")
+        raise SpecError(f"shard count {count!r} must be a positive integer")
     units = sorted(set(keys), key=lambda k: (_order(k), str(k)))
     return {k: i % count for i, k in enumerate(units)}
 

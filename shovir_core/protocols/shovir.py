@@ -58,15 +58,16 @@ from ..data import Dataset
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 from ..records import Run, RunWriter, load_run, spec_hash
 from ..vocab import P_GRID
+from ..perturb.boxes import applies_iou_filter, class_subsets, keyed_boxes
 from ..perturb.legacy import RNG_MODES
 from .datasets import load_dataset
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 from ..vocab import SHOVIR_CONDITIONS
 from . import shards
 
 __all__ = [
     "SPEC", "resolve_spec", "execute", "CONDITIONS", "IMAGE_CONDITIONS", "DISEASE_CONDITIONS", "DEFAULTS",
-    "trial_id", "class_subsets", "plan_trials", "open_dataset", "label_columns",
+    "trial_id", "plan_trials", "open_dataset", "label_columns",
 ]
 
 PROTOCOL = "shovir"
@@ -179,7 +180,7 @@ def label_columns(prefix: str) -> list[str]:
     ['pred.Enlarged Cardiomediastinum', 'pred.Cardiomegaly']
     """
     if prefix not in _LABEL_PREFIXES:
-        raise ValueError(f"label prefix {prefix!r} not in {_LABEL_PREFIXES}")
+        raise SpecError(f"label prefix {prefix!r} not in {_LABEL_PREFIXES}")
     return [f"{prefix}.{c}" for c in CHEXPERT_CLASSES]
 
 
@@ -204,7 +205,7 @@ def open_dataset(spec: dict) -> Dataset:
     source = spec.get("dataset", DEFAULTS["dataset"])
     expanded = os.path.expandvars(source)
     if "$" in expanded:
-        raise ValueError(f"shovir: dataset {source!r} names an unset environment variable "
+        raise SpecError(f"shovir: dataset {source!r} names an unset environment variable "
                          f"(expanded to {expanded!r}); set it to the folder of your credentialed copy")
     return load_dataset(expanded, **(spec.get("dataset_options") or {}))
 
@@ -221,15 +222,15 @@ def resolve_spec(spec: dict) -> dict:
 
     preset = resolve_preset(out["preset"])
     if out["rng"] != "per-item" and preset.engine != "reference-code":
-        raise ValueError(f"shovir: rng={out['rng']!r} replays the authors' code and needs a preset with "
+        raise SpecError(f"shovir: rng={out['rng']!r} replays the authors' code and needs a preset with "
                          f"engine 'reference-code' (preset {preset.name!r} has {preset.engine!r})")
     ds = open_dataset(out)
     if ds.reports is None and "report" in (out["reference_labels"], out["reference_text"]):
-        raise ValueError(
+        raise SpecError(
             f"shovir: dataset {out['dataset']!r} has no reports; set reference_labels: dataset and "
             "reference_text: template (the demo's choice)")
     if out["dataset_sha256"] not in (None, ds.manifest_hash):
-        raise ValueError(f"shovir: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
+        raise SpecError(f"shovir: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
                          f"{out['dataset_sha256'][:12]}, the hash the spec pins)")
     out["dataset_sha256"] = ds.manifest_hash
     from ..models import model_fingerprint
@@ -238,46 +239,13 @@ def resolve_spec(spec: dict) -> dict:
     # record's identity: a retrained reference model makes a new record instead of reusing one
     fingerprint = model_fingerprint(out["model"])
     if out["model_fingerprint"] not in (None, fingerprint):
-        raise ValueError(f"shovir: model {out['model']!r} changed since the spec was resolved "
+        raise SpecError(f"shovir: model {out['model']!r} changed since the spec was resolved "
                          "(its fingerprint differs from the one the spec pins)")
     out["model_fingerprint"] = fingerprint
     return out
 
 
 # -- per-class subsets and the trial plan -----------------------------------------------------
-def _hash_order(seed: int, image_id: str) -> str:
-    return hashlib.sha256(f"{seed}\x1f{image_id}".encode()).hexdigest()
-
-
-def class_subsets(ds: Dataset, *, classes=None, min_count: int = 40, max_per_class: int | None = None,
-                  subset_seed: int = 0) -> tuple[dict[str, list[str]], dict[str, int]]:
-    """Per-class evaluation subsets.
-
-    Returns
-    -------
-    subsets : dict
-        class -> image ids (positive label and at least one box of the class),
-        in a stable hash order, truncated to ``max_per_class``; only classes with
-        at least ``min_count`` images.
-    counts : dict
-        class -> the full subset size (before ``min_count`` and truncation), for
-        every class considered.
-    """
-    boxed = ds.boxes.groupby("finding")["image_id"].apply(lambda s: set(s))
-    wanted = list(classes) if classes is not None else list(FINDINGS_13)
-    subsets, counts = {}, {}
-    for c in wanted:
-        if c not in ds.labels.columns:
-            counts[c] = 0
-            continue
-        positive = set(ds.labels.index[ds.labels[c] == 1.0])
-        ids = sorted(positive & boxed.get(c, set()), key=lambda i: _hash_order(subset_seed, i))
-        counts[c] = len(ids)
-        if len(ids) >= min_count:
-            subsets[c] = ids[:max_per_class] if max_per_class is not None else ids
-    return subsets, counts
-
-
 def plan_trials(spec: dict, ds: Dataset) -> tuple[list[dict], dict]:
     """Trial groups to run: one per (condition, image, target) with the ps it needs.
 
@@ -352,7 +320,7 @@ def _reference(spec: dict, ds: Dataset, labeller: _Labeller) -> tuple[dict[str, 
         reports = ds.reports["text"]
         missing = [i for i in ids if study[i] not in reports.index]
         if missing:
-            raise ValueError(f"shovir: image {missing[0]!r} (study {study[missing[0]]!r}) has no report")
+            raise SpecError(f"shovir: image {missing[0]!r} (study {study[missing[0]]!r}) has no report")
         texts = {i: str(reports[study[i]]) for i in ids}
     if spec["reference_labels"] == "dataset":
         ref = gt
@@ -360,17 +328,6 @@ def _reference(spec: dict, ds: Dataset, labeller: _Labeller) -> tuple[dict[str, 
         ref = labeller([texts[i] for i in ids])
         ref.index = pd.Index(ids, name="image_id")
     return texts, ref
-
-
-def _keyed_boxes(ds: Dataset, image_id: str) -> list[tuple]:
-    """The image's boxes as ``(finding, x1, y1, x2, y2, box_id)``: rows sharing a box id are one box."""
-    sub = ds.boxes[ds.boxes["image_id"] == image_id]
-    return [(r.finding, float(r.x1), float(r.y1), float(r.x2), float(r.y2), str(r.box_id)) for r in sub.itertuples()]
-
-
-def _iou_filter(ds: Dataset, preset) -> bool:
-    """Whether DOCO applies the IoU rule here (the reference code does not on PadChest-GR)."""
-    return not (preset.doco_iou_filter == "except-padchest" and ds.name.lower().startswith("padchest"))
 
 
 def _legacy_streams(spec: dict, ds: Dataset, preset):
@@ -385,12 +342,12 @@ def _legacy_streams(spec: dict, ds: Dataset, preset):
     order = ds.images["image_id"].tolist()
     rank = {i: k for k, i in enumerate(order)}
     shape = {r.image_id: (int(r.height), int(r.width)) for r in ds.images.itertuples()}
-    iou_filter = _iou_filter(ds, preset)
+    iou_filter = applies_iou_filter(ds, preset)
     disease = [(i, c) for c in authors_class_order(full) for i in sorted(full[c], key=rank.__getitem__)]
 
     def kept_by_doco(item) -> bool:
         i, c = item
-        sets = box_sets(_keyed_boxes(ds, i), c, iou_threshold=float(spec["iou_threshold"]),
+        sets = box_sets(keyed_boxes(ds, i), c, iou_threshold=float(spec["iou_threshold"]),
                         inclusive=preset.iou_inclusive, iou_filter=iou_filter)
         return bool(_reference_boxes(sets, "DOCO", shape[i]))
 
@@ -401,7 +358,7 @@ def _legacy_streams(spec: dict, ds: Dataset, preset):
         i, c = key
         boxes = []
         if c is not None:
-            sets = box_sets(_keyed_boxes(ds, i), c, iou_threshold=float(spec["iou_threshold"]),
+            sets = box_sets(keyed_boxes(ds, i), c, iou_threshold=float(spec["iou_threshold"]),
                             inclusive=preset.iou_inclusive, iou_filter=iou_filter)
             boxes = _reference_boxes(sets, condition, shape[i])
         advance(rng, condition, shape[i], boxes, p, max_retries=spec["max_retries"])
@@ -433,8 +390,8 @@ def _perturb(ds: Dataset, group: dict, spec: dict, cache: dict, size_pool, strea
         return [full_noise(image, seed=spec["seed"], item_id=image_id, preset=preset, rng=rng)]
     kwargs = dict(condition=cond, target=group["target"], seed=spec["seed"], item_id=image_id, preset=preset,
                   size_pool=size_pool, iou_threshold=float(spec["iou_threshold"]), max_retries=spec["max_retries"],
-                  iou_filter=_iou_filter(ds, preset))
-    boxes = _keyed_boxes(ds, image_id)
+                  iou_filter=applies_iou_filter(ds, preset))
+    boxes = keyed_boxes(ds, image_id)
     if streams is None:
         return occlude_grid(image, boxes, ps=group["ps"], **kwargs)
     return [occlude(image, boxes, p=p, rng=streams.rng_for(cond, p, key), **kwargs) for p in group["ps"]]
@@ -461,7 +418,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     batch_size, chunk_size = settings["batch_size"], settings["chunk_size"]
     ds = open_dataset(spec)
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"shovir: dataset {spec['dataset']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"shovir: dataset {spec['dataset']!r} changed since the spec was resolved")
     model = cached(get_model(spec["model"]), chunk_size=batch_size, progress=False)
     preset = resolve_preset(spec["preset"])
     groups, plan = plan_trials(spec, ds)

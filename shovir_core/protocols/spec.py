@@ -50,11 +50,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Field", "SpecSchema", "SpecError", "REQUIRED"]
+from ..errors import ShovirError
+
+__all__ = ["Field", "SpecSchema", "SpecError", "StaleSpecError", "REQUIRED"]
 
 
-class SpecError(ValueError):
-    """A protocol spec has an unknown, mistyped or out-of-range key."""
+class SpecError(ShovirError, ValueError):
+    """A protocol spec has an unknown, mistyped or out-of-range key, a combination of keys the
+    protocol cannot run, or a pinned value (a dataset's content hash, a model's fingerprint) that no
+    longer matches."""
+
+
+class StaleSpecError(ShovirError, RuntimeError):
+    """What a resolved spec pins (a dataset, a model, a resource) changed between resolving the spec
+    and executing it."""
 
 
 class _Required:

@@ -19,11 +19,12 @@ import pyarrow.parquet as pq
 
 from .files import file_sha256, foreign_files, part_files
 from .schema import SHORT_HASH, Manifest, PartInfo, spec_hash
+from ..errors import ShovirError
 
 __all__ = ["RecordError", "describe_parts", "check_identity", "check_parts", "read_trial_ids"]
 
 
-class RecordError(RuntimeError):
+class RecordError(ShovirError, RuntimeError):
     """A run record is unusable (damaged, edited, incomplete or missing); the message names its path."""
 
 

@@ -32,6 +32,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ShovirError
+
 __all__ = [
     "SCHEMA_VERSION", "MANIFEST_FIELDS", "STATUSES", "canonical_json", "spec_hash", "SHORT_HASH",
     "Manifest", "PartInfo", "ManifestError", "migrate",
@@ -42,7 +44,7 @@ SHORT_HASH = 12
 STATUSES = ("started", "complete", "failed")
 
 
-class ManifestError(ValueError):
+class ManifestError(ShovirError, ValueError):
     """A manifest's content is not a valid manifest of any known schema version."""
 
 

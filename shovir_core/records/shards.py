@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ..errors import UsageError
 from .files import HOST, PART_RE, TryLock, atomic_write_text, part_files
 
 __all__ = ["Shard", "read_markers", "write_marker", "finished_set", "shard_progress", "MARKER_DIR"]
@@ -36,21 +37,21 @@ class Shard:
     def __post_init__(self) -> None:
         if not (isinstance(self.count, int) and isinstance(self.index, int)) or self.count < 1 \
                 or not 0 <= self.index < self.count:
-            raise ValueError(f"shard {self.index!r} of {self.count!r}: need 0 <= index < count and count >= 1")
+            raise UsageError(f"shard {self.index!r} of {self.count!r}: need 0 <= index < count and count >= 1")
 
     @classmethod
     def parse(cls, text: str) -> "Shard":
         """``"1/3"`` -> ``Shard(1, 3)``."""
         m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
         if not m:
-            raise ValueError(f"shard {text!r}: write it as INDEX/COUNT, e.g. 0/3")
+            raise UsageError(f"shard {text!r}: write it as INDEX/COUNT, e.g. 0/3")
         return cls(int(m.group(1)), int(m.group(2)))
 
     @classmethod
     def from_token(cls, token: str) -> "Shard":
         m = _TOKEN.match(token)
         if not m:
-            raise ValueError(f"not a shard token: {token!r}")
+            raise UsageError(f"not a shard token: {token!r}")
         return cls(int(m.group(1)), int(m.group(2)))
 
     @property

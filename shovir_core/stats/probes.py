@@ -30,12 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .bootstrap import draw_counts, percentile_interval
+from ..errors import ShovirError
 
 __all__ = ["FrozenConfigError", "config_sha256", "FrozenConfig", "frozen", "disjoint_patients", "fit_probe",
            "risk_coverage", "aurc", "auroc", "stratified_auroc", "clustered_difference_test"]
 
 
-class FrozenConfigError(RuntimeError):
+class FrozenConfigError(ShovirError, RuntimeError):
     """A frozen configuration changed between the start and the end of a run."""
 
 

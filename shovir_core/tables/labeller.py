@@ -1,6 +1,6 @@
 """The Labeller chapter's tables, from a ``labeller-validation`` record (one row per IU X-ray report).
 
-Scores come from :mod:`shovir_core.labeling.validation` (per-class counts against the MeSH
+Scores come from :mod:`shovir_core.tables.labeller_scores` (per-class counts against the MeSH
 reference, micro-F1, the bootstrapped difference of two labellers); every function returns a
 :class:`~shovir_core.tables.result.TableResult` whose ``values`` are glue keys without the ``lv.``
 namespace.
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..labeling.validation import label_frames, micro_f1, micro_f1_difference, score_labels, split_rows
+from .labeller_scores import label_frames, micro_f1, micro_f1_difference, score_labels, split_rows
 from ..metrics.classification import prf_from_counts
 from .result import TableResult, frame_of, run_ids_of
 
@@ -123,7 +123,7 @@ def labeller_difference(trials: pd.DataFrame, *, a: str, b: str, split: str = "t
                         n_draws: int = 10_000, rng: np.random.Generator) -> TableResult:
     """Micro-F1 of labeller ``a`` minus ``b`` on ``split`` with its report-level bootstrap interval.
 
-    One row (:func:`shovir_core.labeling.validation.micro_f1_difference`). ``values``:
+    One row (:func:`shovir_core.tables.labeller_scores.micro_f1_difference`). ``values``:
     ``<split>.<a>_minus_<b>.{diff,lo,hi}`` and ``bootstrap.n_draws``.
     """
     d = micro_f1_difference(trials, a=a, b=b, split=split, uncertain=uncertain, n_draws=n_draws, rng=rng)

@@ -94,7 +94,7 @@ def planted_facts(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, 
                        caption="Planted facts of the reference model on the held-out evaluation patients.")
 
 
-def lens_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: int, tv: float = 0.05) -> TableResult:
+def lens_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int, tv: float = 0.05) -> TableResult:
     """Per layer and arm (e.g. ``{"present": ..., "absent": ...}`` lens records): disagreement, mean |Δm|,
     agreement with the final answer and its majority floor, balanced agreement."""
     rows, values = [], {}
@@ -109,7 +109,7 @@ def lens_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: int, tv: 
                          "agreement_final": agree[layer], "majority_floor": floor, "balanced_agreement": bal[layer]})
         flips = (t["readout_c"] != t["readout_d"]).to_numpy()
         apart = ly.still_apart(m_c, m_d, threshold=tv)
-        depth = ly.calibration_depth(m_c, clusters=t["patient_id"].to_numpy(), n_boot=n_boot,
+        depth = ly.calibration_depth(m_c, clusters=t["patient_id"].to_numpy(), n_draws=n_draws,
                                      rng=np.random.default_rng(seed))
         settle = ly.settling_layer(m_c)
         values.update({
@@ -389,7 +389,7 @@ def knockout_difference(arm: pd.DataFrame, controls: Mapping[str, pd.DataFrame],
                                "patient-clustered intervals.")
 
 
-def calibration_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: int) -> TableResult:
+def calibration_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) -> TableResult:
     """Per lens arm the calibration depth -- the first layer whose projected answer agrees with the model's
     own output better than the best constant (balanced agreement > 0.5) -- with its patient-clustered
     interval and the balanced agreement there (ModaLens App. N.1: layer 46 "in all 2,000 draws and all
@@ -397,7 +397,7 @@ def calibration_table(arms: Mapping[str, pd.DataFrame], *, n_boot: int, seed: in
     rows, values = [], {}
     for arm, t in arms.items():
         m_c = ly.margins(lens_array(t["lens_c"]))
-        depth = ly.calibration_depth(m_c, clusters=t["patient_id"].to_numpy(), n_boot=n_boot,
+        depth = ly.calibration_depth(m_c, clusters=t["patient_id"].to_numpy(), n_draws=n_draws,
                                      rng=np.random.default_rng(seed))
         bal = ly.balanced_agreement(m_c)
         at = float(bal[depth["layer"]]) if depth["layer"] < len(bal) else float("nan")

@@ -73,7 +73,7 @@ def _paper_trials(item: dict, values: dict, factors: dict) -> float:
 
 def chapter_runs(*, profile: str = "demo", notebooks=None) -> dict:
     """``{"<notebook>.<key>": Run}`` of every chapter's records that exist (missing ones are left out)."""
-    from ..book import load_runs, toc_notebooks
+    from ..params import load_runs, toc_notebooks
     from ..records import RecordError
 
     out = {}
@@ -143,7 +143,7 @@ def reproduction_table(runs: dict, *, shards: int = 16, benchmarks: Path | None 
     ``runs`` is :func:`chapter_runs` (``{"<notebook>.<key>": Run}``); ``shards`` the shard count the
     commands use; ``benchmarks`` the folder of benchmark outputs.
     """
-    from ..book.params import profiles_of
+    from ..params import profiles_of
     from ..papers import load_values
 
     values = {p: load_values(p) for p in ("shovir", "modalens")}

@@ -1,6 +1,6 @@
 """Fit the reference models' parameters on the demo NIH box images.
 
-``python -m shovir_core.models.train_reference`` (the demo training command) writes, under the tracked
+``python -m shovir_core.training.reference`` (the demo training command) writes, under the tracked
 ``shovir_core/resources/``:
 
 ``ref_image_classifier.safetensors``  the CNN weights of ``ref-image-classifier`` (~250 kB), trained
@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import paths
 from ..labels import FINDINGS_13, apply_policy
-from .protocol import to_gray_float
+from ..models.protocol import to_gray_float
 
 __all__ = ["label_priors", "context_calibration", "train_cnn", "main"]
 
@@ -47,7 +47,7 @@ def label_priors(labels) -> dict[str, float]:
 
 def context_calibration(grays: list[np.ndarray], boxes: list[list], priors: dict[str, float]) -> dict:
     """Per-finding thresholds (quantile at the prior: that share reads positive) and the texture spread."""
-    from .reference import context_texture
+    from ..models.reference import context_texture
 
     values = {f: np.array([context_texture(g, b, f) for g, b in zip(grays, boxes)]) for f in FINDINGS_13}
     allv = np.concatenate(list(values.values()))
@@ -75,7 +75,7 @@ def train_cnn(x: np.ndarray, y: np.ndarray, *, epochs: int, seed: int, batch_siz
     """
     import torch
 
-    from .cnn import build_cnn
+    from ..models.cnn import build_cnn
 
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -139,7 +139,7 @@ def make_augment(grays, boxes, y: np.ndarray, classes, *, mean: float, std: floa
     one positive boxed finding at strength p ~ U(0.5, 1) (that finding's label set to 0: its own
     region carries it).
     """
-    from .cnn import preprocess
+    from ..models.cnn import preprocess
 
     sizes = np.array([(b[3] - b[1], b[4] - b[2]) for bs in boxes for b in bs], dtype=float)
     index = {c: j for j, c in enumerate(classes)}
@@ -167,13 +167,13 @@ def main(argv: list[str] | None = None) -> dict:
     from safetensors.torch import save_file
 
     from ..data import load_dataset
-    from .cnn import CLASSES, preprocess
-    from .reference import PARAMS_FILE, WEIGHTS_FILE, params_sha256
+    from ..models.cnn import CLASSES, preprocess
+    from ..models.reference import PARAMS_FILE, WEIGHTS_FILE, params_sha256
 
     from ..data import DEMO_DATASETS
     from ..output_dirs import check_output_dir, default_output_dir
 
-    ap = argparse.ArgumentParser(prog="python -m shovir_core.models.train_reference",
+    ap = argparse.ArgumentParser(prog="python -m shovir_core.training.reference",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="demo")
     ap.add_argument("--epochs", type=int, default=60)
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> dict:
 if __name__ == "__main__":
     import sys
 
-    from ..cli import run_guarded
+    from ..errors import run_guarded
 
     sys.exit(run_guarded(lambda argv: main(argv) and 0, sys.argv[1:], prog="train_reference",
                          debug="--debug" in sys.argv))

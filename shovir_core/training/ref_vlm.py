@@ -1,6 +1,6 @@
 """Train ``ref-vlm`` (:mod:`shovir_core.models.ref_vlm`) on the demo data's training patients.
 
-``python -m shovir_core.models.train_ref_vlm [--steps N] [--out DIR]`` writes ``ref_vlm.safetensors``
+``python -m shovir_core.training.ref_vlm [--steps N] [--out DIR]`` writes ``ref_vlm.safetensors``
 and ``ref_vlm.json`` into ``shovir_core/resources/`` (or ``DIR``). The curriculum, the patient split
 and the planted facts are described in :mod:`shovir_core.models.ref_vlm`.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .ref_vlm import (EVAL_COHORT, META_FILE, TRAIN_CONFIG, WEIGHTS_FILE, _architecture, _wrap, fingerprint,
-                      resources_dir)
+from ..models.ref_vlm import (EVAL_COHORT, META_FILE, TRAIN_CONFIG, WEIGHTS_FILE, architecture, fingerprint,
+                      resources_dir, wrap_model)
 
 __all__ = ["split_patients", "training_examples", "train", "main"]
 
@@ -134,8 +134,8 @@ def train(config: dict | None = None, *, steps: int | None = None, progress: boo
         with Image.open(path) as im:
             pixels.append(np.asarray(im))
     questions = _questions()
-    model, processor, _ = _architecture(cfg, seed=int(cfg["seed"]))
-    vlm = _wrap(model, processor, {"kind": "training"})
+    model, processor, _ = architecture(cfg, seed=int(cfg["seed"]))
+    vlm = wrap_model(model, processor, {"kind": "training"})
     tok = vlm.tokenizer
     answer_ids = {1: tok.convert_tokens_to_ids("yes"), 0: tok.convert_tokens_to_ids("no")}
     eos = tok.eos_token_id
@@ -175,7 +175,7 @@ def _loop(model, vlm, opt, sched, rng, ex, cfg, pixels, questions, answer_ids, e
     """The optimisation steps of :func:`train` (appends (loss, first-token accuracy) per step)."""
     import torch
 
-    from .protocol import ScoreRequest
+    from ..models.protocol import ScoreRequest
 
     for step in range(n_steps):
         batch = _draw_batch(rng, ex, cfg, len(questions))
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     """Train ``ref-vlm`` and write ``resources/ref_vlm.safetensors`` and ``resources/ref_vlm.json``."""
     from safetensors.torch import save_file
 
-    parser = argparse.ArgumentParser(prog="python -m shovir_core.models.train_ref_vlm", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m shovir_core.training.ref_vlm", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=None, help=f"training steps (default {TRAIN_CONFIG['steps']})")
     parser.add_argument("--out", type=Path, default=resources_dir(), help="output folder (default: the package resources)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",

@@ -1,6 +1,7 @@
 """Score report labellers against reference labels (e.g. IU X-ray MeSH terms).
 
 The Labeller chapter's tables are built from these by :mod:`shovir_core.tables.labeller`.
+(They live in ``tables/`` so that ``labeling`` does not depend on ``metrics``, which labels reports.)
 """
 from __future__ import annotations
 
