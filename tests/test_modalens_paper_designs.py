@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mimic_synth import write_mimic_jpg
-from shovir_core.book.params import load_params
+from shovir_core.params import load_params
 from shovir_core.labels import FINDINGS_13
 from shovir_core.protocols import modalens as ml
 from shovir_core.protocols import modalens_interventions as mi

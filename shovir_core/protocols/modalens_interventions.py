@@ -152,7 +152,7 @@ def cap_per_finding(trials: pd.DataFrame, *, findings=None, n: int | None, seed:
     out = trials if findings is None else trials[trials["finding"].isin(list(findings))]
     missing = sorted(set(findings or ()) - set(out["finding"]))
     if missing:
-        raise ValueError(f"{PROTOCOL}: steer_findings {missing} are not asked on the steering test trials")
+        raise SpecError(f"{PROTOCOL}: steer_findings {missing} are not asked on the steering test trials")
     if n is None:
         return out.reset_index(drop=True)
     rng = np.random.default_rng(int(seed))

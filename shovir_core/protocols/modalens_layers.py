@@ -79,9 +79,9 @@ def resolve_spec(spec: dict) -> dict:
             out.pop(k)
     if any(full[k] is not None for k in _SAMPLE[:3]):  # absent without a sample: identity unchanged
         if full["knockout_n_decisive"] is not None and full["knockout_n_cases"] is None:
-            raise ValueError(f"{PROTOCOL}: knockout_n_decisive needs knockout_n_cases")
+            raise SpecError(f"{PROTOCOL}: knockout_n_decisive needs knockout_n_cases")
         if (full["knockout_n_decisive"] or 0) > (full["knockout_n_cases"] or 0) > 0:
-            raise ValueError(f"{PROTOCOL}: knockout_n_decisive = {full['knockout_n_decisive']} exceeds "
+            raise SpecError(f"{PROTOCOL}: knockout_n_decisive = {full['knockout_n_decisive']} exceeds "
                              f"knockout_n_cases = {full['knockout_n_cases']}")
         out.update({k: full[k] for k in _SAMPLE})
     return out
@@ -97,7 +97,7 @@ def knockout_cases(trials: pd.DataFrame, *, n_patients: int | None = None, n_cas
     asked finding's primary-policy label differs between the source and the substituted image
     (``label_changed``: the swap changes the right answer). The paper states the three counts but not
     the draw; this rule is the repository's choice and reaches all three exactly when the cohort
-    allows. Too few patients or cases raise ``ValueError``.
+    allows. Too few patients or cases raise ``SpecError``.
 
     >>> t = pd.DataFrame({"trial_id": [f"c{i}:q" for i in range(6)], "case_id": [f"c{i}" for i in range(6)],
     ...                   "patient_id": ["p1", "p1", "p2", "p2", "p3", "p3"],
@@ -113,7 +113,7 @@ def knockout_cases(trials: pd.DataFrame, *, n_patients: int | None = None, n_cas
     patients = np.array(sorted(cases["patient_id"].astype(str).unique()), dtype=object)
     if n_patients is not None:
         if n_patients > len(patients):
-            raise ValueError(f"{what}: {n_patients} patients asked, the cohort has {len(patients)}")
+            raise SpecError(f"{what}: {n_patients} patients asked, the cohort has {len(patients)}")
         keep = set(rng.choice(patients, size=int(n_patients), replace=False).tolist())
         cases = cases[cases["patient_id"].astype(str).isin(keep)]
     cases = cases.assign(_key=rng.permutation(len(cases)))
@@ -124,7 +124,7 @@ def knockout_cases(trials: pd.DataFrame, *, n_patients: int | None = None, n_cas
         first = ordered.groupby("patient_id", sort=False).head(1) if n_patients is not None else ordered.iloc[:0]
         rest = cases.drop(first.index).sort_values("_key")
         if len(first) > n_cases:
-            raise ValueError(f"{what}: {len(first)} patients need at least one case each, n_cases = {n_cases}")
+            raise SpecError(f"{what}: {len(first)} patients need at least one case each, n_cases = {n_cases}")
         if n_decisive is None:
             extra = rest.head(n_cases - len(first))
         else:
@@ -134,13 +134,13 @@ def knockout_cases(trials: pd.DataFrame, *, n_patients: int | None = None, n_cas
             for flag, k in need.items():
                 pool = rest[rest["decisive"] == flag]
                 if k < 0 or len(pool) < k:
-                    raise ValueError(f"{what}: cannot reach {n_decisive} decisive of {n_cases} cases over "
+                    raise SpecError(f"{what}: cannot reach {n_decisive} decisive of {n_cases} cases over "
                                      f"{len(first)} patients ({int(cases['decisive'].sum())} decisive of "
                                      f"{len(cases)} cases available)")
                 parts.append(pool.head(k))
             extra = pd.concat(parts)
         if len(first) + len(extra) < n_cases:
-            raise ValueError(f"{what}: {n_cases} cases asked, {len(cases)} available")
+            raise SpecError(f"{what}: {n_cases} cases asked, {len(cases)} available")
         chosen = first.index.append(extra.index)
     return trials[trials["case_id"].isin(set(chosen))].sort_values("trial_id").reset_index(drop=True)
 

@@ -82,11 +82,11 @@ def _corpus_keys(full: dict) -> dict:
     out = {} if full["lens_max_texts"] is None else {"lens_max_texts": full["lens_max_texts"]}
     if full["lens_corpus"] != "wikitext-103":
         if full["lens_corpus_path"] is not None:
-            raise ValueError(f"{PROTOCOL}: lens_corpus_path is for lens_corpus: wikitext-103, "
+            raise SpecError(f"{PROTOCOL}: lens_corpus_path is for lens_corpus: wikitext-103, "
                              f"not {full['lens_corpus']!r}")
         return out
     if full["lens_corpus_path"] is None or "$" in os.path.expandvars(full["lens_corpus_path"]):
-        raise ValueError(f"{PROTOCOL}: lens_corpus: wikitext-103 needs lens_corpus_path, a local WikiText-103 copy "
+        raise SpecError(f"{PROTOCOL}: lens_corpus: wikitext-103 needs lens_corpus_path, a local WikiText-103 copy "
                          f"(got {full['lens_corpus_path']!r}; set SHOVIR_WIKITEXT103)")
     from ..models.tuned_lens import wikitext_file
 
@@ -95,7 +95,7 @@ def _corpus_keys(full: dict) -> dict:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     if full["lens_corpus_sha256"] not in (None, h.hexdigest()):
-        raise ValueError(f"{PROTOCOL}: the corpus at {full['lens_corpus_path']!r} changed since the spec was resolved")
+        raise SpecError(f"{PROTOCOL}: the corpus at {full['lens_corpus_path']!r} changed since the spec was resolved")
     return {**out, "lens_corpus_path": full["lens_corpus_path"], "lens_corpus_sha256": h.hexdigest()}
 _LENS = ("lens_corpus", "lens_steps", "lens_lr", "lens_batch_texts", "lens_max_tokens", "lens_seed", "lens_heldout",
          "lens_kl")
@@ -155,7 +155,7 @@ def resolve_spec(spec: dict) -> dict:
     if full["analysis"] == "probe" and full["probe_pool"] is not None:  # absent when null: identity unchanged
         pool = ml._dataset(full["probe_pool"])
         if full["probe_pool_sha256"] not in (None, pool.manifest_hash):
-            raise ValueError(f"{PROTOCOL}: probe_pool {full['probe_pool']!r} changed since the spec was resolved")
+            raise SpecError(f"{PROTOCOL}: probe_pool {full['probe_pool']!r} changed since the spec was resolved")
         out.update(probe_pool=full["probe_pool"], probe_pool_sha256=pool.manifest_hash)
     return out
 
@@ -171,7 +171,7 @@ def cohorts(spec: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
         pool_spec = pool_dataset_spec(spec)
         ds = ml._dataset(pool_spec["dataset"])
         if ds.manifest_hash != pool_spec["dataset_sha256"]:
-            raise RuntimeError(f"{PROTOCOL}: probe_pool {spec['probe_pool']!r} changed since the spec was resolved")
+            raise StaleSpecError(f"{PROTOCOL}: probe_pool {spec['probe_pool']!r} changed since the spec was resolved")
         of = dict(zip(ds.images["image_id"], ds.images["patient_id"].astype(str)))
         chosen, counts = disjoint_patients([of[i] for i in ml._source_pool(ds)], exclude=exclude,
                                            n=int(spec["probe_n_patients"]), seed=int(spec["probe_seed"]))

@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..records import Run, RunWriter, load_run, spec_hash
 from . import modalens as _ml
-from .spec import Field, SpecSchema
+from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "SURROGATES", "resolve_spec", "execute"]
 
@@ -69,14 +69,14 @@ def resolve_spec(spec: dict) -> dict:
     out = SPEC.resolve(spec)
     ds = _ml._dataset(out["dataset"])
     if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
-        raise ValueError(f"{PROTOCOL}: dataset {out['dataset']!r} changed since the spec was resolved")
+        raise SpecError(f"{PROTOCOL}: dataset {out['dataset']!r} changed since the spec was resolved")
     out["dataset_sha256"] = ds.manifest_hash
     ident = _surrogate_id(out["surrogate"])
     if spec.get("surrogate_id") not in (None, ident):
-        raise ValueError(f"{PROTOCOL}: surrogate {out['surrogate']!r} changed since the spec was resolved")
+        raise SpecError(f"{PROTOCOL}: surrogate {out['surrogate']!r} changed since the spec was resolved")
     out["surrogate_id"] = ident
     if out["surrogate"] == "reference" and out["xrv_weights"] is not None:
-        raise ValueError(f"{PROTOCOL}: xrv_weights is for surrogate: torchxrayvision")
+        raise SpecError(f"{PROTOCOL}: xrv_weights is for surrogate: torchxrayvision")
     return out
 
 
@@ -99,7 +99,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
 
     ds = _ml._dataset(spec["dataset"])
     if ds.manifest_hash != spec["dataset_sha256"]:
-        raise RuntimeError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
+        raise StaleSpecError(f"{PROTOCOL}: dataset {spec['dataset']!r} changed since the spec was resolved")
     cases, counts = _ml.build_cases(spec)
     ids = sorted(set(cases["image_id"]) | set(cases["sub_image_id"]))
     classifier, extra = _classifier(spec)
