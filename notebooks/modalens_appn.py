@@ -384,9 +384,8 @@ book.glue_values("mln.n4", n4v, runs=runs)
 # every image token blocked it is {glue:text}`mln.n4.image_all.L0.flip_rate:.2%` (as it must be);
 # blocking as many random positions gives {glue:text}`mln.n4.random_matched.L0.flip_rate:.2%`
 # [{glue:text}`mln.n4.random_matched.L0.lo:.2%`, {glue:text}`mln.n4.random_matched.L0.hi:.2%`]. The
-# paper runs this knockout on VQA-RAD, SLAKE and OmniMedVQA; this repository has none of them
-# (`load_dataset("vqa-rad:...")` and the others say so, `shovir_core.data.other_vqa`), so those rows are
-# not reproduced here.
+# paper runs this knockout on VQA-RAD, SLAKE and OmniMedVQA; those rows are the chapter "Datasets
+# without a report" (`notebooks/modalens_no_report.py`), which runs it on the shipped VQA-RAD release.
 #
 # Residual patching and steering (Table 25), and probes and the tuned lens (Tables 26, 34), are the
 # following chapters.

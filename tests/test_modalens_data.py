@@ -174,10 +174,9 @@ def test_mimic_jpg_errors_name_the_item(tmp_path):
         load_mimic_jpg(root)
 
 
-@pytest.mark.parametrize("adapter", ["vqa-rad", "slake", "omnimedvqa"])
-def test_the_other_vqa_datasets_of_appendix_n4_fail_clearly(adapter, tmp_path):
-    from shovir_core.data import load_dataset
-    from shovir_core.data.other_vqa import OTHER_DATASETS, OtherDatasetUnavailable
+@pytest.mark.parametrize("adapter", ["vqa-rad", "slake", "omnimedvqa", "probmed"])
+def test_the_other_vqa_datasets_of_appendix_n4_refuse_an_empty_folder_naming_it(adapter, tmp_path):
+    from shovir_core.data import DatasetError, load_dataset
 
-    with pytest.raises(OtherDatasetUnavailable, match=OTHER_DATASETS[adapter]):
+    with pytest.raises(DatasetError, match=str(tmp_path.name)):
         load_dataset(f"{adapter}:{tmp_path}")

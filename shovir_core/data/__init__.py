@@ -23,15 +23,16 @@ DEMO_DATASETS = {"demo": "nih-bbox", "demo-bbox": "nih-bbox", "demo-64px": "nih-
 
 _ADAPTERS: dict[str, Callable[..., Dataset]] = {}
 
-# Built-in adapters of credentialed datasets, imported on first use.
+# Built-in adapters (credentialed datasets; the no-report VQA datasets of ModaLens Table 6), imported on first use.
 _BUILTIN: dict[str, tuple[str, str]] = {
     "mimic": ("shovir_core.data.mimic", "load_mimic_imagenome"),
     "mimic-jpg": ("shovir_core.data.mimic_jpg", "load_mimic_jpg"),
     "mimic-jpg-train": ("shovir_core.data.mimic_jpg", "load_mimic_jpg_train"),
     "padchest": ("shovir_core.data.padchest", "load_padchest_gr"),
-    "vqa-rad": ("shovir_core.data.other_vqa", "load_vqa_rad"),
-    "slake": ("shovir_core.data.other_vqa", "load_slake"),
-    "omnimedvqa": ("shovir_core.data.other_vqa", "load_omnimedvqa"),
+    "vqa-rad": ("shovir_core.data.vqa_rad", "load_vqa_rad"),
+    "slake": ("shovir_core.data.slake", "load_slake"),
+    "omnimedvqa": ("shovir_core.data.omnimedvqa", "load_omnimedvqa"),
+    "probmed": ("shovir_core.data.probmed", "load_probmed"),
 }
 
 

@@ -35,6 +35,8 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "tiny": ("shovir_core.models.tiny", "build_tiny"),
     "reference": ("shovir_core.models.reference", "build_reference"),
     "ref-vlm": ("shovir_core.models.ref_vlm", "build_ref_vlm"),
+    "reference-vqa": ("shovir_core.models.reference_vqa", "build_reference_vqa"),
+    "ref-vlm-vqarad": ("shovir_core.models.ref_vlm_vqarad", "build_ref_vlm_vqarad"),
     "hf-auto": ("shovir_core.models.hf_auto", "build_hf_auto"),
     "imported": ("shovir_core.models.imported", "build_imported"),
 }
@@ -45,6 +47,8 @@ _CATALOGUES: tuple[tuple[str, str], ...] = (
     ("shovir_core.models.tiny", "TINY_SPECS"),
     ("shovir_core.models.reference", "REFERENCE_SPECS"),
     ("shovir_core.models.ref_vlm", "REF_VLM_SPECS"),
+    ("shovir_core.models.reference_vqa", "REFERENCE_VQA_SPECS"),
+    ("shovir_core.models.ref_vlm_vqarad", "SPECS"),
 )
 """Entries declared by the light adapter modules themselves (they carry their own stated behaviour)."""
 

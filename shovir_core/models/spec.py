@@ -133,6 +133,10 @@ FINGERPRINT_FILES: dict[str, tuple[str, ...]] = {
     "tiny": ("models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py"),
     "ref-vlm": ("models/ref_vlm.py", "models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py",
                 "resources/ref_vlm.json", "resources/ref_vlm.safetensors"),
+    "reference-vqa": ("models/reference_vqa.py", "models/protocol.py"),
+    "ref-vlm-vqarad": ("models/ref_vlm_vqarad.py", "models/ref_vlm.py", "models/tiny.py", "models/hf.py",
+                       "models/prompts.py", "models/readouts.py", "resources/ref_vlm_vqarad.json",
+                       "resources/ref_vlm_vqarad.safetensors"),
 }
 """Per adapter kind, the files (relative to the package) whose content decides what its models output."""
 

@@ -38,6 +38,7 @@ REGISTRY: dict[str, str] = {
     "modalens-interventions": "shovir_core.protocols.modalens_interventions",
     "modalens-probes": "shovir_core.protocols.modalens_probes",
     "modalens-surrogate": "shovir_core.protocols.modalens_surrogate",
+    "modalens-noreport": "shovir_core.protocols.noreport",
 }
 
 SHARDED: frozenset[str] = frozenset({"modalens", "shovir"})
