@@ -95,9 +95,9 @@ rerun = tct.rerun_table(trials["full"], trials["full_rerun"], n_draws=n_draws, s
 book.show(rerun, runs=runs, name="ml-tc-rerun", intervals={"flip_rate": ("lo", "hi")})
 
 # %%
-vr = rerun.values
-assert vr["tc.rerun.n_cases_differ"] >= abs(vr["tc.rerun.flips_diff"])
-book.glue_values("ml", vr, runs=runs)
+v_rerun = rerun.values
+assert v_rerun["tc.rerun.n_cases_differ"] >= abs(v_rerun["tc.rerun.flips_diff"])
+book.glue_values("ml", v_rerun, runs=runs)
 
 # %% [markdown]
 # The re-run flips {glue:text}`ml.tc.rerun.rerun.flips` cases against {glue:text}`ml.tc.rerun.original.flips`;
@@ -184,7 +184,7 @@ else:  # no reference-model arms in this profile: the validation is not run here
 # ## Paper vs this run, and the audit's checks
 
 # %% tags=["nbval-check-output"]
-vs_paper, audit_table = paper_section("ml.tc", {**v, **vr}, tct.PAPER_KEYS, reproduces_paper=reproduces_paper,
+vs_paper, audit_table = paper_section("ml.tc", {**v, **v_rerun}, tct.PAPER_KEYS, reproduces_paper=reproduces_paper,
                                       runs=runs, name="ml-tc-paper-vs-run", audit_prefixes=tct.AUDIT_PREFIXES,
                                       must_hold=("tc.removed_vs_absent.diff_pp",
                                                  "tc.findings_only.vs_full.diff_pp",
