@@ -23,6 +23,12 @@ its forwards are so small that each trie node's extra pass and cache copy costs 
 tokens save, which is why a stretch must save 16 tokens to become a node; on a full-size model
 prefill time follows tokens.
 
+Measured again with one torch thread (2-core CPU under load from other processes, defaults): one arm
+at a time 15.47 s, together 17.50 s (0.88x; with torch's two threads 0.72x, and with the trie off,
+``--trie-min-saved 1000000000``, 0.58x at 2.16x fewer tokens). So on the CPU pooling is slower with
+or without the trie. It is not switched off there: the two paths agree only to ~1e-6 in the logits, and
+a device-dependent choice would make a record's values depend on the machine that made it.
+
 Default: ``tiny-gemma3`` with 256 image tokens per image (MedGemma's prompt structure, tiny widths),
 CPU, 8 generated answer tokens (the protocol's default).
 
@@ -38,8 +44,11 @@ import numpy as np
 
 from shovir_core.data.text_controls import TEXT_CONTROLS, apply_text_control
 from shovir_core.models import ScoreRequest
+from shovir_core.models.threads import use_demo_threads
 from shovir_core.models.tiny import build_tiny
 from shovir_core.protocols.modalens import question_text
+
+from limits import verdict
 
 REPORT = (
     "FINDINGS: Frontal and lateral views of the chest were obtained. There is a small left pleural effusion with "
@@ -92,6 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     model = build_tiny(args.model, seed=args.seed, device=args.device, dtype=args.dtype,
                        image_tokens=args.image_tokens, batch_size=args.batch_size)
+    use_demo_threads(model.device)  # as get_model does for the demo models on the CPU
     if args.trie_min_saved is not None:
         model.trie_min_saved_tokens = args.trie_min_saved
     rng = np.random.default_rng(args.seed)
@@ -130,9 +140,14 @@ def main(argv: list[str] | None = None) -> dict:
     for key in ("one_arm_at_a_time", "all_arms_together"):
         r = result[key]
         print(f"  {key:18s} prefill tokens {r['prefill_tokens']:8d}  {r['seconds']:8.2f} s")
-    print(f"  prefill tokens one-at-a-time / together = {result['prefill_token_ratio']:.2f}x (target >= 3x); "
-          f"speed-up = {result['speedup']:.2f}x; max |logit diff| = {diff:.2e}; "
-          f"same generated answers: {result['same_generated_answers']}")
+    print("  " + verdict("prefill tokens one-at-a-time / together", result["prefill_token_ratio"], at_least=3))
+    print("  " + verdict(f"wall time one-at-a-time / together ({args.device})", result["speedup"], at_least=1.0))
+    print(f"  max |logit diff| = {diff:.2e}; same generated answers: {result['same_generated_answers']}")
+    if result["speedup"] < 1.0 and args.device == "cpu":
+        print(f"  not switched off on the CPU: pooled scoring prefills {result['prefill_token_ratio']:.2f}x fewer tokens "
+              "but each trie node's extra forward pass and cache copy costs more than its tokens save on this tiny "
+              "model; the pooled and one-arm paths differ by ~1e-6 in the logits, so switching by device would make "
+              "records depend on the device (see the module docstring for the measurements)")
     print(f"  the {sum(a.endswith('_tf') for a in names)} text-first arms share no prefix ({text_first} tokens either way); "
           f"image-first arms alone: {result['prefill_token_ratio_image_first_arms']:.2f}x")
     if args.json:

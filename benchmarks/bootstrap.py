@@ -28,6 +28,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from limits import verdict
 from shovir_core.stats import cluster_bootstrap, paired_rates
 
 
@@ -147,7 +148,7 @@ def run_headline(args) -> None:
     print(f"vectorised: {t_vec:.3f} s (best of {args.repeat})   diff {est:+.4f} [{lo:+.4f}, {hi:+.4f}]")
     print(f"loop:       {t_loop:.3f} s (best of {args.repeat}, {args.loop_draws:,} draws scaled to {args.draws:,})   "
           f"diff interval [{lo_l:+.4f}, {hi_l:+.4f}]")
-    print(f"speed-up:   {t_loop / t_vec:.1f}x   (targets: vectorised <= 0.5 s, >= 20x)")
+    print(verdict("speed-up loop / vectorised", t_loop / t_vec, at_least=20) + "   (and vectorised <= 0.5 s)")
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from inference import MEDGEMMA_4B_DIMS, _sync  # the sibling benchmark (this folder is on sys.path)
+from limits import verdict
 from shovir_core.models.tiny import build_tiny
 
 
@@ -97,8 +98,8 @@ def main(argv: list[str] | None = None) -> dict:
         r = results[key]
         print(f"  {key:13s} batch {r['batch_size']:3d}  {r['seconds']:8.2f} s  {r['reports_per_s']:8.2f} reports/s  "
               f"{r['generated_tokens_per_s']:9.1f} generated tokens/s")
-    print(f"  speed-up batched / one at a time = {result['speedup']:.2f}x (target >= 3x); "
-          f"differing reports: {differing} of {args.images}")
+    print("  " + verdict("speed-up batched / one at a time", result["speedup"], at_least=3)
+          + f"; differing reports: {differing} of {args.images}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)

@@ -31,6 +31,8 @@ from shovir_core.labels import FINDINGS_13
 from shovir_core.models import ScoreRequest
 from shovir_core.models.tiny import build_tiny
 
+from limits import verdict
+
 QUESTIONS = [f"Does this chest X-ray show {f}?" for f in FINDINGS_13] + [
     "Is any acute cardiopulmonary finding present on this chest X-ray?"]
 
@@ -133,8 +135,8 @@ def main(argv: list[str] | None = None) -> dict:
         extra = f", {r['fraction_of_peak']:.1%} of peak" if "fraction_of_peak" in r else ""
         print(f"  {key:6s} prefill tokens {r['prefill_tokens']:8d}  {r['seconds']:8.2f} s  "
               f"{r['trials_per_s']:8.2f} trials/s  ~{r['approx_prefill_tflops']:.3f} TFLOP/s{extra}")
-    print(f"  prefill tokens naive/reuse = {result['prefill_token_ratio']:.2f}x (target >= 5x); "
-          f"speed-up = {result['speedup']:.2f}x (target >= 3x); max |logit diff| = {diff:.2e}"
+    print("  " + verdict("prefill tokens naive/reuse", result["prefill_token_ratio"], at_least=5) + "; "
+          + verdict("speed-up", result["speedup"], at_least=3) + f"; max |logit diff| = {diff:.2e}"
           + (f"; same generated answers: {result['same_generated_answers']}" if args.answer_tokens else ""))
     if args.json:
         with open(args.json, "w") as fh:

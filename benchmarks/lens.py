@@ -4,7 +4,10 @@ The same left-padded batches of ModaLens prompts go once through a plain forward
 ``logits_to_keep=1`` (the readout) and once through :func:`shovir_core.models.lens.layer_logits`
 (hooks on every decoder layer, final norm + the two readout rows per layer). Target (ModaLens
 App. N.1 in this repository's issue): the lens adds at most 20 % to the plain time. Each timing is
-the best of ``--repeat`` runs, so load from other processes inflates it less.
+the best of ``--repeat`` runs, the two paths alternating within each repeat so that load from other
+processes falls on both, with torch on the demo models' one thread (``models/threads.py``): with
+torch's default two threads on a loaded 2-core machine the ratio measured thread contention
+(1.06x idle, 3.5x under load), not the lens.
 
     python benchmarks/lens.py [--requests 64] [--repeat 3] [--layers 6]
 """
@@ -18,15 +21,20 @@ import torch
 
 from shovir_core.models import ScoreRequest
 from shovir_core.models.lens import layer_logits
+from shovir_core.models.threads import use_demo_threads
 from shovir_core.models.tiny import build_tiny
 
+from limits import verdict
 
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
+
+def _best_alternating(fns: dict, repeat: int) -> dict[str, float]:
+    """Best wall time of each function over ``repeat`` rounds, the functions alternating within a round."""
+    best = dict.fromkeys(fns, float("inf"))
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
+        for key, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            best[key] = min(best[key], time.perf_counter() - t)
     return best
 
 
@@ -37,6 +45,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=6)
     args = parser.parse_args()
     vlm = build_tiny("tiny-gemma3", dims={"layers": args.layers}, batch_size=16)
+    use_demo_threads(vlm.device)
     rng = np.random.default_rng(0)
     reqs = [ScoreRequest(rng.integers(0, 256, (64, 64), dtype=np.uint8), "Does this chest X-ray show edema?",
                          report="FINDINGS: No pulmonary edema. No pneumothorax.\nIMPRESSION: No acute process.")
@@ -55,12 +64,12 @@ def main() -> None:
             with torch.inference_mode():
                 vlm.model(**b, use_cache=False, logits_to_keep=1)
 
-    t_plain = _best(plain_with_encode, args.repeat)
-    t_lens = _best(lambda: layer_logits(vlm, reqs), args.repeat)
-    t_fwd = _best(plain, args.repeat)
+    best = _best_alternating({"plain": plain_with_encode, "lens": lambda: layer_logits(vlm, reqs), "forward": plain},
+                             args.repeat)
+    t_plain, t_lens, t_fwd = best["plain"], best["lens"], best["forward"]
     print(f"plain readout (encode + forward): {t_plain:.3f} s   forward only: {t_fwd:.3f} s")
     print(f"logit lens (encode + forward + {args.layers + 1} projections): {t_lens:.3f} s")
-    print(f"lens / plain = {t_lens / t_plain:.3f}  (target <= 1.20)")
+    print(verdict("lens / plain", t_lens / t_plain, at_most=1.2))
 
 
 if __name__ == "__main__":

@@ -33,25 +33,18 @@ from shovir_core.book import figures
 from shovir_core.tables import audit as tables
 
 runs = book.load_runs("audit_shovir", profile=profile, run_ids=run_ids)
-checks = runs["audit"].trials
-counts = runs["audit"].manifest["counts"]
+audit = tables.audit_chapter(runs, paper="shovir")
 
 # %% [markdown]
 # ## Summary
 
 # %% tags=["nbval-check-output"]
-summary_table = tables.audit_summary(checks, paper="shovir", counts=counts).with_runs(runs)
-summary = summary_table.frame
-book.show(summary_table, runs=runs, name="audit-sv-summary",
+book.show(audit.summary, runs=runs, name="audit-sv-summary",
           caption="ShoViR: consistency checks of the published numbers, passed and flagged, by kind.")
 
 # %%
-assert set(checks["status"]) <= {"passed", "flagged"}
-assert summary.loc["total", "checks"] == counts["n_checks"] == len(checks)
-assert summary.loc["total", "flagged"] == counts["n_flagged"]
-assert checks["check_id"].is_unique
-assert (checks.loc[checks["status"] == "flagged", "note"].str.len() > 0).all(), "every flagged check is documented"
-book.glue_values("audit", summary_table.values, runs=runs)
+assert not audit.problems, audit.problems
+book.glue_values("audit", audit.summary.values, runs=runs)
 
 # %% [markdown]
 # Of {glue:}`audit.shovir.n_checks` checks over {glue:}`audit.shovir.n_values` published values,
@@ -65,7 +58,7 @@ book.glue_values("audit", summary_table.values, runs=runs)
 # recomputation and why it disagrees; {numref}`tbl-audit-sv-every` then holds every check.
 
 # %%
-fig = figures.audit_status_bars(summary, title="ShoViR: consistency checks by kind")
+fig = figures.audit_status_bars(audit.summary.frame, title="ShoViR: consistency checks by kind")
 book.show(fig, runs=runs, name="audit-sv-status",
           caption="ShoViR's consistency checks by kind: passed and flagged.",
           alt="Stacked horizontal bars of passed and flagged checks for each kind of check.")
@@ -74,8 +67,7 @@ book.show(fig, runs=runs, name="audit-sv-status",
 # ## Flagged checks
 
 # %% tags=["nbval-check-output"]
-flagged = tables.audit_table(checks, status="flagged").with_runs(runs)
-book.show(flagged, runs=runs, name="audit-sv-flagged",
+book.show(audit.flagged, runs=runs, name="audit-sv-flagged",
           caption="ShoViR: the flagged checks, each with the stated value, its recomputation, the tolerance and "
                   "why it disagrees.")
 
@@ -87,8 +79,7 @@ book.show(flagged, runs=runs, name="audit-sv-flagged",
 # `inputs`) and in `shovir_core/papers/data/shovir_checks.yaml`.
 
 # %%
-every = tables.audit_table(checks).with_runs(runs)
-book.show(every, runs=runs, name="audit-sv-every",
+book.show(audit.every, runs=runs, name="audit-sv-every",
           caption="Every consistency check of ShoViR's published numbers, one table per kind of check (kinds "
                   "with flagged checks first; open a kind to read its checks).",
           groups="kind", collapsed=True)

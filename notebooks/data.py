@@ -15,7 +15,7 @@
 #
 # Both papers ask whether a model's answer comes from the image. The demo profile answers it on
 # real, public chest X-rays: NIH ChestX-ray14 images with expert bounding boxes (for ShoViR's
-# occlusions) and a 64-px NIH set whose patients have several studies (for ModaLens's
+# occlusions) and a downscaled NIH set whose patients have several studies (for ModaLens's
 # same-patient image swaps). Every number on this page is computed from the `cohort` run
 # records listed at the end, which carry the SHA-256 of the data they describe.
 
@@ -84,7 +84,7 @@ book.show(fig, runs=runs, name="data-prevalence",
 book.glue_values("data", prevalence["multi"].values, runs=runs)
 
 # %% [markdown]
-# ## Studies per patient (64-px set)
+# ## Studies per patient (the multi-study set)
 #
 # ModaLens swaps a study's image for another study of the same patient; patients with
 # several studies make such swaps possible.

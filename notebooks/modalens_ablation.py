@@ -58,10 +58,10 @@ book.glue_values("ml.abl", {"n_draws_primary": n_draws_primary, "n_draws": n_dra
                             "n_cases": int(trials["full"]["case_id"].nunique())}, runs=primary_runs)
 
 # %% [markdown]
-# ## Table 20: the four cells, all 14 questions
+# ## Table 20: the four cells, all questions
 #
 # Balanced accuracy of the answer on the original image against the source study's label, pooled
-# over trials and macro-averaged over the findings, with patient-clustered intervals
+# over trials and macro-averaged over the {glue:text}`ml.abl.t20.n_findings` questions, with patient-clustered intervals
 # ({glue:text}`ml.abl.n_draws` draws; every cell, finding and difference inside each draw).
 
 # %% tags=["nbval-check-output"]
@@ -99,7 +99,9 @@ book.glue_values("ml.abl", v20, runs=primary_runs)
 # Report + question is the best cell on {glue:text}`ml.abl.t20.report_best_n` of
 # {glue:text}`ml.abl.t20.n_findings` questions.
 #
-# ## Table 15 (modality cells): the 13 finding-specific questions
+# ## Table 15 (modality cells): the finding-specific questions
+#
+# The same cells on the {glue:text}`ml.abl.t15.n_findings` finding-specific questions (the composite left out).
 
 # %% tags=["nbval-check-output"]
 t15 = ab.modality_ablation(cells, n_draws=n_draws, seed=bootstrap_seed, design="f13", key="t15").with_runs(primary_runs)

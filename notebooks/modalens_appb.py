@@ -26,7 +26,7 @@
 # **What the demo profile runs.** The 64-px NIH cohort with **template reports**. The primary
 # reference model `ref-anchored@0.5` embeds images with its CNN's pooled penultimate features. The
 # regression is validated with `ref-distance-planted`, whose flips depend on the distance between
-# its image codes by construction (probability ε + (1 − 2ε)·θ/π for codes θ apart, the report never
+# its image codes by construction (probability $\varepsilon + (1 - 2\varepsilon)\,\theta/\pi$ for codes θ apart, the report never
 # read): the regression must recover the odds ratio that construction plants on these rows, and an
 # odds ratio of exactly 1 for the report. The tiny random Gemma-3 embeds a few images through its
 # SigLIP tower, the path MedGemma takes on the `mimic` profile.
@@ -56,11 +56,14 @@ trials = {key: run.trials for key, run in runs.items()}
 primary_runs = {k: runs[k] for k in ("P", "A", "distance")}
 spec = runs["P"].manifest["spec"]
 book.glue_values("ml.b", {"n_draws": n_draws, "ssim_size": spec["ssim_size"]}, runs=primary_runs)
+from shovir_core.papers import published_value
+book.glue("ml.b.paper_image_px", int(published_value("modalens", id="setup.image_px")), runs=[])
 
 # %% [markdown]
 # ## SSIM between the two images
 #
-# Greyscale, both images resized to {glue:text}`ml.b.ssim_size` px (the paper: 896, the model's input);
+# Greyscale, both images resized to {glue:text}`ml.b.ssim_size` px (the paper:
+# {glue:text}`ml.b.paper_image_px:d`, the model's input);
 # a substitute above the threshold is rejected when the pairs are drawn.
 
 # %% tags=["nbval-check-output"]
@@ -171,7 +174,7 @@ book.glue("ml.b.reg.width_ratio", float(width_ratio), runs=primary_runs)
 #
 # `ref-distance-planted` (its docstring states the construction) answers from a two-dimensional code
 # of each image, which is also its vision embedding. On a pair whose codes are θ apart it flips
-# with probability ε + (1 − 2ε)·θ/π, whatever the report and the labels. The odds ratios this
+# with probability $\varepsilon + (1 - 2\varepsilon)\,\theta/\pi$, whatever the report and the labels. The odds ratios this
 # plants in the regression are the logistic projection of those probabilities on the same rows;
 # the regression's cluster-robust intervals must contain them, and the report's odds ratio must be
 # exactly 1. It runs on the whole demo cohort ({glue:text}`ml.b.planted.n_rows` rows).

@@ -59,6 +59,12 @@ framed = {"plain": trials["P_instr"], "historical": trials["P_hist"], "warning":
 book.glue("ml.d.framing_sentence.historical", FRAMINGS["historical"], runs=runs)
 book.glue("ml.d.framing_sentence.warning", FRAMINGS["warning"], runs=runs)
 book.glue("ml.d.n_draws", n_draws, runs=runs)
+from shovir_core.papers import published_value
+book.glue_values("ml.d.paper", {k: int(published_value("modalens", id=i)) for k, i in (
+    ("patients", "design.patients"), ("single_study_patients", "design.single_study_patients"),
+    ("strata_patients", "d.strata_patients"))}, runs=[])
+book.glue("ml.d.paper.multi_study_patients", int(published_value("modalens", id="design.patients"))
+          - int(published_value("modalens", id="design.single_study_patients")), runs=[])
 
 # %% [markdown]
 # The two sentences, placed on the line before `Report:`:
@@ -189,7 +195,7 @@ else:  # no reference-model arms in this profile: the validation is not run here
 #
 # Lowercase readout. Accuracy against the concordant label on the original and the substitute
 # image; agreement with the shown (substitute) image's label on all pairs and on the
-# label-changing pairs; format compliance of the 8-token generations per image side.
+# label-changing pairs; format compliance of the short greedy generations per image side.
 
 # %% tags=["nbval-check-output"]
 ts = appd.framing_sides(framed, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
@@ -218,7 +224,9 @@ book.glue_values("ml.d", vs, runs=runs)
 # Both strata are scored on the same draws of the patients with a dated same-patient pair (a
 # patient can contribute to both). Unit: {glue:text}`ml.d.strata.n_patients` patients
 # ({glue:text}`ml.d.strata.n_patients_both` with pairs in both strata); on the paper's cohort this
-# unit is the 293 − 19 = 274 patients with at least two studies, while the paper states 276 — the
+# unit is the {glue:text}`ml.d.paper.patients` − {glue:text}`ml.d.paper.single_study_patients` =
+# {glue:text}`ml.d.paper.multi_study_patients` patients with at least two studies, while the paper states
+# {glue:text}`ml.d.paper.strata_patients` — the
 # audit flags that discrepancy (check `d.strata_patients` below).
 
 # %% tags=["nbval-check-output"]

@@ -22,7 +22,7 @@
 #
 # **What the demo profile runs.** The demo cohort has no radiologist labels. It uses a **simulated
 # second reader**: a seeded {glue:text}`mle.reader_coverage:.0%` of the cohort's studies are
-# "annotated", and each of their 13 finding labels is flipped with the planted probability
+# "annotated", and each of their finding labels is flipped with the planted probability
 # {glue:text}`mle.reader_error_rate:.0%` (seed {glue:text}`mle.reader_seed`). The chapter then runs
 # the same code as on the real file and checks that it recovers the planted agreement and κ inside
 # the bootstrap interval. The `mimic` profile reads `mimic-cxr-2.1.0-test-set-labeled.csv`.
@@ -99,7 +99,7 @@ book.glue_values("mle", v12, runs=runs)
 #
 # The planted agreement and κ are the values the simulated reader is expected to show on these
 # trials given its error rate (expected confusion counts, the composite question accounting for a
-# flip of any of its 13 findings; `shovir_core.metrics.label_agreement.expected_reader_confusion`).
+# flip of any of the findings it covers; `shovir_core.metrics.label_agreement.expected_reader_confusion`).
 
 # %% tags=["nbval-check-output"]
 if simulated:
@@ -119,8 +119,8 @@ book.glue_values("mle.planted", {"agreement": planted["agreement"], "kappa": pla
 # ## The paper's numbers and their checks
 #
 # The consistency checks of the appendix's published numbers (Part E of the audit): the trial count
-# is the pair count times 14, and κ follows from the agreement, sensitivity and precision (the
-# implied prevalences are 0.155 manual and 0.179 automated). Then the paper's values beside this run's.
+# is the pair count times the questions asked, and κ follows from the agreement, sensitivity and precision
+# (through the manual and automated prevalences they imply). Then the paper's values beside this run's.
 
 # %% tags=["nbval-check-output"]
 checks = appendix_checks("Appendix E")

@@ -83,6 +83,8 @@ assert v14[f"{ref}.family.P.flip_rate"] < v14[f"{ref}.family.A.flip_rate"], \
 assert v14[f"{ref}.family.diff_lo_pp"] > 0
 assert v14[f"{ref}.compliance.P"] == v14[f"{ref}.compliance.A"] == 1.0, "the reference model always answers Yes/No"
 book.glue_values("mlf", v14, runs=runs)
+book.glue_values("mlf.paper", {"b4_more_pp": float(papers.published_value("modalens", id="t4.b4.more")),
+                               "cases": int(papers.published_value("modalens", id="design.cases"))}, runs=[])
 book.glue_values("mlf.ref", {k[len(ref) + 1:]: v for k, v in v14.items() if k.startswith(ref + ".")}, runs=runs)
 
 # %% [markdown]
@@ -130,7 +132,8 @@ book.glue_values("mlf", {"six_lo": six_range[0], "six_hi": six_range[1]}, runs=r
 # ## Table 4's second-model row
 #
 # The all-14 flip rate of a second model with the report, beside the primary model's on the same
-# trials (the paper: MedGemma-4B flips 2.7 points more than MedGemma-27B). On the demo the second
+# trials (the paper: MedGemma-4B flips
+# {glue:text}`mlf.paper.b4_more_pp:.1f` points more than MedGemma-27B). On the demo the second
 # model is `ref-anchored@0.25`, which weighs the report less than `ref-anchored@0.5` and so must
 # flip more: {glue:text}`mlf.t4.second.more_pp:.2f` points
 # [{glue:text}`mlf.t4.second.more_lo_pp:.2f`, {glue:text}`mlf.t4.second.more_hi_pp:.2f`].
@@ -196,7 +199,7 @@ book.glue("mlf.uninstructed_model", uninstructed[0], runs=runs)
 # ## The paper's numbers and their checks
 #
 # The audit's consistency checks of Appendix F (differences and ratios from the stated rates, the
-# counts implied by rates over 3,199 cases, the six questions' yes-rates inside the rule), then the
+# counts implied by rates over {glue:text}`mlf.paper.cases:,d` cases, the six questions' yes-rates inside the rule), then the
 # paper's values beside this run's where this run has the same model.
 
 # %% tags=["nbval-check-output"]

@@ -26,7 +26,7 @@
 # **What the demo profile runs.** The 64-px NIH cohort with **template reports** written from the
 # labels and the reference model `ref-anchored@0.5` (on a hashed half of the (report, question) pairs it answers from the report, on
 # the rest from a small image CNN),
-# report present and absent, all 14 questions. The demo checks the identities the appendix rests
+# report present and absent, all {glue:text}`ml.g.n_questions` questions. The demo checks the identities the appendix rests
 # on, which must hold on any records: every policy row's label-changed and label-unchanged trials
 # add up to the trials it retains, and on label-unchanged trials a change of correctness is exactly
 # a flip. NIH labels carry no uncertain value, so the three "uncertain" policies coincide here.
@@ -48,6 +48,7 @@ import pandas as pd
 import seaborn as sns
 
 from shovir_core import book
+from shovir_core.vocab import COMPOSITE
 from shovir_core.tables.key_values import labelled_values
 from shovir_core.book import figures
 from shovir_core.tables import modalens_appg as g
@@ -57,7 +58,8 @@ runs = book.load_runs("modalens_appg", profile=profile, run_ids=run_ids)
 P, A = runs["P"].trials, runs["A"].trials
 n_cases = int(P["case_id"].nunique())
 book.glue_values("ml.g", {"n_draws": n_draws, "n_cases": n_cases, "n_trials": len(P),
-                          "n_patients": int(P["patient_id"].nunique())}, runs=runs)
+                          "n_patients": int(P["patient_id"].nunique()), "n_questions": int(P["finding"].nunique()),
+                          "n_finding_questions": int(P.loc[P["finding"] != COMPOSITE, "finding"].nunique())}, runs=runs)
 
 # %% [markdown]
 # ## Weightings and subsets (App. G §2)
@@ -120,7 +122,7 @@ book.glue("ml.g.policy.identity_rows", int(len(pf)), runs=runs)
 #
 # ## Composite question excluded (Table 15)
 #
-# The 13 finding-specific questions alone, beside all 14: the report effect, accuracy and balanced
+# The {glue:text}`ml.g.n_finding_questions` finding-specific questions alone, beside all {glue:text}`ml.g.n_questions`: the report effect, accuracy and balanced
 # accuracy on the original and the substitute image with the report, and the flip rate by label change.
 
 # %% tags=["nbval-check-output"]
@@ -134,13 +136,17 @@ assert v15["t15.composite.n_trials"] == n_cases
 assert v15["t15.f13.n_label_changed"] + v15["t15.composite.n_label_changed"] == v15["t15.all14.n_label_changed"]
 assert np.isclose(v15["t15.all14.ba_concordant"], pv["policy.u_negative.present.ba_concordant"])
 book.glue_values("ml.g", v15, runs=runs)
+from shovir_core.papers import published_value
+book.glue_values("ml.g.paper", {k: int(published_value("modalens", id=i)) for k, i in (
+    ("changed", "g.changed_trials"), ("unchanged", "g.unchanged_trials"), ("all14", "design.all14_trials"))},
+                 runs=[])
 
 # %% [markdown]
 # Without the composite question the report effect is {glue:text}`ml.g.t15.f13.diff_pp:.2f` points
 # [{glue:text}`ml.g.t15.f13.diff_lo_pp:.2f`, {glue:text}`ml.g.t15.f13.diff_hi_pp:.2f`] against
 # {glue:text}`ml.g.t15.all14.diff_pp:.2f` with it; the composite contributes
 # {glue:text}`ml.g.t15.composite.n_label_changed` of the {glue:text}`ml.g.t15.all14.n_label_changed`
-# label changes. The 13-finding modality cells of Table 15 are in the modality-ablation chapter.
+# label changes. The finding-specific modality cells of Table 15 are in the modality-ablation chapter.
 #
 # Table 15's second column: the same 13-finding rows for the second model (the paper's MedGemma-4B; the
 # records of the other-models chapter).
@@ -258,7 +264,8 @@ book.show(fig, runs=runs, name="ml-appg-fig4",
 #
 # ## The paper's consistency checks beside this run
 #
-# Each published check of these tables (e.g. 9,347 + 35,439 = 44,786 trials;
+# Each published check of these tables (e.g. {glue:text}`ml.g.paper.changed:,d` +
+# {glue:text}`ml.g.paper.unchanged:,d` = {glue:text}`ml.g.paper.all14:,d` trials;
 # the four flip cells sum to the headline flips) with the audit's verdict on the published numbers,
 # and the same identity recomputed from this run's records.
 

@@ -17,7 +17,8 @@
 # image classifier asks whether the *images* do: on trials where the classifier predicts a change
 # between the source and the substitute image, a model that reads the image should flip far more
 # often than where it predicts preservation. The paper uses TorchXRayVision's CheXpert DenseNet
-# ({glue:text}`mlk.paper.trials:,d` trials on 12 questions with a head) and finds the report-absent
+# ({glue:text}`mlk.paper.trials:,d` trials on
+# {glue:text}`mlk.paper.questions` questions with a head) and finds the report-absent
 # arm flipping about three times as often on predicted changes.
 #
 # **What the demo profile runs.** The surrogate is the project's reference CNN
@@ -52,6 +53,9 @@ assert set(image_ids) <= set(scores["normalised"]), "the score record covers eve
 book.glue_values("mlk", {"band": band, "n_draws": n_draws, "n_images": len(image_ids),
                          "surrogate": runs["scores"].manifest["counts"]["surrogate"]}, runs=runs)
 book.glue("mlk.paper.trials", int(papers.published_value("modalens", id="k.trials")), runs=runs)
+book.glue_values("mlk.paper", {"questions": int(papers.published_value("modalens", id="k.questions")),
+                               "auroc_lo": float(papers.published_value("modalens", id="k.auroc_lo")),
+                               "auroc_hi": float(papers.published_value("modalens", id="k.auroc_hi"))}, runs=[])
 
 # %% [markdown]
 # ## Table 24: flip rates on predicted changes and preservations
@@ -92,7 +96,8 @@ book.glue_values("mlk", {**v, **vr}, runs=runs)
 # ## The surrogate against the report labels
 #
 # Per question, the AUROC of the surrogate's score against the source images' report labels and
-# its positive-call rate beside the prevalence (the paper: AUROC 0.53-0.74, call rates far above
+# its positive-call rate beside the prevalence (the paper: AUROC
+# {glue:text}`mlk.paper.auroc_lo:.2f`–{glue:text}`mlk.paper.auroc_hi:.2f`, call rates far above
 # prevalence).
 
 # %% tags=["nbval-check-output"]

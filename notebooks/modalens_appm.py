@@ -22,9 +22,10 @@
 # never without the report (published values).
 #
 # **What the demo runs.** The 64-px NIH cohort with **template reports**, one-question design on
-# {glue:text}`ml.m.order.lowercase.n_trials` cases, 8 generated tokens. The reference models ignore
+# {glue:text}`ml.m.order.lowercase.n_trials` cases, {glue:text}`ml.m.answer_tokens` generated tokens. The reference models ignore
 # the order of the options, so every order effect of `ref-anchored@0.5` must be exactly 0. Under
-# Yes/No/Uncertain they answer Uncertain exactly where 0.4 < p(yes) < 0.6 (the planted abstention,
+# Yes/No/Uncertain they answer Uncertain exactly where {glue:text}`ml.m.abstain_band.lo:g` < p(yes) <
+# {glue:text}`ml.m.abstain_band.hi:g` (the planted abstention,
 # `shovir_core.models.reference`), which the page checks against the records' margins; the
 # generated answers go through the same parser as a real model's (`models.readouts.parse_answer`,
 # which accepts Uncertain only when the instruction offers it).
@@ -42,7 +43,9 @@ import numpy as np
 
 from shovir_core import book
 from shovir_core.book.paper_section import paper_section
+from shovir_core.metrics.prompt_variants import variant_changes
 from shovir_core.models.prompts import INSTRUCTIONS
+from shovir_core.models.reference import PRIOR_CALL
 from shovir_core.tables import modalens_appm as appm
 
 runs = book.load_runs("modalens_appm", profile=profile, run_ids=run_ids)
@@ -52,6 +55,9 @@ unc_arms = {k: trials[k] for k in appm.UNCERTAIN_ARMS}
 book.glue("ml.m.n_draws", n_draws, runs=runs)
 for name in ("yes_no", "no_yes", "yes_no_uncertain"):
     book.glue(f"ml.m.instruction.{name}", INSTRUCTIONS[name], runs=runs)
+book.glue("ml.m.answer_tokens", runs["P_unc"].manifest["spec"]["answer_tokens"], runs=runs["P_unc"])
+book.glue_values("ml", {"m.abstain_band.lo": appm.ABSTAIN_BAND[0], "m.abstain_band.hi": appm.ABSTAIN_BAND[1],
+                        "m.blind.prior_call": PRIOR_CALL}, runs=[])  # the reference models' planted settings
 
 # %% [markdown]
 # Instructions: default "{glue:text}`ml.m.instruction.yes_no`", reversed
@@ -137,10 +143,9 @@ if reference_validation:
     blind_unc = {k: trials[f"blind_{k}"] for k in appm.UNCERTAIN_ARMS}
     for name, group in (("ref-anchored@0.5", order_arms), ("ref-blind-prior", blind_order)):
         for report in ("P", "A"):
-            d, r = group[report].set_index("trial_id"), group[f"{report}_rev"].set_index("trial_id").loc[
-                group[report]["trial_id"]]
-            for col in ("readout_c", "readout_d", "answer_c", "answer_d"):
-                assert (d[col] == r[col]).all(), f"{name}: the reversed order moves {col}"
+            moved = variant_changes(group[report], group[f"{report}_rev"], margins=(),
+                                    columns=("readout_c", "readout_d", "answer_c", "answer_d"))
+            assert not moved, f"{name}, report {report}: the reversed order moves {moved}"
     assert v["m.order.lowercase.order_x_report.interaction_pp"] == 0.0
     assert vsh["m.shift.changed_max"] == 0.0, "the reversal changes no reference-model answer"
     tb = appm.option_order_table(blind_order, n_draws=200, seed=bootstrap_seed)
@@ -164,9 +169,10 @@ else:  # the primary model is not a reference model: its planted checks do not a
 # {glue:text}`ml.m.shift.changed_max:.2%`); `ref-blind-prior` flips on
 # {glue:text}`ml.m.blind.max_flip_rate:.2%` of trials and, with Uncertain offered, abstains on
 # {glue:text}`ml.m.blind.abstain:.2%` of report-present original images: exactly the trials whose
-# p(yes) = sigmoid(margin) lies between 0.4 and 0.6 (checked trial by trial). Its margin is
-# logit(prevalence) − logit(0.3), so it is not the prevalence that falls in that band but the odds
-# relative to the 0.3 calling threshold; the band holds the
+# p(yes) = sigmoid(margin) lies between {glue:text}`ml.m.abstain_band.lo:g` and
+# {glue:text}`ml.m.abstain_band.hi:g` (checked trial by trial). Its margin is logit(prevalence) −
+# logit({glue:text}`ml.m.blind.prior_call:g`), so it is not the prevalence that falls in that band but the odds
+# relative to the {glue:text}`ml.m.blind.prior_call:g` calling threshold; the band holds the
 # {glue:text}`ml.m.blind.n_in_band_findings` question(s) {glue:text}`ml.m.blind.in_band_findings`.
 #
 # ## Paper vs this run, and the audit's checks

@@ -53,7 +53,8 @@ trials = {key: run.trials for key, run in runs.items()}
 #
 # All-14 design, report present vs absent, image first, no instruction; {glue:text}`ml.fig2.n_trials`
 # trials of the primary demo model. Intervals: patient-clustered percentile bootstrap,
-# {glue:text}`ml.fig2.n_draws` draws (the paper: 2,000). {numref}`fig-ml-fig2` draws the paper's
+# {glue:text}`ml.fig2.n_draws` draws (the paper:
+# {glue:text}`ml.fig2.paper_draws:,d`). {numref}`fig-ml-fig2` draws the paper's
 # Figure 2 from these trials; {numref}`tbl-ml-fig2-paper-vs-run` sets the paper's four Figure 2
 # values beside this run's.
 
@@ -71,6 +72,8 @@ if primary_w is not None and 0 < primary_w < 1:
     assert v["fig2.present.mean_abs_dm"] < v["fig2.absent.mean_abs_dm"], \
         "report evidence weighted by w damps the image's effect on the margin"
 book.glue("ml.fig2.n_draws", n_draws, runs=runs)
+from shovir_core.papers import published_value
+book.glue("ml.fig2.paper_draws", int(published_value("modalens", id="setup.draws_other")), runs=[])
 book.glue_values("ml", v, runs=runs)
 fig2_rows = tuple(r for r in pvr.MODALENS_ROWS if r.key.startswith("fig2."))
 vs_paper = pvr.paper_vs_run(v, paper="modalens", rows=fig2_rows, same_setting=reproduces_paper,
@@ -135,7 +138,8 @@ book.glue_values("ml", by_finding_table.values, runs=runs)
 # (1 − w) × report-absent rate, the central {glue:text}`ml.validation.gate_level:.1%` range of the
 # report-present rate over {glue:text}`ml.validation.gate_draws:,` redraws of the gate, and each
 # realised rate must lie in it. The range is that wide because three rates (0 < w < 1) are checked
-# at once: at 95 % each, a model exactly as planted could fail one of them on up to 15 % of cohorts.
+# at once: at 95 % each, a model exactly as planted could fail one of them on up to
+# {glue:text}`ml.validation.fail_bound_at_95:.0%` of cohorts (the union bound over those rates).
 # `ref-blind-prior`
 # ignores both image and report, so no swap flips it. The run must reproduce all of that; the sweep
 # uses a smaller subset of the same cohort ({glue:text}`ml.validation.n_patients` patients,
@@ -164,6 +168,8 @@ assert blind["fr_present"] == 0.0 and blind["fr_absent"] == 0.0, "blind prior: s
 assert sweep["n_trials"].nunique() == 1 and blind["n_trials"] == sweep["n_trials"].iloc[0], "one sweep cohort"
 book.glue("ml.validation.n_trials", int(sweep["n_trials"].iloc[0]), runs=runs)
 book.glue("ml.validation.n_patients", int(trials["w0_P"]["patient_id"].nunique()), runs=runs)
+book.glue("ml.validation.fail_bound_at_95", min(1.0, 0.05 * int(((sweep.index > 0) & (sweep.index < 1)).sum())),
+          runs=runs)
 book.glue_values("ml", sweep_table.values, runs=runs)
 book.glue_values("ml", blind_table.values, runs=runs)
 

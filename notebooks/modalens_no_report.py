@@ -29,7 +29,7 @@
 # %% [markdown] tags=["profile:demo"]
 # **What the demo runs.** VQA-RAD is the **real release**, shipped in `data/vqa-rad` (CC0 1.0; all
 # {glue:text}`ml.nr.vqarad.n_images` images byte for byte, hashes checked on load). Three models answer it: `ref-vlm-vqarad`, the
-# `ref-vlm` architecture (a 6-layer `Gemma3ForConditionalGeneration`) **trained in this repository** on
+# `ref-vlm` architecture (a {glue:text}`ml.nr.ref_vlm.layers`-layer `Gemma3ForConditionalGeneration`) **trained in this repository** on
 # VQA-RAD's official training questions, and two reference models with stated behaviour
 # (`shovir_core.models.reference_vqa`): `ref-question-only` never reads the image (its flip rate must be
 # exactly 0) and `ref-image-reader` reads nothing else (its flip rate must be high, its knockout rate
@@ -51,6 +51,7 @@ import numpy as np
 
 from shovir_core import book
 from shovir_core.book.paper_section import paper_section
+from shovir_core.models.ref_vlm import TRAIN_CONFIG as REF_VLM_CONFIG
 from shovir_core.protocols import noreport
 from shovir_core.tables import modalens_no_report as nr
 
@@ -68,6 +69,8 @@ book.glue_values("ml", values, runs=runs)
 book.glue("ml.nr.n_draws", n_draws, runs=runs)
 book.glue("ml.nr.primary", primary, runs=runs)
 book.glue("ml.nr.floor", nr.FLOOR, runs=runs)
+book.glue_values("ml.nr.ref_vlm", {"layers": REF_VLM_CONFIG["dims"]["layers"], "width": REF_VLM_CONFIG["dims"]["hidden"]},
+                 runs=[])  # the architecture's settings (ref-vlm-vqarad shares ref-vlm's), not a result
 
 # %% [markdown]
 # ## Table 6: the datasets and what ran here
@@ -144,7 +147,8 @@ assert not failures, failures
 # {glue:text}`ml.nr.vqarad.main.orig.majority_accuracy:.3f` for always answering the training split's
 # majority answer ("{glue:text}`ml.nr.vqarad.main.orig.majority_answer`"); it answers yes on
 # {glue:text}`ml.nr.vqarad.main.orig.yes_rate:.1%` of them. Both accuracies are shown as they came out of
-# the record (a 6-layer model of width 64, trained for minutes on one CPU thread).
+# the record (a {glue:text}`ml.nr.ref_vlm.layers`-layer model of width {glue:text}`ml.nr.ref_vlm.width`, trained for minutes on
+# one CPU thread).
 
 # %% [markdown]
 # ## Swap tiers

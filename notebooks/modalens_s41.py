@@ -11,11 +11,11 @@
 # ---
 
 # %% [markdown]
-# # ModaLens §4.1 companions: the 13-finding design and the substitute redraws
+# # ModaLens §4.1 companions: the design without the composite question and the substitute redraws
 #
 # Two robustness checks of the headline that §4.1 reports in a sentence each. The composite
-# "any acute cardiopulmonary finding" question is derived from the 13 others, so the paper's
-# analysis of record drops it: on the 13-finding design MedGemma-27B flips on
+# "any acute cardiopulmonary finding" question is derived from the {glue:text}`ml.s41.f13.n_questions` others, so the paper's
+# analysis of record drops it: on the design without it MedGemma-27B flips on
 # {glue:text}`ml.s41.paper.s41.f13.lowercase.P.flip_rate:.2%` of trials with the report and
 # {glue:text}`ml.s41.paper.s41.f13.lowercase.A.flip_rate:.2%` without. And each case's substitute is
 # one random draw: redrawing it under two further seeds changes the one-question report effect by
@@ -23,9 +23,9 @@
 # resamples patients and the draw jointly (published values).
 #
 # **What the demo runs.** The 64-px NIH cohort with **template reports** and `ref-anchored@0.5`:
-# the all-14 records of the Tables chapter (the 13-finding design is their subset without the
-# composite) and the one-question design on {glue:text}`ml.s41.seed.n_cases` cases under substitute
-# seeds 0, 1 and 2. `ref-blind-prior` must flip under no seed.
+# the all-14 records of the Tables chapter (the design without the composite is their subset) and
+# the one-question design on {glue:text}`ml.s41.seed.n_cases` cases under substitute
+# seeds {glue:text}`ml.s41.seed.seeds`. `ref-blind-prior` must flip under no seed.
 
 # %% tags=["parameters"]
 profile = "demo"
@@ -45,9 +45,11 @@ from shovir_core.tables import modalens_s41 as s41
 runs = book.load_runs("modalens_s41", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 book.glue("ml.s41.n_draws", n_draws, runs=runs)
+seed_runs = [runs[f"P_seed{s}"] for s in (0, 1, 2)]
+book.glue("ml.s41.seed.seeds", ", ".join(str(r.manifest["spec"]["substitute_seed"]) for r in seed_runs), runs=seed_runs)
 
 # %% [markdown]
-# ## All-14 beside the 13-finding design
+# ## All-14 beside the design without the composite
 #
 # Lowercase readout on the plain prompt; the generated answer under "Answer with exactly Yes or
 # No."; A − P on identical trials, {glue:text}`ml.s41.n_draws` patient-clustered draws.
@@ -70,9 +72,9 @@ book.glue_values("ml", vd, runs=runs)
 # {glue:text}`ml.s41.f13.lowercase.A_minus_P.diff_pp:+.2f` points
 # [{glue:text}`ml.s41.f13.lowercase.A_minus_P.diff_pp_lo:+.2f`,
 # {glue:text}`ml.s41.f13.lowercase.A_minus_P.diff_pp_hi:+.2f`] against
-# {glue:text}`ml.s41.all14.lowercase.A_minus_P.diff_pp:+.2f` on all 14 questions.
+# {glue:text}`ml.s41.all14.lowercase.A_minus_P.diff_pp:+.2f` on all {glue:text}`ml.s41.all14.n_questions` questions.
 #
-# ## Substitute redraws: seeds 0, 1 and 2
+# ## Substitute redraws
 #
 # Same cases, reports, questions and source images; only the substitute is redrawn. The joint
 # interval resamples patients and, for every sampled patient copy, one of the three draws.

@@ -87,6 +87,8 @@ for key in ("P", "A", "P_tf", "A_tf", "P_instr", "A_instr"):
             == trials["P"]["sub_image_id"].to_numpy()).all(), f"arm {key} has other substitutes"
 book.glue("ml.six_findings", ", ".join(six) if six else "none", runs=runs)
 book.glue("ml.report_source", spec["reports"], runs=runs)
+book.glue("ml.paper.draws_primary", int(papers.published_value("modalens", id="setup.draws_primary")), runs=[])
+book.glue("ml.paper.draws_other", int(papers.published_value("modalens", id="setup.draws_other")), runs=[])
 book.glue("ml.six_lo", six_lo, runs=runs)
 book.glue("ml.six_hi", six_hi, runs=runs)
 book.glue("ml.six_paper_lo", ml.SIX_RANGE[0], runs=runs)
@@ -154,7 +156,8 @@ book.glue_values("ml.appi", tokens.values, runs=[])
 # All-14 design, lowercase first-token readout, no answer instruction. Rows within a block share
 # cases, substitutes and questions; differences and ratios are computed inside each bootstrap
 # draw over patients ({glue:text}`ml.n_draws_primary` draws for the all-14 rows,
-# {glue:text}`ml.n_draws` for the one-question block; the paper uses 10,000 and 2,000).
+# {glue:text}`ml.n_draws` for the one-question block; the paper uses {glue:text}`ml.paper.draws_primary:,d` and
+# {glue:text}`ml.paper.draws_other:,d`).
 
 # %% tags=["nbval-check-output"]
 t2 = mt.primary_comparison(primary, n_draws_primary=n_draws_primary, n_draws=n_draws,
@@ -210,7 +213,8 @@ book.glue_values("ml", t3.values, runs=runs)
 #
 # Each image is scored against its own study's label for the asked question (uncertain and blank
 # count as negative). Label-changed trials are those where the substitution changes the asked
-# finding's label. {glue:text}`ml.n_draws_primary` bootstrap draws (paper: 10,000).
+# finding's label. {glue:text}`ml.n_draws_primary` bootstrap draws (paper:
+# {glue:text}`ml.paper.draws_primary:,d`).
 
 # %% tags=["nbval-check-output"]
 t4 = mt.accuracy_table(trials["P"], n_draws=n_draws_primary, seed=bootstrap_seed).with_runs(runs)

@@ -69,7 +69,8 @@ book.show(fig, runs=runs, name="pt-gallery-paper",
 # %% [markdown]
 # The authors' code differs from the paper's description (preset `reference-code`): the centre is
 # the trimmed median of the pixels outside the occluded boxes, the noise is drawn per RGB channel
-# and blurred (radius 2), the blending mask is feathered (radius 6), DOCO keeps IoU ≤ 0.15, and RO
+# and blurred (radius {glue:text}`pt.ref.smooth_radius:g`), the blending mask is feathered (radius
+# {glue:text}`pt.ref.feather_radius:g`), DOCO keeps IoU ≤ {glue:text}`pt.boxes.iou_threshold`, and RO
 # uses untrimmed whole-image statistics with box sizes from fixed PadChest-GR constants.
 
 # %%
@@ -114,11 +115,14 @@ assert (counts.loc["total"] == body.sum()).all()
 assert box_sets.values["boxes.n_doco_dropped"] == run.manifest["counts"]["n_doco_dropped"]
 book.glue_values("pt", box_sets.values, runs=runs)
 book.glue("pt.boxes.iou_threshold", float(spec["iou_threshold"]), runs=runs)
+from shovir_core.perturb import resolve_preset
+book.glue_values("pt.ref", {k: float(getattr(resolve_preset("reference-code"), k))
+                            for k in ("smooth_radius", "feather_radius")}, runs=runs)
 
 # %% [markdown]
 # ## Image-swap substitutes
 #
-# Each frontal image of the 64-px multi-study set is a source case. Its substitute is drawn
+# Each frontal image of the multi-study set is a source case. Its substitute is drawn
 # uniformly from (1) the same patient's other frontal studies with a different positive label set,
 # else (2) any other study of the patient, else (3) another patient's frontal image with a different
 # positive set; a substitute whose SSIM with the source (greyscale, {glue:text}`pt.swap.ssim_size:d`
@@ -142,16 +146,18 @@ assert (subs["ssim"].dropna() <= spec["ssim_threshold"]).all()
 tier1 = subs[subs["tier"] == 1]
 assert (tier1["sub_patient_id"] == tier1["patient_id"]).all() and (tier1["sub_positive"] != tier1["positive"]).all()
 book.glue_values("pt", tiers.values, runs=runs)
+from shovir_core.papers import published_value
+book.glue("pt.paper.image_px", int(published_value("modalens", id="setup.image_px")), runs=[])
 book.glue_values("pt", {"swap.ssim_size": int(spec["ssim_size"]), "swap.ssim_threshold": float(spec["ssim_threshold"])},
                  runs=runs)
 
 # %% [markdown]
 # {numref}`fig-pt-ssim` shows the SSIM of every pair by tier.
 # SSIM quartiles of the pairs: {glue:text}`pt.swap.ssim.q1:.3f`, {glue:text}`pt.swap.ssim.median:.3f`,
-# {glue:text}`pt.swap.ssim.q3:.3f` (maximum {glue:text}`pt.swap.ssim.max:.3f`). The demo images are
-# 64 × 64 pixels: the demo profile computes SSIM at that native size instead of upsampling to the
-# paper's 896 × 896 (which only smooths the images and raises SSIM); the rule, not the level, is
-# what this chapter checks. The `mimic` profile uses 896 × 896.
+# {glue:text}`pt.swap.ssim.q3:.3f` (maximum {glue:text}`pt.swap.ssim.max:.3f`). The demo profile computes
+# SSIM at the demo images' native size instead of upsampling to the paper's
+# {glue:text}`pt.paper.image_px:d` pixels a side (which only smooths the images and raises SSIM); the rule,
+# not the level, is what this chapter checks. The `mimic` profile uses the paper's size.
 
 # %%
 fig, ax = plt.subplots(figsize=figures.column_figsize(3.8))

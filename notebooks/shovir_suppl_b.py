@@ -17,7 +17,7 @@
 # statistics. A model could react to the *fill* rather than to the missing evidence: to noise
 # texture, or to an unnatural grey level. The occluder-type ablation runs the Full Noise Image and
 # OCO / RO at p = 1 under five occluders — matched Gaussian (the paper), matched noise blurred with
-# radius 2 (as in the authors' code), uniform random noise (the authors' `all_noise`), the trimmed
+# radius {glue:text}`sb.blur_radius:g` (as in the authors' code), uniform random noise (the authors' `all_noise`), the trimmed
 # mean as a flat fill, and black — and reports per model F1_14 under Full Noise, Δ_FN, μ-F1 under RO
 # and OCO, Δ_OCO, the OCO flip rate and the share of OCO calls left as on the clean image. Only the
 # fill changes; the rest of the pipeline is the paper preset's, so all occluders share one Baseline. A
@@ -104,6 +104,8 @@ assert ablation.frame.groupby("model")["occluder"].nunique().eq(len(sup.OCCLUDER
 
 # %%
 book.glue_values("sb", ablation.values, runs=runs)
+book.glue("sb.blur_radius", next(o["smooth_radius"] for o in sup.OCCLUDERS.values()
+                                 if isinstance(o, dict) and "smooth_radius" in o), runs=runs)
 ctx = af[af["model"] == "ref-context-shortcut"].set_index("occluder")
 if len(ctx):
     worst = ctx["fr_oco"].idxmax()

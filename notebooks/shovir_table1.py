@@ -25,7 +25,7 @@
 # BLEU-1/4 and ROUGE-L is a template report written from those labels
 # (`shovir_core.data.template_reports`), so on the demo BLEU/ROUGE measure overlap with template
 # sentences, not with a radiologist's report. The models are the reference models with known
-# behaviour and a random-weight transformer (`tiny-gemma3`, on 3 images per class); none of them
+# behaviour and a random-weight transformer (`tiny-gemma3`, on {glue:text}`sv.t1.pipeline_max_per_class` images per class); none of them
 # is in the paper, so no published value stands beside them. F1-RadGraph and GREEN need model
 # weights that are not shipped; their cells read "unavailable" with the reason below.
 
@@ -79,6 +79,8 @@ if pipeline_only:
     book.show(pipe, runs=runs, name="sv-t1-pipeline")
     book.glue_values("sv", pipe.values, runs=runs)
 book.glue("sv.t1.pipeline_only", ", ".join(pipeline_only) or "none", runs=runs)
+book.glue("sv.t1.pipeline_max_per_class",
+          max([int(runs[k].manifest["spec"].get("max_per_class") or 0) for k in pipeline_only] or [0]), runs=runs)
 
 # %% [markdown]
 # The paper defines Δ_FN = F1(Baseline) − F1(Full Noise) for the two label metrics only, F1_14 and F1_5
@@ -177,7 +179,7 @@ if profile == "demo" and "ref-image-classifier" in table.index:  # the sentence 
         table.loc["ref-image-classifier", ("Baseline", "f1_14_micro")], "its F1_14 falls under the same noise"
 book.glue_values("sv.t1", bleu.values, runs=runs)
 
-# %% [markdown]
+# %% [markdown] tags=["profile:demo"]
 # On the demo the image classifier's BLEU-1 rises from
 # {glue:text}`sv.t1.bleu.ref_image_classifier.Baseline.bleu1:.3f` to
 # {glue:text}`sv.t1.bleu.ref_image_classifier.FullNoise.bleu1:.3f` under the Full Noise Image, although its

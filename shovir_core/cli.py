@@ -7,6 +7,7 @@
     shovir run NB --shards N [--shard I | --executor local|slurm]   sharded records (see run --help)
     shovir jobs status [NOTEBOOK ...]              per-shard progress read from the records
     shovir perturb ...                             export perturbed image sets (see its --help)
+    shovir cache verify [--evict] | clear [--model M]   check or clear the inference cache
     shovir audit MODEL [--profile P] [--only shovir|modalens]   one model's records and report card
     shovir audit --export DIR / shovir import FILE --name NAME --export DIR   a model run elsewhere
     shovir --models FILE ...                       declare models in a YAML catalogue (also $SHOVIR_MODELS)
@@ -26,6 +27,8 @@ __all__ = ["main", "build_parser"]
 # Subcommands contributed by other modules: name -> module with add_parser(subparsers) and main(args).
 EXTRA_COMMANDS = {
     "perturb": "shovir_core.perturb.cli",
+    "rehearse": "shovir_core.rehearsal.cli",
+    "cache": "shovir_core.models.cache_cli",
     "audit": "shovir_core.audit.cli",
     "import": "shovir_core.audit.import_cli",
 }
@@ -67,7 +70,7 @@ def _cmd_run_sharded(args, names) -> int:
     from .jobs import ShardTask, targets_of
     from .jobs.submit import run_local, submit, wait
 
-    if args.shards is None or args.shards < 1:
+    if args.shards is None:
         print("shovir: error: run: --shard and --executor need --shards N", file=sys.stderr)
         return 2
     task = ShardTask(targets_of(names, profile=args.profile), count=args.shards, progress=not args.quiet)
@@ -119,6 +122,8 @@ def _print_job_status(names, profile, *, only_open: bool = False) -> int:
         with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
             view = df[["run_id", "record", "shard", "status", "planned", "written", "host", "updated"]].astype(object)
             print(view.where(view.notna(), "").to_string(index=False))
+        for row in df[df["record"] == "unreadable"].itertuples():
+            print(f"UNREADABLE {row.run_id}: {row.error}")
         for row in df[df["status"] == "failed"].itertuples():
             print(f"{row.run_id} shard {row.shard} failed: {row.error}\n  log: {row.log or '(not a job)'}")
     return len(open_)
@@ -136,6 +141,13 @@ def _cmd_run(args) -> int:
     from .params import toc_notebooks
 
     names = args.notebooks or toc_notebooks()
+    if args.shards is not None and args.shards < 1:
+        print(f"shovir: error: run: --shards {args.shards}: give a number of shards of at least 1", file=sys.stderr)
+        return 2
+    if args.shard is not None and args.shards is not None and not 0 <= args.shard < args.shards:
+        print(f"shovir: error: run: --shard {args.shard} must lie in 0..{args.shards - 1} (--shards {args.shards})",
+              file=sys.stderr)
+        return 2
     if args.shard is not None or args.executor is not None or (args.shards or 1) > 1:
         return _cmd_run_sharded(args, names)
     for name in names:
@@ -205,7 +217,7 @@ def _cmd_records(args) -> int:
             else:
                 run = Run(path)
                 try:
-                    problem = run.problem
+                    problem = run.problem or _cache_problem(run)
                 except OSError as exc:
                     problem = f"{path}: {exc}"
                 if problem is None:
@@ -238,6 +250,38 @@ def _cmd_records(args) -> int:
     return 0
 
 
+def _cache_problem(run) -> str | None:
+    """Whether the inference-cache entries a (good) record was made from changed since."""
+    from .models.cache import CacheError, record_cache_problem
+
+    try:
+        return record_cache_problem(run.path, run.manifest)
+    except CacheError as exc:
+        return f"{run.path}: its inference cache cannot be read ({exc})"
+
+
+def _shard_summary(path) -> str:
+    """``2 of 3 shard markers; done: 0/3; stopped (process gone): 1/3; never started: 2/3`` (as jobs status says)."""
+    from .records import Shard, shard_progress
+    from .records.shards import read_markers
+
+    markers = read_markers(path)
+    if not markers:
+        return "no shard markers"
+    n = max(Shard.from_token(t).count for t in markers)
+    mine = {t: mk for t, mk in markers.items() if Shard.from_token(t).count == n}
+    states: dict[str, list[str]] = {}
+    for row in shard_progress(path):
+        if row["shard"].endswith(f"/{n}") and row["status"] is not None:
+            label = "stopped (process gone)" if row["status"] == "stopped" else row["status"]
+            states.setdefault(label, []).append(row["shard"])
+    missing = [f"{i}/{n}" for i in range(n) if Shard(i, n).token not in mine]
+    if missing:
+        states["never started"] = missing
+    parts = [f"{len(mine)} of {n} shard markers"] + [f"{k}: {', '.join(v)}" for k, v in states.items()]
+    return "; ".join(parts)
+
+
 def _cmd_records_complete(args) -> int:
     from .protocols import resolve, run
     from .records import Run, spec_hash
@@ -255,10 +299,9 @@ def _cmd_records_complete(args) -> int:
         return 0
     markers = read_markers(path)
     if finished_set(markers) is None and not args.force:
-        unfinished = {t: mk.get("status") for t, mk in markers.items() if mk.get("status") != "done"}
-        print(f"shovir: error: records complete: {m.run_id}: not every shard has finished "
-              f"(unfinished: {unfinished or 'no shard markers'}); resubmit the missing shards, "
-              "or pass --force to compute the missing trials in this process", file=sys.stderr)
+        print(f"shovir: error: records complete: {m.run_id}: not every shard has finished ({_shard_summary(path)}); "
+              "resubmit the missing shards, or pass --force to compute the missing trials in this process",
+              file=sys.stderr)
         return 1
     spec = m.spec_passed if m.spec_passed is not None else m.spec
     if spec_hash(resolve(m.protocol, spec)) != m.spec_sha256:

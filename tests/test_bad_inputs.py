@@ -27,12 +27,15 @@ POOL = np.array([[0.2, 0.2]])
 
 
 # --------------------------------------------------------------------------- perturbation API
-def test_doco_lower_case_target_is_the_class_and_never_a_co_finding():
-    lower, info = occlude(IMAGE, BOXES, condition="DOCO", target="atelectasis", p=1.0, seed=0, item_id="i")
-    exact, info_exact = occlude(IMAGE, BOXES, condition="DOCO", target="Atelectasis", p=1.0, seed=0, item_id="i")
-    assert info["target"] == "Atelectasis" and np.array_equal(lower, exact) and info == info_exact
-    assert {b["finding"] for b in info["boxes"]} == {"Edema"}
-    # boxes spelled differently from each other: every spelling of the target is a target box
+def test_doco_lower_case_target_is_refused_naming_the_class():
+    """Issue 29: a DOCO target in the wrong case ('atelectasis') was accepted without a word; it is refused,
+    naming the spelling of the image's boxes. Boxes spelled differently from each other are still all target
+    boxes (never co-finding boxes)."""
+    with pytest.raises(UnknownTargetError, match=r"item 'i': DOCO target 'atelectasis' is not spelled as a class.*"
+                                                 r"did you mean 'Atelectasis'"):
+        occlude(IMAGE, BOXES, condition="DOCO", target="atelectasis", p=1.0, seed=0, item_id="i")
+    exact, info = occlude(IMAGE, BOXES, condition="DOCO", target="Atelectasis", p=1.0, seed=0, item_id="i")
+    assert info["target"] == "Atelectasis" and {b["finding"] for b in info["boxes"]} == {"Edema"}
     sets = box_sets([("Atelectasis", 0, 0, 5, 5), ("atelectasis ", 20, 20, 30, 30), ("Edema", 30, 0, 39, 9)],
                     "ATELECTASIS")
     assert len(sets.target) == 2 and [b.finding for b in sets.others] == ["Edema"]

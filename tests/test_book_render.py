@@ -160,7 +160,8 @@ def test_collapsed_sections_are_dropdowns(outdir):
 
 
 def test_runner_publishes_show_outputs_only_after_success(tmp_path):
-    from shovir_core.book.runner import _publish_outputs
+    from shovir_core.book.publish import book_lock, publish
+    from shovir_core.book.runner import _staged_files
 
     staging = tmp_path / "staging"
     (staging / "_tables").mkdir(parents=True)
@@ -168,7 +169,8 @@ def test_runner_publishes_show_outputs_only_after_success(tmp_path):
     (staging / "_figures").mkdir()
     (staging / "_figures" / "f.png").write_bytes(b"png")
     book_dir = tmp_path / "book"
-    _publish_outputs(staging, book_dir)
+    with book_lock(book_dir):
+        publish(book_dir, "nb", notebook_text="{}", files=_staged_files(staging))
     assert (book_dir / "_tables" / "t.csv").read_text() == "a\n1\n" and (book_dir / "_figures" / "f.png").is_file()
 
 

@@ -96,3 +96,19 @@ def test_unknown_dataset_and_layout(tmp_path):
     (tmp_path / "empty" / "images").mkdir(parents=True)
     with pytest.raises(DatasetError, match="neither boxes.csv nor index.csv"):
         load_dataset(tmp_path / "empty")
+
+
+def test_box_index_equals_a_scan_of_the_box_table(demo):
+    index = demo.boxes_by_image()
+    assert sum(map(len, index.values())) == len(demo.boxes) > 0
+    for image_id in demo.images["image_id"]:
+        sub = demo.boxes[demo.boxes["image_id"] == image_id]
+        scan = [(r.finding, float(r.x1), float(r.y1), float(r.x2), float(r.y2), str(r.box_id)) for r in sub.itertuples()]
+        assert index.get(image_id, []) == scan  # same boxes, same (table) order
+        assert demo.boxes_of(image_id) == [b[:5] for b in scan]
+    first, table = demo.images["image_id"].iloc[0], demo.boxes
+    try:
+        demo.boxes = table[table["image_id"] != first]  # a replaced table is indexed again
+        assert demo.boxes_of(first) == [] and first not in demo.boxes_by_image()
+    finally:
+        demo.boxes = table

@@ -43,17 +43,25 @@ class DieAfterParts:
         return self.task(index)
 
 
-def test_killed_shard_is_resubmitted_and_the_record_completes(tmp_path, monkeypatch):
+def test_killed_shard_is_resubmitted_and_the_record_completes(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "single"))
     single = protocols.run("modalens", "jobs", SPEC, progress=False)
     monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "sharded"))
     task = ShardTask([RunTarget("modalens", "jobs", SPEC)], count=3)
     assert task.env["SHOVIR_RUNS"] == str(tmp_path / "sharded")
     options = ClusterOptions(gpus_per_task=0, time=20)
+    import submitit.local.local as submitit_local
+
+    asked, result = [], submitit_local.LocalJob.result
+    monkeypatch.setattr(submitit_local.LocalJob, "result", lambda job: asked.append(job.job_id) or result(job))
     outcomes = run_local(DieAfterParts(task, victim=1, parts=1), [0, 1, 2], options=options,
                          folder=tmp_path / "jobs" / "%j", gpus=[], poll_s=0.2)
     assert [o.ok for o in outcomes] == [True, False, True]
     assert outcomes[1].stderr.endswith("log.err") and "log" in outcomes[1].stderr
+    assert "died before finishing: exit status 137 (128 + 9: as if killed by SIGKILL" in outcomes[1].error, \
+        outcomes[1].error
+    assert "Loading pickle" not in outcomes[1].error
+    assert outcomes[1].job_id not in asked  # told at once, without submitit's 15 s wait for the result file
     path = single.path.parents[3] / "sharded" / single.path.relative_to(single.path.parents[2])
     markers = read_markers(path)
     assert markers["s001of003"]["status"] == "running"  # died without a word
@@ -63,6 +71,11 @@ def test_killed_shard_is_resubmitted_and_the_record_completes(tmp_path, monkeypa
     assert 0 < progress.loc["1/3", "written"] < progress.loc["1/3", "planned"]
     assert progress.loc["0/3", "written"] == progress.loc["0/3", "planned"]
     assert progress.loc["0/3", "log"].endswith("log.out")
+    from shovir_core import cli  # `records complete` says what `jobs status` says: the dead shard stopped
+
+    assert cli.main(["records", "complete", single.run_id]) == 1
+    err = capsys.readouterr().err
+    assert "3 of 3 shard markers" in err and "stopped (process gone): 1/3" in err and "running" not in err, err
 
     again = run_local(task, [1], options=options, folder=tmp_path / "jobs" / "%j", gpus=[], poll_s=0.2)
     assert again[0].ok and again[0].result == {single.run_id: "complete"}

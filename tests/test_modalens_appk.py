@@ -9,8 +9,8 @@ import pytest
 from shovir_core.metrics.surrogate import (HEAD_TO_FINDING, SURROGATE_FINDINGS, XRV_PATHOLOGIES, center_crop,
                                            finding_scores, op_norm, surrogate_call, xrv_normalize, xrv_preprocess)
 from shovir_core.models.spec import ModelNotAvailableError
-from shovir_core.models.xrv import (XRV_WEIGHTS_FILE, ReferenceSurrogate, XRVSurrogate, load_xrv, score_images,
-                                    tiny_xrv_densenet, xrv_weights_path)
+from shovir_core.models.xrv import (XRV_WEIGHTS_FILE, ReferenceSurrogate, XRVSurrogate, image_scores, load_xrv,
+                                    score_images, tiny_xrv_densenet, xrv_weights_path)
 from shovir_core.tables import modalens_appk as tk
 
 
@@ -72,6 +72,8 @@ def test_adapter_on_a_densenet_shaped_stand_in():
     ids = {"a": imgs[0], "b": imgs[1]}
     by_id = score_images(sur, ids.__getitem__, ["a", "b", "a"])
     assert list(by_id) == ["a", "b"] and by_id["b"]["Edema"] == pytest.approx(sc["normalised"]["Edema"][1])
+    both = image_scores(sur, ids.__getitem__, ["a", "b", "a"])
+    assert both["normalised"] == by_id and both["raw"] == score_images(sur, ids.__getitem__, ["a", "b"], kind="raw")
 
 
 def test_weights_come_from_a_local_file_only(tmp_path, monkeypatch):

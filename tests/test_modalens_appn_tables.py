@@ -51,8 +51,8 @@ def test_knockout_table_reads_every_start_layer():
 
 
 def test_balanced_accuracy_is_nan_for_one_class():
-    assert np.isnan(an.balanced_accuracy(np.array([1, 0]), np.array([1.0, 1.0])))
-    assert an.balanced_accuracy(np.array([1, 0, 0, 0]), np.array([1.0, 0.0, 1.0, np.nan])) == 0.75
+    assert np.isnan(an._balanced_accuracy(np.array([1, 0]), np.array([1.0, 1.0])))
+    assert an._balanced_accuracy(np.array([1, 0, 0, 0]), np.array([1.0, 0.0, 1.0, np.nan])) == 0.75
 
 
 def test_knockout_overlap_counts_shared_flips_and_tests_phi():

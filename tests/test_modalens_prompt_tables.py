@@ -196,6 +196,7 @@ def test_seed_table_and_design_comparison():
     absent = pd.concat([_arm(FLIPS_A), _arm([1] * 10, finding="composite").assign(trial_id=lambda d: d["trial_id"] + "x")])
     d = s41.design_comparison({"P": comp, "A": absent}, n_draws=100, seed=0).values
     assert d["s41.f13.n_trials"] == 10 and d["s41.all14.n_trials"] == 20
+    assert d["s41.f13.n_questions"] == 1 and d["s41.all14.n_questions"] == 2, "the composite question is dropped"
     assert d["s41.f13.lowercase.P.flip_rate"] == pytest.approx(0.2) and d["s41.all14.lowercase.P.flip_rate"] == pytest.approx(0.6)
 
 

@@ -175,3 +175,20 @@ def test_a_shard_prefills_its_own_cases_and_its_records_compute_nothing_new(runs
     assert set(trials["case_id"]) < own, "the section arm drops a case of this shard (the fixture has one)"
     prefill([("modalens", name, spec) for name, spec in arms], progress=False, shard=Shard(1, 2))
     assert len(InferenceCache(default_cache_dir())) > n, "shard 0 left the other shard's cases alone"
+
+
+def test_variant_changes_names_what_a_variant_moved():
+    import pandas as pd
+
+    from shovir_core.metrics.prompt_variants import variant_changes
+
+    d = pd.DataFrame({"trial_id": list("abc"), "readout_c": [1, 0, 1], "readout_d": [0, 0, 1],
+                      "margin_c": [0.3, -0.1, 0.2], "margin_d": [-0.4, -0.2, 0.1], "answer_c": ["yes", "no", "yes"]})
+    assert variant_changes(d, d.sample(frac=1, random_state=0)) == []
+    assert variant_changes(d, d.assign(readout_c=[1, 1, 1])) == ["readout_c differs on 1 of 3 trials"]
+    assert variant_changes(d, d.assign(margin_d=[-0.4, -0.2, 0.1 + 1e-9])) == ["margin_d moves by up to 1e-09"]
+    assert variant_changes(d, d.assign(answer_c=["yes", "yes", "yes"]), columns=("answer_c",), margins=()) \
+        == ["answer_c differs on 1 of 3 trials"]
+    assert variant_changes(d, d.iloc[:2]) == ["the variant lacks 1 and adds 0 of the default's 3 trials"]
+    more = pd.concat([d, d.iloc[:1].assign(trial_id="z")])
+    assert variant_changes(d, more) == [] and len(variant_changes(d, more, same_trials=True)) == 1

@@ -145,3 +145,30 @@ def test_blocking_every_image_token_for_text_queries_makes_the_two_images_answer
     np.testing.assert_array_equal(rnd[0], rnd[1])
     assert len(rnd[0]) == len(spans[0]["image"]) and spans[0]["answer"][0] not in rnd[0]
     assert len(set(rnd[0].tolist())) == len(rnd[0])
+
+
+def test_spans_encode_the_prompt_and_its_cuts_in_one_call_per_kind(vlm, requests_, monkeypatch):
+    """The full prompt and its cuts go through the processor together (one batch with the image, one
+    without), and padding the batch changes no span: each equals its one-text-at-a-time encoding."""
+    from shovir_core.models import lens
+
+    calls = []
+    encode = type(vlm)._encode
+
+    def counting(self, texts, images):
+        calls.append(len(texts))
+        return encode(self, texts, images)
+
+    for r in requests_:
+        text = vlm.render(r)
+        cuts = [text, text[:len(text) // 2], text[:5]]
+        with_image = [True] + [lens._image_before(vlm, text, len(c)) for c in cuts[1:]]
+        single = [encode(vlm, [t], [r.image if w else None])["input_ids"][0].tolist() for t, w in zip(cuts, with_image)]
+        with monkeypatch.context() as m:
+            m.setattr(type(vlm), "_encode", counting)
+            batched = lens._encode_unpadded(vlm, cuts, with_image, r.image)
+            calls.clear()
+            spans = token_spans(vlm, r)
+        assert batched == single
+        assert len(calls) <= 2 and sum(calls) == 3 + 2 * (r.report is not None)  # the prompt + two cuts per span
+        assert spans["length"][0] == len(single[0])

@@ -36,6 +36,17 @@ def test_outside_and_differs_are_reported_in_the_papers_setting():
     assert sorted(t.frame["verdict"]) == sorted([pvr.OUTSIDE, pvr.DIFFERS])
 
 
+def test_a_rehearsal_judges_nothing_even_in_the_papers_setting(monkeypatch):
+    rows = _rows("t2.all14.diff_pp", "t2.all14.present.flip_rate")
+    values = {"t2.all14.diff_pp": 2.0, "t2.all14.present.flip_rate": 0.06}
+    judged = pvr.paper_vs_run(values, paper="modalens", rows=rows, same_setting=True, setting="s")
+    assert pvr.not_held(judged, ["t2.all14.diff_pp"]) == ["t2.all14.diff_pp"]
+    monkeypatch.setenv(pvr.REHEARSAL_ENV, "abc")
+    t = pvr.paper_vs_run(values, paper="modalens", rows=rows, same_setting=True, setting="s")
+    assert set(t.frame["verdict"]) == {pvr.REHEARSAL} and "rehearsal" in t.caption
+    assert pvr.not_held(t, ["t2.all14.diff_pp"]) == []
+
+
 def test_other_models_and_data_are_shown_for_scale_only():
     t = pvr.paper_vs_run({r.key: 0.1 for r in pvr.MODALENS_ROWS}, paper="modalens", rows=pvr.MODALENS_ROWS,
                          same_setting=False, setting="MedGemma-27B on MIMIC-CXR")
@@ -67,6 +78,20 @@ def test_shovir_rows_follow_the_published_table1_and_figures():
     assert t.frame["verdict"].iloc[0] in (pvr.MATCHES, pvr.DIFFERS)
     figs = pvr.shovir_figure_rows("MIMIC", {"maira-2": "MAIRA-2"})
     assert any(r.metric == "flip_rate_c" for r in figs) and any(r.metric == "mu_f1" for r in figs)
+
+
+def test_shovir_figure3b_rows_meet_the_per_class_means():
+    """Figure 3(b)'s published per-class means (MIMIC: Atelectasis OCO 0.304 ...) become rows keyed as
+    ``per_class_across_models`` glues them; a run value at the printed value matches, one 0.01 off differs."""
+    rows = [r for r in pvr.shovir_figure_rows("MIMIC", {}) if r.key.startswith("fig3b.")]
+    assert {r.key for r in rows} >= {"fig3b.Atelectasis.OCO", "fig3b.Atelectasis.RO", "fig3b.Cardiomegaly.DOCO"}
+    assert all(r.metric == "f1_class" and r.run_unit == "value" for r in rows)
+    run = {r.key: published_value("shovir", id=r.paper_id) for r in rows}
+    run["fig3b.Atelectasis.OCO"] += 0.01
+    t = pvr.paper_vs_run(run, paper="shovir", rows=rows, same_setting=True, setting="MIMIC")
+    assert pvr.not_held(t, list(run)) == ["fig3b.Atelectasis.OCO"]
+    assert not [r for r in pvr.shovir_figure_rows("MIMIC", {}, fig3b_key=None) if r.key.startswith("fig3b.")]
+    assert all(r.key.startswith("fig3b.") for r in pvr.shovir_figure_rows("PadChest", {}))
 
 
 def test_chapter_keys_become_rows_in_the_runs_storage_units():

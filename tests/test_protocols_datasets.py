@@ -81,7 +81,7 @@ def test_shovir_refuses_a_dataset_changed_after_resolving(tmp_path, runs_root):
     _edit_csv(root / "boxes.csv", "view")
     with pytest.raises(RuntimeError, match="shovir: dataset .* changed since the spec was resolved"):
         shovir.execute("changed", spec, progress=False)
-    with pytest.raises(ValueError, match="the hash the spec pins"):
+    with pytest.raises(ValueError, match="the spec pins"):
         shovir.resolve_spec(spec)
 
 

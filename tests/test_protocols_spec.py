@@ -92,6 +92,7 @@ CHEAP = {  # a spec of each protocol that resolves in well under a second
     "modalens-interventions": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
     "modalens-surrogate": {"dataset": "demo-64px", "n_patients": 2},
     "modalens-noreport": {"dataset": "probmed:data/fixtures/probmed", "heldout_split": "all"},
+    "rehearsal": {"profile": "padchest", "scale": 0.02, "only": ["shovir_table1"]},
 }
 
 
@@ -138,6 +139,9 @@ def test_resolved_spec_resolves_to_itself(protocol):
     ("perturbations", {"chunk_size": 0}, "'chunk_size' = 0 is outside"),
     ("perturbations", {"cohort_sha256": "0" * 64}, "the spec pins 000000000000"),
     ("modalens", {"ssim_threshold": 2}, "'ssim_threshold' = 2.0 is outside"),
+    ("rehearsal", {"profile": "demo"}, "'profile' = 'demo' is not allowed"),
+    ("rehearsal", {"scale": 1.5}, "'scale' = 1.5 is outside"),
+    ("rehearsal", {"code_sha256": "0" * 64}, "the spec pins 000000000000"),
 ])
 def test_protocol_refuses(protocol, bad, match):
     with pytest.raises(ValueError, match=match):
@@ -163,3 +167,32 @@ def test_run_passes_execution_settings(monkeypatch, runs_root):
     monkeypatch.setattr(cohort, "execute", spy)
     protocols.run("cohort", "spy", {"dataset": "demo-64px"}, progress=False)
     assert seen["execution"] == {} and set(seen["spec"]) == {"dataset", "dataset_sha256"}
+
+
+def test_pins_are_declared_and_checked_by_the_schema():
+    """Every pinned hash or fingerprint is a ``Field(pin=True)`` that ``SpecSchema.pin`` fills and
+    checks; no protocol writes its own "pinned value must match" check."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    from shovir_core.protocols import REGISTRY
+    from shovir_core.protocols.spec import Field, SpecError, SpecSchema
+
+    for name, module in REGISTRY.items():
+        mod = importlib.import_module(module)
+        unpinned = [f.name for f in mod.SPEC.fields.values()
+                    if re.search(r"sha256$|fingerprint$|^template_id$", f.name) and not f.pin]
+        assert not unpinned, f"{name}: {unpinned} hold a hash but are not pin=True"
+        source = Path(mod.__file__).read_text(encoding="utf-8")
+        assert "not in (None," not in source, f"{module}: a hand-written pin check"
+    schema = SpecSchema("demo", [Field("h", (str, type(None)), None, pin=True), Field("x", int, 1)])
+    out = schema.resolve({})
+    schema.pin(out, "h", "a" * 64, what="the thing")
+    schema.pin(out, "h", "a" * 64, what="the thing")  # a resolved spec resolves to itself
+    with pytest.raises(SpecError, match="the thing changed: it is bbbbbbbbbbbb..., the spec pins aaaaaaaaaaaa"):
+        schema.pin(out, "h", "b" * 64, what="the thing")
+    with pytest.raises(KeyError, match="pin=True"):
+        schema.pin(out, "x", 2, what="x")
+    with pytest.raises(ValueError, match="must default to None"):
+        SpecSchema("demo", [Field("h", str, "x", pin=True)])

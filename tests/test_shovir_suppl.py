@@ -22,9 +22,14 @@ def test_accounting_on_the_mimic_fixture(runs_root):
                         progress=False)
     f = sup.funnel(run)
     assert isinstance(f, TableResult) and run.run_id in f.run_ids
-    # README of the fixture: 5 annotated images; aaaa0003 is No Finding only; aaaa0004 fails the TP filter
-    assert f.frame["images"].tolist()[:3] == [5, 4, 3]
-    assert f.frame["dropped"].tolist()[:3] == [0, 1, 1]
+    # README of the fixture: 7 frontal test images (zzzz0008 is LATERAL, zzzz0009 train), 5 annotated; zzzz0003
+    # is No Finding only; zzzz0004 fails the TP filter. The first two steps come from the split file.
+    assert f.frame["images"].tolist()[:5] == [7, 5, 5, 4, 3]
+    assert f.frame["dropped"].tolist()[:5] == [0, 2, 0, 1, 1]
+    assert f.frame["step"].iloc[0] == "frontal images of the official test split"
+    assert (f.values["step.test_split.images"], f.values["dropped.imagenome"], f.values["dropped.no_finding"],
+            f.values["step.true_positive.images"], f.values["annotated_outside_test"]) == (7, 2, 1, 3, 0)
+    assert set(sup.FUNNEL_PAPER_IDS) >= {"step.test_split.images", "dropped.imagenome", "step.no_finding.images"}
     c = sup.consistency(run)
     # candidates before the TP filter (4 images): aaaa0004's Edema label has no box -> one fn for Edema
     edema = c.frame.set_index("class").loc["Edema"]
@@ -40,10 +45,30 @@ def test_accounting_on_the_mimic_fixture(runs_root):
     assert maps.values["padchest.mapped"] == papers.published_value("shovir", id="a1.padchest.mapped_labels")
 
 
+def test_accounting_funnels_start_at_the_adapter_input_without_the_raw_files(runs_root, tmp_path):
+    import shutil
+
+    for kind, name, drop in (("mimic", "mimic_imagenome", "mimic-cxr-2.0.0-split.csv"),
+                             ("padchest", "padchest_gr", "grounded_reports_20240819.json")):
+        root = tmp_path / name
+        shutil.copytree(FIXTURES / name, root)
+        (root / drop).unlink()
+        run = protocols.run("accounting", f"{kind}-plain", {"dataset": f"{kind}:{root}", "min_count": 1}, progress=False)
+        f = sup.funnel(run)
+        assert f.frame["step"].iloc[0] in (sup.FUNNEL_STEPS["annotated"], sup.FUNNEL_STEPS["verified"])
+        assert "boxes_removed_share" not in f.values and "step.test_split.images" not in f.values
+
+
 def test_accounting_padchest_and_demo(runs_root):
     pc = protocols.run("accounting", "pgr", {"dataset": f"padchest:{FIXTURES / 'padchest_gr'}", "min_count": 1},
                        progress=False)
-    assert sup.funnel(pc).frame["step"].iloc[0] == "verified samples"
+    # README of the fixture: 7 studies, 6 with a box, 9 mapped candidate boxes (5 studies), 8 after the negated
+    # sentence, 6 verified boxes in 3 studies: the sentence validation removed 2 of 8 boxes
+    pf = sup.funnel(pc)
+    assert pf.frame["step"].iloc[0] == "studies of the release (grounded reports)"
+    assert pf.frame["images"].tolist()[:5] == [7, 6, 5, 4, 3] and pf.frame["boxes"].tolist()[:5] == [10, 10, 9, 8, 6]
+    assert pf.values["boxes_removed_share"] == pytest.approx(0.25)
+    assert pf.values["with_boxes_share"] == pytest.approx(6 / 7)
     demo = protocols.run("accounting", "demo", {"dataset": "demo", "min_count": 20}, progress=False)
     f = sup.funnel(demo).frame
     assert (f["images"].diff().fillna(0) <= 0).all()

@@ -104,3 +104,27 @@ def test_stratified_auroc_ignores_what_separates_the_strata():
     perfect = np.array([0.9, 0.8, 0.7, 0.1, 0.2, 0.3, 0.1, 0.95])
     assert pr.stratified_auroc(perfect, labels, strata) == pytest.approx(1.0)
     assert np.isnan(pr.stratified_auroc(scores, np.ones(8), strata))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rank_auroc_equals_sklearn_including_ties(seed):
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 200))
+    labels = rng.integers(0, 2, n)
+    labels[:2] = [0, 1]
+    # coarse scores: many ties within and across the classes; seeds 0-2 use bool labels, 3-5 labels {3, 7}
+    scores = np.round(rng.normal(size=n) + 0.7 * labels, 1 if seed % 2 else 0)
+    y = labels.astype(bool) if seed < 3 else np.where(labels == 1, 7, 3)
+    assert pr.auroc(scores, y) == pytest.approx(roc_auc_score(y, scores), abs=1e-12)
+    assert pr.auroc(-scores, y) == pytest.approx(1 - pr.auroc(scores, y), abs=1e-12)
+
+
+def test_rank_auroc_edge_cases():
+    assert np.isnan(pr.auroc(np.array([0.1, 0.2]), np.array([1, 1])))
+    assert pr.auroc(np.ones(4), np.array([0, 1, 0, 1])) == 0.5  # all tied
+    with pytest.raises(ValueError):
+        pr.auroc(np.array([0.1, np.nan]), np.array([0, 1]))
+    with pytest.raises(ValueError):
+        pr.auroc(np.array([0.1, 0.2, 0.3]), np.array([0, 1, 2]))

@@ -39,3 +39,24 @@ def test_summary_values_cover_totals_kinds_and_flags():
         assert values[f"shovir.flagged.{cid.removeprefix('shovir.')}.stated"] == stated
     assert all(k.startswith("shovir.") for k in values)
     assert at.audit_summary(checks).values == {}, "values only for a named paper"
+
+
+def test_audit_chapter_is_one_shape_for_both_papers_and_reports_broken_invariants():
+    from types import SimpleNamespace
+
+    for paper in ("shovir", "modalens"):
+        checks = papers.audit(paper).rename(columns={"id": "check_id"})
+        counts = {"n_checks": len(checks), "n_flagged": int((checks["status"] == "flagged").sum()), "n_values": 1}
+        runs = {"audit": SimpleNamespace(trials=checks, manifest={"counts": counts}, run_id=f"audit/{paper}/0")}
+        chapter = at.audit_chapter(runs, paper=paper)
+        assert chapter.problems == ()
+        assert len(chapter.every.frame) == len(checks) and len(chapter.flagged.frame) == counts["n_flagged"]
+        assert chapter.summary.values[f"{paper}.n_checks"] == len(checks)
+        broken = checks.copy()
+        broken.loc[broken.index[0], "status"] = "skipped"
+        broken.loc[broken["status"] == "flagged", "note"] = ""
+        runs = {"audit": SimpleNamespace(trials=broken, manifest={"counts": {**counts, "n_checks": 1}}, run_id="x")}
+        problems = at.audit_chapter(runs, paper=paper).problems
+        assert any("skipped" in p for p in problems) and any("in the manifest" in p for p in problems)
+        if counts["n_flagged"]:
+            assert any("without a note" in p for p in problems)

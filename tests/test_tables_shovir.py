@@ -227,3 +227,43 @@ def test_bleu_breakdown_separates_brevity_from_precision():
     assert b.loc["Baseline", "precision_1"] == 1.0 > b.loc["FullNoise", "precision_1"]
     assert b.loc["FullNoise", "bleu1"] > b.loc["Baseline", "bleu1"]
     assert b.loc["FullNoise", "brevity_penalty"] > b.loc["Baseline", "brevity_penalty"]
+
+
+def test_attack_sensitivity_is_the_trapezoid_of_the_relative_drop(check_table):
+    """S_AUC of a two-point grid is half the relative drop at p = 1; Δ subtracts RO's S_AUC."""
+    trials = _random_trials(seed=4)
+    pc = sv.per_class(trials)
+    sens = sv.attack_sensitivity(pc)
+    check_table(sens)
+    curves = sv.mu_f1_curves(pc).frame.set_index(["model", "condition", "p"])["mu_f1"]
+    s = sens.frame.set_index(["model", "condition"])
+    for cond in ("RO", "OCO"):
+        f0, f1 = curves[("m", cond, 0.0)], curves[("m", cond, 1.0)]
+        assert s.loc[("m", cond), "s_auc"] == pytest.approx(0.5 * (f0 - f1) / f0)
+        assert s.loc[("m", cond), "s_100"] == pytest.approx((f0 - f1) / f0)
+    assert s.loc[("m", "OCO"), "delta_s_auc"] == pytest.approx(s.loc[("m", "OCO"), "s_auc"] - s.loc[("m", "RO"), "s_auc"])
+    assert np.isnan(s.loc[("m", "RO"), "delta_s_auc"])
+    assert sens.values["sens.m.OCO.delta"] == pytest.approx(s.loc[("m", "OCO"), "delta_s_auc"])
+    unweighted = sv.attack_sensitivity(pc, weighting="unweighted").frame.set_index(["model", "condition"])
+    g = pc.frame.set_index(["model", "condition", "p"])
+    f0, f1 = (g.loc[("m", "OCO", p), "f1"].mean() for p in (0.0, 1.0))
+    assert unweighted.loc[("m", "OCO"), "s_auc"] == pytest.approx(0.5 * (f0 - f1) / f0)
+    with pytest.raises(ValueError, match="no model left"):
+        sv.attack_sensitivity(pc, exclude_models=["m"])
+
+
+def test_target_class_intervals_score_each_file_with_the_authors_bootstrap(check_table):
+    from shovir_core.metrics.target_class import target_class_f1
+
+    trials = _random_trials(seed=5)
+    t = sv.target_class_intervals(trials, n_resamples=50)
+    check_table(t)
+    f = t.frame.set_index(["model", "condition", "p", "class"])
+    assert set(f.index.get_level_values("condition")) == {"Baseline", "RO", "OCO"}
+    s = _side(trials, "OCO", 1.0).assign(o=lambda d: d["target"].map({"Atelectasis": 0, "Edema": 1}))
+    s = s.sort_values(["o", "image_id"])
+    want = target_class_f1(s["target"].to_numpy(), s["pred"].to_numpy(), s["ref"].to_numpy(), n_resamples=50)
+    for c in CLASSES:
+        assert f.loc[("m", "OCO", 1.0, c), "median"] == want.loc[c, "median"]
+        assert f.loc[("m", "OCO", 1.0, c), "n"] == want.loc[c, "n"]
+    assert (f["ci_l"] <= f["median"]).all() and (f["median"] <= f["ci_h"]).all()

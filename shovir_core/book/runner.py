@@ -8,13 +8,14 @@ import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm import tqdm
 
 from .. import paths
 from ..records import READ_LOG_ENV
+from ..records.files import HOST, pid_alive
 from .glue import GLUE_LOG_ENV
 from .render import OUTPUT_DIR_ENV
 from ..params import load_params, toc_notebooks
@@ -23,8 +24,7 @@ from ..errors import ShovirError
 __all__ = ["make_records", "execute_notebook", "execute_book", "build_book", "BookError", "glue_index",
            "GLUE_INDEX", "RECORDS_DIR", "PROFILE_TAG", "unglued_references"]
 
-GLUE_INDEX = "_glue_index.json"
-"""``book/_glue_index.json``: glue key -> the run records (id, spec hash) its value came from."""
+from .publish import GLUE_INDEX, book_lock, glue_index, publish, recover, watch_book
 RECORDS_DIR = "_records"
 """``book/_records/<run_id>/manifest.json``: a copy of every manifest a notebook read, which the book
 links from each glued number and each chapter's "Records read" table (copied into the HTML)."""
@@ -140,7 +140,8 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
                      output_dir: Path | None = None, parameters: dict | None = None) -> Path:
     """Execute ``notebooks/<notebook>.py`` with its params into ``book/<notebook>.ipynb``.
 
-    The notebook is executed into a temporary folder. When it read a credentialed record or dataset,
+    The notebook is executed into a temporary folder under the runs root (``.book-tmp/``; one left by
+    a killed run is removed by the next, which says so). When it read a credentialed record or dataset,
     everything it emitted is scanned (:mod:`shovir_core.book.scan`) and on any finding nothing is
     written: :class:`~shovir_core.book.scan.LeakError` (a
     :class:`~shovir_core.book.guard.CredentialedDataError`) names the notebook, the cells and the kinds
@@ -148,6 +149,11 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
     a :class:`~shovir_core.book.guard.CredentialedDataError` naming the cell. A notebook that fails keeps
     its executed copy in ``book/`` (public data) or under the runs root (credentialed data), never
     credentialed outputs in ``book/``. ``parameters`` override the params file's papermill parameters.
+
+    Other ``shovir book`` processes may run at once: what this notebook publishes (its executed copy,
+    staged tables and figures, the manifests it read) enters the book in one all-or-nothing step under
+    the book's write lock, with its glue index entry (:mod:`shovir_core.book.publish`); the guard
+    removes only files this notebook wrote into the book, never another process's.
     """
     import jupytext
     import papermill
@@ -171,7 +177,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
     _select_profile_cells(nb, profile)
     _tag_for_readers(nb)
     figure_key = secrets.token_hex(32)
-    with tempfile.TemporaryDirectory() as tmp:
+    with _work_folder(notebook) as tmp, watch_book(output_dir) as watch:
         src_nb = Path(tmp) / f"{notebook}.ipynb"
         executed_path = Path(tmp) / f"{notebook}.executed.ipynb"
         jupytext.write(nb, src_nb)
@@ -187,7 +193,6 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         staging = Path(tmp) / "outputs"  # tables' CSVs and figures' PNGs land in the book only after the scan
         os.environ[OUTPUT_DIR_ENV] = str(staging)
         try:
-            before = _book_files(output_dir)
             work = Path(tmp) / "cwd"  # what a notebook writes to its working folder never reaches book/
             work.mkdir()
             papermill.execute_notebook(
@@ -196,7 +201,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
             )
         except papermill.PapermillExecutionError as exc:
             credentialed = [e for e in _read_entries(log) if e.get("credentialed")]
-            kept = _keep_failed_copy(executed_path, target, notebook, credentialed=bool(credentialed))
+            kept = _keep_failed_copy(executed_path, output_dir, notebook, credentialed=bool(credentialed))
             cell = f"code cell [In {exc.exec_count}]" if exc.exec_count is not None else f"cell {exc.cell_index}"
             message = (f"notebook {notebook!r} failed in {cell} (executed copy kept at {kept}, nothing written to "
                        f"book/): {exc.ename}: {_withheld(exc.evalue, credentialed, notebook)}")
@@ -220,47 +225,64 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         executed = json.loads(executed_path.read_text(encoding="utf-8"))
         unglued = unglued_references(executed["cells"], glued)
         if unglued:
-            kept = _keep_failed_copy(executed_path, target, notebook, credentialed=bool(credentialed))
+            kept = _keep_failed_copy(executed_path, output_dir, notebook, credentialed=bool(credentialed))
             where = "; ".join(f"markdown cell {i}: {', '.join(keys)}" for i, keys in unglued.items())
             raise BookError(f"notebook {notebook!r} (profile {profile!r}) refers to glue keys that no cell glued on "
                             f"this profile -- {where}. Glue them, or tag a cell whose prose holds only on one "
                             f"profile '{PROFILE_TAG}<profile>' (executed copy kept at {kept}).")
+        leaks = []
         if credentialed:
             index = index_for_reads(credentialed, what=f"notebook {notebook!r}")
             leaks = scan_notebook(executed, index=index, figure_key=figure_key, notebook=notebook)
             leaks += scan_staged(staging, nb=executed, index=index, figure_key=figure_key, notebook=notebook)
             leaks += scan_manifests(entries, index=index, notebook=notebook)
-            for new in sorted(_book_files(output_dir) - before):  # written into book/ behind the runner's back
-                new.unlink()
-                leaks.append(Leak(notebook, None, None, None, f"file {new.relative_to(output_dir)}",
-                                  "file written into book/", "removed: a notebook that read credentialed data may "
-                                                             "not write files into the book"))
+        for cell in executed["cells"]:  # the parameters papermill injected: one click away, not on the page
+            tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+            if "injected-parameters" in tags and "hide-cell" not in tags:
+                tags.append("hide-cell")
+        executed["metadata"]["shovir"] = {"profile": profile, "run_ids": run_ids, "records_read": reads,
+                                          "credentialed": bool(credentialed),
+                                          "params_file": str(spec["path"].relative_to(paths.repo_root())),
+                                          "glue": glued}
+        files = _manifest_files([e for e in entries if "run_id" in e])
+        files.update(_staged_files(staging))
+        with book_lock(output_dir, holder=f"publishing {notebook}"):
+            if credentialed:
+                for new in watch.new_files():  # this notebook wrote into book/ behind the runner's back
+                    new.unlink()
+                    leaks.append(Leak(notebook, None, None, None, f"file {new.relative_to(output_dir)}",
+                                      "file written into book/", "removed: a notebook that read credentialed data "
+                                                                 "may not write files into the book"))
             if leaks:
                 raise LeakError(notebook, leaks)
-        _copy_manifests(output_dir, [e for e in entries if "run_id" in e])
-        _publish_outputs(staging, output_dir)
-    for cell in executed["cells"]:  # the parameters papermill injected: one click away, not on the page
-        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
-        if "injected-parameters" in tags and "hide-cell" not in tags:
-            tags.append("hide-cell")
-    executed["metadata"]["shovir"] = {"profile": profile, "run_ids": run_ids, "records_read": reads,
-                                      "credentialed": bool(credentialed),
-                                      "params_file": str(spec["path"].relative_to(paths.repo_root())),
-                                      "glue": glued}
-    from ..records import atomic_write_text
-
-    atomic_write_text(target, json.dumps(executed, indent=1, ensure_ascii=False) + "\n")
-    _update_glue_index(output_dir, notebook, glued)
+            publish(output_dir, notebook, notebook_text=json.dumps(executed, indent=1, ensure_ascii=False) + "\n",
+                    files=files)
     return target
 
 
-def _book_files(book_dir: Path) -> set[Path]:
-    """Files under ``book_dir`` (without the HTML build), to notice files a notebook wrote there."""
-    out = set()
-    for root, dirs, files in os.walk(book_dir):
-        dirs[:] = [d for d in dirs if d != "_build"]
-        out.update(Path(root) / f for f in files)
-    return out
+BOOK_TMP = ".book-tmp"
+"""``<runs root>/.book-tmp/<notebook>-<host>-<pid>-<random>/``: a notebook's executed copy, staged
+outputs and working folder while it runs (beside the records, not in a world-readable /tmp)."""
+
+
+@contextmanager
+def _work_folder(notebook: str):
+    """A fresh work folder for ``notebook``; first removes those of killed runs on this host, saying so."""
+    root = paths.runs_root() / BOOK_TMP
+    root.mkdir(parents=True, exist_ok=True)
+    host = HOST.replace("-", "_")
+    for old in sorted(p for p in root.iterdir() if p.is_dir()):
+        parts = old.name.rsplit("-", 3)
+        if len(parts) == 4 and parts[1] == host and parts[2].isdigit() and not pid_alive(int(parts[2])):
+            shutil.rmtree(old, ignore_errors=True)
+            print(f"shovir book: removed {old}, the work folder (executed copy, staged outputs) of an interrupted "
+                  f"run of {parts[0]!r} (pid {parts[2]} is gone)", file=sys.stderr)
+    folder = root / f"{notebook}-{host}-{os.getpid()}-{secrets.token_hex(4)}"
+    folder.mkdir()
+    try:
+        yield str(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _withheld(message: str, credentialed: list[dict], notebook: str) -> str:
@@ -276,33 +298,18 @@ def _withheld(message: str, credentialed: list[dict], notebook: str) -> str:
     return "[message withheld: it may hold credentialed text; see the executed copy]" if leaks else message
 
 
-def _keep_failed_copy(executed: Path, target: Path, notebook: str, *, credentialed: bool) -> Path | None:
-    """Keep a failed notebook's executed copy: in book/ for public data, under runs/ for credentialed data."""
+def _keep_failed_copy(executed: Path, output_dir: Path, notebook: str, *, credentialed: bool) -> Path | None:
+    """Keep a failed notebook's executed copy: in book/ for public data (published under the book's
+    lock), under runs/ for credentialed data."""
     if not executed.is_file():
         return None
     if credentialed:
         dest = _failed_copy_dir() / f"{notebook}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
-    else:
-        dest = target
-    shutil.copyfile(executed, dest)
-    return dest
-
-
-def _update_glue_index(output_dir: Path, notebook: str, glued: dict) -> None:
-    """Replace ``notebook``'s entries of the book's glue index with ``glued``."""
-    from ..records import atomic_write_text
-
-    index = glue_index(output_dir)
-    index = {k: v for k, v in index.items() if v.get("notebook") != notebook}
-    index.update({k: {"notebook": notebook, "runs": runs} for k, runs in glued.items()})
-    atomic_write_text(Path(output_dir) / GLUE_INDEX, json.dumps(index, indent=1, sort_keys=True) + "\n")
-
-
-def glue_index(book_dir: Path | None = None) -> dict:
-    """The book's ``glue key -> {"notebook", "runs": [{"run_id", "spec_sha256"}]}`` index (empty if none)."""
-    path = Path(book_dir or paths.book_root()) / GLUE_INDEX
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        shutil.copyfile(executed, dest)
+        return dest
+    with book_lock(output_dir, holder=f"keeping the failed copy of {notebook}"):
+        return publish(output_dir, notebook, notebook_text=executed.read_text(encoding="utf-8"), files={})
 
 
 def execute_book(*, profile: str = "demo", only: list[str] | None = None, progress: bool = True) -> list[Path]:
@@ -328,6 +335,8 @@ def build_book(*, strict: bool = True) -> Path:
     exe = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
     if exe is None:
         raise BookError("jupyter-book is not installed in this environment (pip install 'jupyter-book>=1.0.4,<2')")
+    with book_lock(paths.book_root(), holder="building the book"):
+        recover(paths.book_root())  # publishes a killed run left: completed or discarded before the build
     cmd = [exe, "build", str(paths.repo_root()), "--path-output", str(paths.book_root()), "--keep-going"]
     if strict:
         cmd.append("-W")
@@ -337,8 +346,8 @@ def build_book(*, strict: bool = True) -> Path:
     return paths.book_root() / "_build" / "html" / "index.html"
 
 
-def _publish_outputs(staging: Path, output_dir: Path) -> None:
-    """Move the files ``book.show`` wrote while the notebook ran (``_tables/``, ``_figures/``) into the book.
+def _staged_files(staging: Path) -> dict[str, Path]:
+    """The files ``book.show`` wrote while the notebook ran (``_tables/``, ``_figures/``), by their path in the book.
 
     They are written to a staging folder first, so a notebook that fails (or, with credentialed data,
     whose outputs are refused) leaves nothing behind in ``book/``.
@@ -346,16 +355,14 @@ def _publish_outputs(staging: Path, output_dir: Path) -> None:
     from .figures import FIGURES_LINK_DIR
     from .render import TABLES_LINK_DIR
 
+    out = {}
     for sub in (TABLES_LINK_DIR, FIGURES_LINK_DIR):
         src = Path(staging) / sub
         if src.is_dir():
-            shutil.copytree(src, Path(output_dir) / sub, dirs_exist_ok=True)
+            out.update({p.relative_to(staging).as_posix(): p for p in sorted(src.rglob("*")) if p.is_file()})
+    return out
 
 
-def _copy_manifests(output_dir: Path, read_entries: list[dict]) -> None:
-    """Copy each read record's ``manifest.json`` to ``<output_dir>/_records/<run_id>/manifest.json``."""
-    for entry in read_entries:
-        src = Path(entry["path"]) / "manifest.json"
-        dst = Path(output_dir) / RECORDS_DIR / entry["run_id"] / "manifest.json"
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+def _manifest_files(read_entries: list[dict]) -> dict[str, Path]:
+    """Each read record's ``manifest.json``, to be copied to ``_records/<run_id>/manifest.json`` in the book."""
+    return {f"{RECORDS_DIR}/{e['run_id']}/manifest.json": Path(e["path"]) / "manifest.json" for e in read_entries}

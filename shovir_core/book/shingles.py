@@ -19,7 +19,8 @@ checked go through :func:`words` first:
   names, ModaLens question texts, answer instructions, metric names/descriptions of
   ``resources/metrics.yaml``, the papers' published-value descriptions, the shared vocabulary of
   :mod:`shovir_core.vocab`, and the string constants of the table builders ``shovir_core.tables``
-  and the book's glue helpers -- column labels and captions) is removed from the index;
+  and the book's glue helpers -- column labels and captions -- and of the protocols, whose records
+  store such labels as trial fields, e.g. the funnel steps of ``accounting``) is removed from the index;
 * a window whose words are all *label words* (:func:`label_words`: the words of the class names,
   metric names and shared vocabulary) or numbers is never a leak. Aggregate tables put class names
   and numbers next to each other ("Pneumothorax  Pleural Effusion  0.25"), and reports say
@@ -198,7 +199,7 @@ class ShingleIndex:
 
 # --------------------------------------------------------------------------- project vocabulary
 _PACKAGE = Path(__file__).resolve().parent.parent
-_SOURCE_MODULES = ("tables", "book/glue.py", "tables/result.py", "metrics/schema.py")
+_SOURCE_MODULES = ("tables", "protocols", "book/glue.py", "tables/result.py", "metrics/schema.py")
 
 
 def _strings(node) -> Iterable[str]:

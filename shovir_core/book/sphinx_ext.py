@@ -4,7 +4,7 @@ Registered in ``_config.yml`` (``sphinx.extra_extensions``). It
 
 * wraps myst-nb's ``{glue}`` / ``{glue:text}`` roles so that each pasted value becomes a link whose
   hover title names the run id, spec hash and git commit of the records it was computed from
-  (``book/_glue_index.json``, written by the runner); a value from one record links to that
+  (``book/_glue_index.json``, written by the runner, keyed by notebook and glue key); a value from one record links to that
   record's manifest, a value from several to the chapter's "Records read" section, and a value
   from no record (a published number, a setting) says so;
 * adds the ``{record}`run_id``` role (a link to ``_records/<run_id>/manifest.json`` titled with its
@@ -52,6 +52,22 @@ def _json(path: Path) -> dict:
     return _read_json(str(path), path.stat().st_mtime) if path.is_file() else {}
 
 
+@lru_cache(maxsize=2)
+def _glue_index_at(book_dir: str, signature: tuple) -> dict:
+    from .publish import glue_index
+
+    return glue_index(Path(book_dir))
+
+
+def _glue_index(app) -> dict:
+    """``{notebook: {key: runs}}``, re-read when a notebook or the index changes."""
+    from ..file_cache import stat_signature
+    from .publish import GLUE_INDEX
+
+    book = _book_dir(app)
+    return _glue_index_at(str(book), stat_signature(sorted(book.glob("*.ipynb")) + [book / GLUE_INDEX]))
+
+
 def _manifest(app, run_id: str) -> dict:
     return _json(_book_dir(app) / "_records" / run_id / "manifest.json")
 
@@ -94,9 +110,11 @@ def _wrapping(role_cls, *, with_format: bool):
             result, messages = super().run()
             if not result:
                 return result, messages
-            key, _doc = _glue_key(self.text, with_format=with_format)
+            key, doc = _glue_key(self.text, with_format=with_format)
             wrapper = nodes.inline("", "", *result, classes=["shovir-glued"])
             wrapper["shovir_glue_key"] = key
+            if doc:  # another notebook's key (``doc::key``); else the page's own notebook
+                wrapper["shovir_glue_doc"] = Path(doc).stem
             return [wrapper], messages
 
     GlueLinkRole.__name__ = f"Linked{role_cls.__name__}"
@@ -126,23 +144,24 @@ class LinkGluedValues(SphinxPostTransform):
 
     def run(self, **kwargs) -> None:
         app = self.app
-        index = _json(_book_dir(app) / "_glue_index.json")
+        index = _glue_index(app)
         for node in list(self.document.findall(nodes.inline)):
             if "shovir_glue_key" in node:
                 key = node["shovir_glue_key"]
-                entry = index.get(key)
-                if entry is None:
-                    logger.warning(f"glued value {key!r} is not in {app.config.shovir_book_dir}/_glue_index.json "
-                                   "(was its notebook executed by `shovir book`?)", location=node,
+                notebook = node.get("shovir_glue_doc") or self.env.docname.rsplit("/", 1)[-1]
+                runs = (index.get(notebook) or {}).get(key)
+                if runs is None:
+                    logger.warning(f"glued value {key!r} of {notebook!r} is not in {app.config.shovir_book_dir}/"
+                                   "_glue_index.json (was its notebook executed by `shovir book`?)", location=node,
                                    type="shovir", subtype="glue_index")
                     continue
-                runs = entry.get("runs") or []
+                runs = runs or []
                 manifests = {r["run_id"]: _manifest(app, r["run_id"]) for r in runs}
                 title = glue_title(key, runs, manifests)
                 if len(runs) == 1:
                     uri = self._uri(f"_records/{runs[0]['run_id']}/manifest.json")
                 elif runs:
-                    doc = f"{app.config.shovir_book_dir}/{entry['notebook']}"
+                    doc = f"{app.config.shovir_book_dir}/{notebook}"
                     if doc == self.env.docname and RECORDS_SECTION not in self.document.ids:
                         logger.warning(f"glued value {key!r} comes from {len(runs)} records and links to this "
                                        f"chapter's '#{RECORDS_SECTION}' section, which the chapter lacks (end it "

@@ -43,7 +43,7 @@ from .checks import at, bbox4, check_image_file, need_list, read_csv, read_json,
 from .schema import BOX_COLUMNS, Dataset, DatasetError
 
 __all__ = [
-    "load_mimic_imagenome", "CHEXBERT_CODES", "decode_chexbert_codes",
+    "load_mimic_imagenome", "CHEXBERT_CODES", "decode_chexbert_codes", "MIMIC_SPLIT_CSV", "test_split_counts",
     "MIMIC_CITATION", "MIMIC_LICENCE",
 ]
 
@@ -56,6 +56,10 @@ MIMIC_LICENCE = "PhysioNet Credentialed Health Data License 1.5.0 (credentialed 
 
 CHEXBERT_CODES: dict[int, float] = {0: np.nan, 1: 1.0, 2: 0.0, 3: -1.0}
 """The reference metadata's label codes -> CheXpert codes (blank, positive, negative, uncertain)."""
+
+MIMIC_SPLIT_CSV = "mimic-cxr-2.0.0-split.csv"
+"""MIMIC-CXR-JPG's split file (``dicom_id, study_id, subject_id, split``; ``.gz`` also read), optional beside
+the annotations: with it the cohort funnel starts at the official test split (ShoViR §3.1)."""
 
 _PATH = re.compile(r"(?:^|/)p[0-9]{2}/p(?P<patient>[0-9]+)/s(?P<study>[0-9]+)/(?P<dicom>[^/]+)\.jpg$")
 
@@ -85,6 +89,51 @@ def _view_table(metadata_csv: Path | None, name: str = "mimic") -> dict[str, str
         raise DatasetError(f"mimic: {metadata_csv} needs columns dicom_id and ViewPosition "
                            "(mimic-cxr-2.0.0-metadata.csv)")
     return dict(zip(meta["dicom_id"].astype(str), meta["ViewPosition"].fillna("unknown").astype(str)))
+
+
+def _split_file(root: Path, split_csv: str | Path | None) -> Path | None:
+    if split_csv is None:
+        return None
+    for candidate in (root / split_csv, root / f"{split_csv}.gz"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def test_split_counts(root: str | Path, *, annotations: str | Path = "imagenome_annotations.json",
+                      split_csv: str | Path = MIMIC_SPLIT_CSV, metadata_csv: str | Path | None = None,
+                      name: str = "mimic-imagenome") -> dict | None:
+    """The first steps of ShoViR's MIMIC-CXR funnel (§3.1), counted from the split file and the annotations.
+
+    ``test_images``: images of the official test split (``split == "test"``; with ``metadata_csv`` only
+    frontal ones, ``ViewPosition`` PA or AP); ``with_annotations``: those with an entry in the ImaGenome
+    annotations file; ``annotated_outside_test``: annotation entries that are not such test images.
+    ``None`` when the split file is absent (the funnel then starts at the annotations).
+
+    Raises
+    ------
+    DatasetError
+        When the split file lacks ``dicom_id`` or ``split``.
+    """
+    root = Path(root)
+    path = _split_file(root, split_csv)
+    if path is None:
+        return None
+    split = read_csv(path, name=name, dtype=str, keep_default_na=False)
+    missing = [c for c in ("dicom_id", "split") if c not in split.columns]
+    if missing:
+        raise DatasetError(f"{name}: {path} lacks columns {missing} ({MIMIC_SPLIT_CSV})")
+    test = set(split.loc[split["split"].str.strip() == "test", "dicom_id"].str.strip())
+    frontal_only = False
+    if metadata_csv is not None:
+        views = _view_table(root / metadata_csv, name)
+        test = {d for d in test if views.get(d, "").strip().upper() in ("PA", "AP")}
+        frontal_only = True
+    raw = read_json(root / annotations, name=name)
+    annotated = set(raw) if isinstance(raw, dict) else set()
+    return {"test_images": len(test), "with_annotations": len(test & annotated),
+            "annotated_outside_test": len(annotated - test), "frontal_only": frontal_only,
+            "split_file": str(path)}
 
 
 def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imagenome_annotations.json",
@@ -123,7 +172,7 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
     ------
     DatasetError
         Naming the file, the image (row) and the field of any bad value: a missing field or a null
-        where a list is expected, labels that are not 14 codes, an unknown finding name, a bbox that
+        where a list is expected, a null report, labels that are not 14 codes, an unknown finding name, a bbox that
         is not four finite numbers, inverted, empty or (without ``clip_boxes``) outside the image, an
         image file that is missing or does not decode.
     """
@@ -172,6 +221,9 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
                     raise unknown_name(finding, FINDINGS_13, where=at(name, ann_path, dicom, f"regions[{k}].findings"),
                                        what="localisable CheXpert class")
             region_findings.update(found)
+        if "report" in entry and entry["report"] is None:
+            raise DatasetError(f"{at(name, ann_path, dicom, 'report')}: the report is null; every image of the "
+                               "cohort needs its report text (the reference for the report metrics)")
         if entry.get("report") is not None and not isinstance(entry["report"], str):
             raise DatasetError(f"{at(name, ann_path, dicom, 'report')}: expected text, got {entry['report']!r}")
         positives = {c for c, v in zip(CHEXPERT_CLASSES, codes) if v == 1.0}
@@ -208,7 +260,8 @@ def load_mimic_imagenome(root: str | Path, *, annotations: str | Path = "imageno
     label_df.index.name = "image_id"
     report_df = pd.DataFrame({"text": pd.Series(reports, dtype=object)})
     report_df.index.name = "study_id"
-    extra = (ann_path,) + ((meta_path,) if meta_path is not None else ())
+    split_path = _split_file(root, MIMIC_SPLIT_CSV)  # the funnel's first step reads it: part of the identity
+    extra = (ann_path,) + ((meta_path,) if meta_path is not None else ()) + ((split_path,) if split_path else ())
     return Dataset(name=name, root=root, images=image_df, boxes=box_df, labels=label_df,
                    reports=report_df, credentialed=True, citation=MIMIC_CITATION,
                    licence=MIMIC_LICENCE, extra_files=extra)

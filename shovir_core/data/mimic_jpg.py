@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ..labels import CHEXPERT_CLASSES, CODES
-from .checks import at, read_csv
+from .checks import at, check_image_file, read_csv
 from .schema import BOX_COLUMNS, Dataset, DatasetError
 
 __all__ = [
@@ -181,6 +181,13 @@ def load_mimic_jpg(root: str | Path, *, split: str | None = "test", frontal_only
     -------
     Dataset
         With ``credentialed=True`` and no boxes.
+
+    Raises
+    ------
+    DatasetError
+        Besides bad metadata values: a metadata row whose ``Columns`` x ``Rows`` differ from the size of
+        its image file (where the file is present; the header is read, not the pixels), and a report file
+        that is missing, not UTF-8 or empty.
     """
     root = Path(root)
     if not root.is_dir():
@@ -231,9 +238,16 @@ def load_mimic_jpg(root: str | Path, *, split: str | None = "test", frontal_only
         if width < 1 or height < 1:
             raise DatasetError(f"{at('mimic-jpg', meta_file, r.dicom_id, 'Rows/Columns')}: "
                                f"{r.Rows!r}/{r.Columns!r} are not positive integers")
+        image_path = root / image_relpath(r.subject_id, r.study_id, r.dicom_id)
+        if image_path.is_file():
+            size = check_image_file(image_path, where=f"mimic-jpg: image {r.dicom_id!r}")
+            if size != (width, height):
+                raise DatasetError(f"{at('mimic-jpg', meta_file, r.dicom_id, 'Rows/Columns')}: the metadata row "
+                                   f"says {width}x{height} (Columns x Rows) but the image file {image_path} is "
+                                   f"{size[0]}x{size[1]}")
         rows.append({
             "image_id": r.dicom_id, "study_id": r.study_id, "patient_id": r.subject_id,
-            "view": r.view, "path": str((root / image_relpath(r.subject_id, r.study_id, r.dicom_id)).resolve()),
+            "view": r.view, "path": str(image_path.resolve()),
             "width": width, "height": height,
             "study_datetime": _datetime(r.StudyDate, r.StudyTime, file=meta_file, row=r.dicom_id),
             "view_blank": r.view == "",
@@ -258,6 +272,9 @@ def load_mimic_jpg(root: str | Path, *, split: str | None = "test", frontal_only
             except UnicodeDecodeError as exc:
                 raise DatasetError(f"mimic-jpg: study {study!r}: report {path} is not UTF-8 text "
                                    f"({exc.reason} at byte {exc.start})") from None
+            if not texts[study]:
+                raise DatasetError(f"mimic-jpg: study {study!r}: report {path} is empty (no text); a study's "
+                                   "report file holds its report")
             files.append(path)
         reports = pd.DataFrame({"text": pd.Series(texts)}).rename_axis("study_id")
         report_files = tuple(files)

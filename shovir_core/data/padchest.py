@@ -34,6 +34,7 @@ Licence: PadChest-GR research data-use agreement (BIMCV; credentialed access).
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -44,7 +45,7 @@ from .mimic import decode_chexbert_codes
 from .schema import BOX_COLUMNS, Dataset, DatasetError
 
 __all__ = ["load_padchest_gr", "PADCHEST_TO_CHEXPERT", "padchest_to_chexpert", "PADCHEST_CITATION",
-           "PADCHEST_LICENCE"]
+           "PADCHEST_LICENCE", "GROUNDED_REPORTS", "grounded_report_counts", "NEGATION"]
 
 PADCHEST_CITATION = (
     "Castro DC, Bustos A, Bannur S, et al. PadChest-GR: a bilingual chest X-ray dataset for grounded "
@@ -94,6 +95,67 @@ def padchest_to_chexpert(label: str) -> str | None:
     True
     """
     return PADCHEST_TO_CHEXPERT.get(str(label).strip().lower())
+
+
+GROUNDED_REPORTS = "grounded_reports_20240819.json"
+"""PadChest-GR's grounded reports (the release file the authors' pipeline reads,
+arco-group/ShoViR-Bench ``src/analysis/organize_by_chexpert_label.py``@0b64367): a list of studies
+``{"ImageID": ..., "findings": [{"abnormal", "sentence_en", "boxes": [[x1, y1, x2, y2], ...], "labels",
+"locations"}, ...]}``. Optional beside ``verified_samples.json``: with it the funnel starts at the
+release (ShoViR §3.1: 4,555 studies, 3,008 with boxes, the CheXbert sentence validation's removals)."""
+
+NEGATION = re.compile(r"\bno\b|\bnot\b|\bwithout\b|\babsent\b")
+"""The authors' negation rule for a finding sentence (``organize_by_chexpert_label.py``@0b64367, described
+in its ``NegationDetector``): a sentence matching it is dropped before the sentence validation."""
+
+
+def grounded_report_counts(root: str | Path, ds: "Dataset | None" = None, *,
+                           grounded_reports: str | Path = GROUNDED_REPORTS, name: str = "padchest-gr") -> dict | None:
+    """The first steps of ShoViR's PadChest-GR funnel (§3.1), counted from the grounded-reports release.
+
+    ``studies`` (entries of the release) and ``boxes`` (every box); ``with_boxes`` (studies with at least one
+    box); ``candidate_*``: abnormal findings with boxes whose PadChest labels map to a CheXpert class through
+    :data:`PADCHEST_TO_CHEXPERT` (the authors' pipeline also adds classes CheXbert reads in the text "The
+    patient has <label>.", which needs the CheXbert weights and is not counted here); ``kept_*``: those whose
+    English sentence is not negated (:data:`NEGATION`). With ``ds`` (the loaded verified samples):
+    ``verified_images`` / ``verified_boxes`` (boxes of ``ds``) and ``boxes_removed_share`` = 1 − verified
+    boxes / kept candidate boxes, the share the CheXbert sentence validation removes (the paper's 35.3 %).
+    ``None`` when the release file is absent.
+    """
+    path = Path(root) / grounded_reports
+    if not path.is_file():
+        return None
+    raw = read_json(path, name=name, what="grounded reports")
+    if not isinstance(raw, list):
+        raise DatasetError(f"{name}: {path} must hold a list of studies (ImageID, findings)")
+    out = {"studies": len(raw), "boxes": 0, "with_boxes": 0, "candidate_images": 0, "candidate_boxes": 0,
+           "kept_images": 0, "kept_boxes": 0}
+    for k, study in enumerate(raw):
+        where = at(name, path, study.get("ImageID", k) if isinstance(study, dict) else k)
+        findings = need_list(study.get("findings", []) if isinstance(study, dict) else None,
+                             where=f"{where}, field 'findings'", what="a list of findings")
+        n_boxes = cand = kept = 0
+        for f in findings:
+            boxes = f.get("boxes") or [] if isinstance(f, dict) else []
+            n_boxes += len(boxes)
+            if not boxes or not f.get("abnormal", False):
+                continue
+            if not any(padchest_to_chexpert(label) for label in f.get("labels") or []):
+                continue
+            cand += len(boxes)
+            if not NEGATION.search(str(f.get("sentence_en") or "").lower()):
+                kept += len(boxes)
+        out["boxes"] += n_boxes
+        out["with_boxes"] += int(n_boxes > 0)
+        out["candidate_boxes"] += cand
+        out["candidate_images"] += int(cand > 0)
+        out["kept_boxes"] += kept
+        out["kept_images"] += int(kept > 0)
+    if ds is not None:
+        out["verified_images"] = int(len(ds.images))
+        out["verified_boxes"] = int(ds.boxes["box_id"].nunique())
+        out["boxes_removed_share"] = (1.0 - out["verified_boxes"] / out["kept_boxes"]) if out["kept_boxes"] else float("nan")
+    return out
 
 
 def _meta_table(metadata_csv: Path | None, name: str) -> pd.DataFrame | None:
@@ -234,7 +296,8 @@ def load_padchest_gr(root: str | Path, *, samples: str | Path = "verified_sample
     label_df.index.name = "image_id"
     report_df = pd.DataFrame({"text": pd.Series(reports, dtype=object)})
     report_df.index.name = "study_id"
-    extra = (samples_path,) + ((meta_path,) if meta_path is not None else ())
+    release = root / GROUNDED_REPORTS  # the funnel's first steps read it: part of the identity when present
+    extra = (samples_path,) + ((meta_path,) if meta_path is not None else ()) + ((release,) if release.is_file() else ())
     return Dataset(name=name, root=root, images=pd.DataFrame(images),
                    boxes=pd.DataFrame(boxes, columns=list(BOX_COLUMNS)), labels=label_df,
                    reports=report_df, credentialed=True, citation=PADCHEST_CITATION,

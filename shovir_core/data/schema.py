@@ -54,6 +54,7 @@ class Dataset:
     extra_files: tuple[Path, ...] = field(default_factory=tuple)
     sentences: pd.DataFrame | None = None
     _hash: str | None = field(default=None, repr=False)
+    _box_index: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -80,8 +81,21 @@ class Dataset:
 
     def boxes_of(self, image_id: str) -> list[tuple[str, float, float, float, float]]:
         """Boxes of one image as ``(finding, x1, y1, x2, y2)`` tuples (the perturb API's format)."""
-        sub = self.boxes[self.boxes["image_id"] == image_id]
-        return [(r.finding, float(r.x1), float(r.y1), float(r.x2), float(r.y2)) for r in sub.itertuples()]
+        return [b[:5] for b in self.boxes_by_image().get(image_id, ())]
+
+    def boxes_by_image(self) -> dict[str, list[tuple[str, float, float, float, float, str]]]:
+        """Every image's boxes as ``(finding, x1, y1, x2, y2, box_id)`` in table order, indexed once.
+
+        Built on first use from :attr:`boxes` (and rebuilt when the attribute is replaced), so looking
+        up an image no longer scans the whole box table.
+        """
+        if self._box_index is None or self._box_index[0] is not self.boxes:
+            index: dict[str, list] = {}
+            for r in self.boxes.itertuples():
+                index.setdefault(r.image_id, []).append(
+                    (r.finding, float(r.x1), float(r.y1), float(r.x2), float(r.y2), str(r.box_id)))
+            self._box_index = (self.boxes, index)
+        return self._box_index[1]
 
     def load_image(self, image_id: str) -> np.ndarray:
         """Pixels of one image as a numpy array (uint8 or uint16, 2-D for grayscale)."""

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,14 +56,43 @@ def local_gpus() -> list[int]:
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
 
-def _outcome(index: int, job) -> ShardOutcome:
+def _outcome(index: int, job, *, exited: bool = False) -> ShardOutcome:
+    """The outcome of a finished job. ``exited``: the job was a local process that has exited, so a
+    missing result file will not appear later (submitit would wait 15 s for a slow shared filesystem)."""
+    from submitit.core.utils import UncompletedJobError
+
     out = ShardOutcome(index=index, job_id=str(job.job_id), stdout=str(job.paths.stdout),
                        stderr=str(job.paths.stderr))
+    died = "died before finishing: {}; its trials so far are kept (resubmit the shard)"
+    if exited and not job.paths.result_pickle.exists():  # told at once: no result file will appear
+        out.error = died.format(_how_it_ended(job))
+        return out
     try:
         out.result = job.result()
+    except UncompletedJobError:  # the task died without a word (no result, no exception pickled)
+        out.error = died.format(_how_it_ended(job))
     except Exception as exc:  # noqa: BLE001 - reported with the task's logs
         out.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
     return out
+
+
+def _how_it_ended(job) -> str:
+    """The exit status or signal the local wrapper wrote (:mod:`.exit_status`), else the scheduler's state."""
+    import json
+
+    from .exit_status import describe_exit, exit_file
+
+    path = exit_file(job.paths.folder, str(job.job_id))
+    if path.is_file():
+        try:
+            return describe_exit(int(json.loads(path.read_text(encoding="utf-8"))["returncode"]))
+        except (OSError, ValueError, KeyError):
+            pass
+    try:
+        state = job.state
+    except Exception:  # noqa: BLE001 - a state is a courtesy
+        state = "UNKNOWN"
+    return f"no exit status recorded (job state {state})"
 
 
 def run_local(task: ShardTask, indices, *, options: ClusterOptions | None = None, folder: Path | None = None,
@@ -86,7 +117,8 @@ def run_local(task: ShardTask, indices, *, options: ClusterOptions | None = None
     while queue or running:
         while queue and len(running) < slots:
             index = queue.pop(0)
-            ex = submitit.LocalExecutor(folder=folder, max_num_timeout=options.max_requeues)
+            ex = submitit.LocalExecutor(folder=folder, max_num_timeout=options.max_requeues,
+                                        python=f"{shlex.quote(sys.executable)} -m shovir_core.jobs.exit_status")
             gpu = free_gpus.pop(0) if free_gpus else None
             params = {"timeout_min": options.time, "setup": list(options.setup)}
             if gpu is not None:
@@ -100,7 +132,7 @@ def run_local(task: ShardTask, indices, *, options: ClusterOptions | None = None
             _, job, gpu = running.pop(index)
             if gpu is not None:
                 free_gpus.append(gpu)
-            outcomes.append(_outcome(index, job))
+            outcomes.append(_outcome(index, job, exited=True))
     return sorted(outcomes, key=lambda o: o.index)
 
 

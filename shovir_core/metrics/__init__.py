@@ -3,6 +3,8 @@
 * :mod:`.text` — BLEU-1/4 (sacrebleu), ROUGE-L (rouge-score);
 * :mod:`.classification` — per-class F1, F1_14 / F1_5 (micro, macro), μ-F1;
 * :mod:`.shovir` — Δ_FN, Δ_X, flip rate FR^c_X (per item and as functions of counts);
+* :mod:`.sensitivity` — the authors' attack-sensitivity score S_AUC and its RO-corrected Δ;
+* :mod:`.target_class` — per-target-class CheXbert F1 with the authors' bootstrap (500 resamples, seed 3);
 * :mod:`.modalens` — flip rates, margins, accuracies, κ, transitions, interaction;
 * :mod:`.external` — RadGraph F1, GREEN, BERTScore when local weights are present;
 * :mod:`.report` — all report-generation metrics of ShoViR Table 1 in one call;
@@ -21,6 +23,8 @@ from .report import ReportScores, report_metrics
 from .schema import MetricSpec, display_frame, format_metric, metric_schema, metric_spec
 from .shovir import (delta_fn, delta_x, flip_indicators, flip_rate_by_class, flip_rate_from_counts, mu_f1_from_counts,
                      pooled_flip_rate, shortcut_counts, shortcut_from_counts, shortcut_scores)
+from .sensitivity import s_auc, sensitivity_deltas, sensitivity_scores
+from .target_class import PythonChoiceStream, binarize_chexbert, target_class_f1
 from .text import bleu, bleu_parts, nlg_metrics, rouge_l
 
 __all__ = [
@@ -29,6 +33,7 @@ __all__ = [
     "report_label_f1", "mu_f1", "f1_from_counts", "prf_from_counts", "weighted_mean",
     "delta_fn", "delta_x", "flip_indicators", "flip_rate_from_counts", "mu_f1_from_counts", "shortcut_counts",
     "shortcut_from_counts", "shortcut_scores", "flip_rate_by_class", "pooled_flip_rate",
+    "s_auc", "sensitivity_scores", "sensitivity_deltas", "PythonChoiceStream", "binarize_chexbert", "target_class_f1",
     "flips", "flip_rate", "rate_from_counts", "balanced_accuracy_from_counts", "paired_difference", "ratio", "margin", "margin_change_stats",
     "share_larger_without_report", "margin_change_comparison", "target_aligned_change", "confusion", "accuracy", "sensitivity",
     "specificity", "precision", "balanced_accuracy", "majority_baseline", "cohen_kappa",

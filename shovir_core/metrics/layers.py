@@ -2,7 +2,7 @@
 
 Input: per trial and image side, the projected ``yes``/``no`` logits at every layer (arrays of shape
 ``(n_trials, n_layers + 1, 2)``, entry 0 = embeddings, the last = the model's own readout, as
-:func:`shovir_core.models.lens.layer_logits` returns them). Numpy only.
+:func:`shovir_core.models.lens.layer_logits` returns them). Intervals: the project bootstrap.
 
 * :func:`margins` -- projected margin ``yes - no`` per layer; the answer is ``yes`` when it is > 0
   (ties read ``no``, as the readout does);
@@ -86,20 +86,41 @@ def calibration_depth(margin, *, clusters=None, n_draws: int = 1000, rng: np.ran
                       floor: float = 0.5, level: float = 0.95) -> dict:
     """First layer whose balanced agreement with the final answer clears ``floor`` (the best constant).
 
-    Returns ``{"layer", "low", "high", "n_draws"}``; the interval resamples clusters (patients) with
-    replacement. ``layer == n_layers + 1`` means no layer clears it.
+    Returns ``{"layer", "low", "high", "n_draws"}``; the interval is the project's cluster (patient)
+    percentile bootstrap (:func:`shovir_core.stats.cluster_bootstrap`): per layer, the counts of
+    projected answers agreeing with a final yes and with a final no are summed per cluster, and each
+    draw's depth is the first layer whose balanced agreement clears ``floor``. ``layer == n_layers + 1``
+    means no layer clears it.
     """
+    import pandas as pd
+
+    from ..stats import cluster_bootstrap
+
     m = np.asarray(margin, dtype=float)
     observed = _first_clearing(balanced_agreement(m), floor)
-    groups = np.arange(len(m)) if clusters is None else np.asarray(clusters)
-    uniq, inv = np.unique(groups, return_inverse=True)
-    members = [np.flatnonzero(inv == k) for k in range(len(uniq))]
-    draws = np.empty(n_draws)
-    for b in range(n_draws):
-        pick = rng.integers(0, len(uniq), size=len(uniq))
-        idx = np.concatenate([members[k] for k in pick])
-        draws[b] = _first_clearing(balanced_agreement(m[idx]), floor)
-    lo, hi = np.quantile(draws, [(1 - level) / 2, 1 - (1 - level) / 2])
+    a = answers(m)
+    final = a[:, -1]
+    n_layers = a.shape[1]
+    cols = {"pos": final.astype(float), "neg": (~final).astype(float)}
+    for k in range(n_layers):
+        cols[f"yes{k}"] = (a[:, k] & final).astype(float)
+        cols[f"no{k}"] = (~a[:, k] & ~final).astype(float)
+    frame = pd.DataFrame(cols).assign(_cluster=np.arange(len(m)) if clusters is None else np.asarray(clusters))
+
+    def depth(s):
+        pos, neg = np.asarray(s["pos"], dtype=float), np.asarray(s["neg"], dtype=float)
+        yes = np.stack([np.asarray(s[f"yes{k}"], dtype=float) for k in range(n_layers)])
+        no = np.stack([np.asarray(s[f"no{k}"], dtype=float) for k in range(n_layers)])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            balanced = (yes / pos + no / neg) / 2
+            plain = (yes + no) / (pos + neg)  # every final answer the same: plain agreement
+        bal = np.where((pos > 0) & (neg > 0), balanced, plain)
+        clears = bal > floor
+        return {"depth": np.where(clears.any(axis=0), clears.argmax(axis=0), n_layers).astype(float)}
+
+    res = cluster_bootstrap(frame, cluster="_cluster", sums={c: c for c in cols}, statistic=depth,
+                            n_draws=n_draws, rng=rng, level=level)
+    _, lo, hi = res.interval("depth")
     return {"layer": observed, "low": float(lo), "high": float(hi), "n_draws": int(n_draws)}
 
 

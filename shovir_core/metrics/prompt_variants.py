@@ -1,12 +1,14 @@
-"""Formulas of the ModaLens appendices on the prompt and the report (App. D, H, M).
+"""Formulas of the ModaLens appendices on the prompt and the report (App. D, H, M); the
+interactions of App. L and M are contrasts of :func:`shovir_core.stats.bootstrap_rates`.
 
 * :func:`yes_no_total_variation` / :func:`still_apart` -- Table 27: the two images' yes/no
   distributions at the answer position differ by more than 0.05 in total variation;
 * :func:`uncertain_flips` / :func:`abstained` -- App. M: answers with the Uncertain option;
-* :func:`report_effect_interaction` -- App. L and M: (FR_P − FR_A) under a variant minus the
-  same under the default prompt;
 * :func:`signed_gap`, :func:`chronology`, :func:`gap_bins` -- App. D: the substitute study
-  later or earlier than the source study, and by how much.
+  later or earlier than the source study, and by how much;
+* :func:`variant_changes` -- App. H, L, M: what a prompt variant (text first, a second template,
+  reversed options) changed in a reference model's answers (the reference models read the asked
+  finding, never the prompt's wording or order, so the list must be empty).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pandas as pd
 
 __all__ = [
     "yes_no_total_variation", "still_apart", "TV_THRESHOLD", "abstained", "uncertain_flips",
-    "report_effect_interaction", "signed_gap", "chronology", "gap_bins", "GAP_BINS",
+    "variant_changes", "signed_gap", "chronology", "gap_bins", "GAP_BINS",
 ]
 
 TV_THRESHOLD = 0.05
@@ -67,14 +69,34 @@ def uncertain_flips(answer_c, answer_d, *, options=("Yes", "No", "Uncertain")) -
     return ((c != d) & valid).astype(np.int8), valid
 
 
-def report_effect_interaction(fr_p_variant, fr_a_variant, fr_p_default, fr_a_default):
-    """(FR_P − FR_A) under the variant minus (FR_P − FR_A) under the default prompt (ModaLens App. L, M).
+def variant_changes(default: pd.DataFrame, variant: pd.DataFrame, *, columns=("readout_c", "readout_d"),
+                    margins=("margin_c", "margin_d"), atol: float = 1e-12, same_trials: bool = False) -> list[str]:
+    """What ``variant`` (the trials of a prompt variant) changed against ``default`` (ModaLens App. H,
+    L, M): one line per ``columns`` entry that differs on some trial and per ``margins`` entry that
+    moves by more than ``atol``; empty when the variant leaves the answers unchanged.
 
-    >>> round(float(report_effect_interaction(0.0106, 0.0828, 0.0138, 0.1028)), 4)
-    0.0168
+    Every default trial must be in the variant (``same_trials``: and no other).
+
+    >>> d = pd.DataFrame({"trial_id": ["a", "b"], "readout_c": [1, 0], "readout_d": [1, 1],
+    ...                   "margin_c": [0.5, -0.2], "margin_d": [0.1, 0.3]})
+    >>> variant_changes(d, d.iloc[::-1])
+    []
+    >>> variant_changes(d, d.assign(readout_d=[1, 0], margin_c=[0.5, -0.25]))
+    ['readout_d differs on 1 of 2 trials', 'margin_c moves by up to 0.05']
     """
-    return ((np.asarray(fr_p_variant, dtype=float) - np.asarray(fr_a_variant, dtype=float))
-            - (np.asarray(fr_p_default, dtype=float) - np.asarray(fr_a_default, dtype=float)))
+    d, v = default.set_index("trial_id"), variant.set_index("trial_id")
+    missing = d.index.difference(v.index)
+    extra = v.index.difference(d.index) if same_trials else v.index[:0]
+    if len(missing) or len(extra):
+        return [f"the variant lacks {len(missing)} and adds {len(extra)} of the default's {len(d)} trials"]
+    v = v.loc[d.index]
+    out = [f"{c} differs on {int((d[c] != v[c]).sum())} of {len(d)} trials" for c in columns
+           if not (d[c] == v[c]).all()]
+    for c in margins or ():
+        delta = np.abs(d[c].to_numpy(float) - v[c].to_numpy(float))
+        if not (delta <= atol).all():
+            out.append(f"{c} moves by up to {float(np.nanmax(delta)):.3g}")
+    return out
 
 
 def signed_gap(trials: pd.DataFrame) -> tuple[pd.Series, str]:

@@ -27,21 +27,11 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .knockout_spans import SCOPES, SPANS
 from .protocol import ScoreRequest
 
 __all__ = ["decoder_parts", "layer_logits", "token_spans", "Knockout", "SPANS", "SCOPES", "knockout_hooks",
            "request_chunks", "answer_stream"]
-
-SPANS = ("report", "question", "image", "image_matched", "report_matched", "random_matched", "none")
-"""Key spans a knockout can block: the ``Report: ...`` line, the ``Question: ...`` line (with the
-instruction), all image tokens, image tokens matched in number to the report span (evenly spaced),
-the first report tokens matched in number to the question span (the shorter non-report text), as
-many positions as the image span drawn at random from every position but the answer (ModaLens
-App. N.4's random-token control of the image knockout; seeded by the prompt's token ids, so both
-images of a pair lose the same positions), nothing."""
-
-SCOPES = ("answer", "non_image")
-"""Query positions whose attention to the span is blocked."""
 
 
 def decoder_parts(model) -> dict:
@@ -126,12 +116,13 @@ def token_spans(vlm, request: ScoreRequest) -> dict[str, np.ndarray]:
 
     The report and question lines are located by tokenising the prompt cut at their character
     boundaries and comparing with the full prompt's tokens (a boundary token that merges differently
-    at the cut is counted into the span); a span that cannot be located raises ``ValueError``.
+    at the cut is counted into the span); a span that cannot be located raises ``ValueError``. The
+    full prompt and its cuts are encoded together: one processor call for the texts that carry the
+    image and one for those cut before it (token ids do not depend on padding).
     """
     from .prompts import text_block
 
     text = vlm.render(request)
-    full = vlm._encode([text], [request.image])["input_ids"][0].tolist()
     block = text_block(request)
     at = text.find(block)
     if at < 0:
@@ -141,17 +132,17 @@ def token_spans(vlm, request: ScoreRequest) -> dict[str, np.ndarray]:
     if request.report is not None:
         r_at = at + block.index("Report: ")
         bounds["report"] = (r_at, r_at + len("Report: ") + len(request.report))
+    cuts = [c for a, b in bounds.values() for c in (a, b)]
+    ids = _encode_unpadded(vlm, [text] + [text[:c] for c in cuts],
+                           [True] + [_image_before(vlm, text, c) for c in cuts], request.image)
+    full, cut_ids = ids[0], dict(zip(cuts, ids[1:]))
     spans: dict[str, np.ndarray] = {}
     for name, (a, b) in bounds.items():
-        cuts = []
-        for c in (a, b):
-            part = vlm._encode([text[:c]], [request.image if _image_before(vlm, text, c) else None])
-            cuts.append(part["input_ids"][0].tolist())
         # a boundary token may merge differently at the cut (e.g. a newline run): the span starts at the
         # common prefix with the cut-before prompt and ends after the cut-after prompt's last shared token
-        na = _common_prefix(full, cuts[0])
-        shared = _common_prefix(full, cuts[1])
-        nb = shared if shared == len(cuts[1]) else shared + 1
+        na = _common_prefix(full, cut_ids[a])
+        shared = _common_prefix(full, cut_ids[b])
+        nb = shared if shared == len(cut_ids[b]) else shared + 1
         if na >= nb or nb > len(full):
             raise ValueError(f"token_spans: cannot locate the {name} span of {request.question!r}")
         spans[name] = np.arange(na, nb)
@@ -173,6 +164,21 @@ def token_spans(vlm, request: ScoreRequest) -> dict[str, np.ndarray]:
     spans["answer"] = np.array([len(full) - 1])
     spans["length"] = np.array([len(full)])
     return spans
+
+
+def _encode_unpadded(vlm, texts: list[str], with_image: list[bool], image) -> list[list[int]]:
+    """Input ids of each text (the image attached where ``with_image`` and ``image`` is not None),
+    encoded in one batch per kind and stripped of their padding."""
+    out: list[list[int] | None] = [None] * len(texts)
+    for kind in (True, False):
+        rows = [i for i, w in enumerate(with_image) if bool(w and image is not None) == kind]
+        if not rows:
+            continue
+        batch = vlm._encode([texts[i] for i in rows], [image if kind else None] * len(rows))
+        keep = batch["attention_mask"].bool()
+        for k, i in enumerate(rows):
+            out[i] = batch["input_ids"][k][keep[k]].tolist()
+    return out
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -45,7 +45,11 @@ from pathlib import Path
 from .spec import ModelSpec
 
 __all__ = ["REF_VLM_SPECS", "TRAIN_CONFIG", "EVAL_COHORT", "WEIGHTS_FILE", "META_FILE", "build_ref_vlm",
-           "fingerprint", "resources_dir", "architecture", "wrap_model"]
+           "fingerprint", "resources_dir", "architecture", "wrap_model", "PLANTED_FACTS"]
+
+PLANTED_FACTS = {"flip_ratio": 1 / 3, "balanced_accuracy": 0.5, "label_agreement": 0.7}
+"""The planted facts of the module docstring as numbers: ``flip_P < flip_A * flip_ratio``, report-absent
+balanced accuracy ``> balanced_accuracy``, report-present agreement with the report's label ``> label_agreement``."""
 
 REF_VLM_SPECS: tuple[ModelSpec, ...] = (
     ModelSpec("ref-vlm", "ref-vlm", paper="reference", dtype="float32", max_new_tokens=16,

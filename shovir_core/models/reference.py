@@ -49,7 +49,7 @@ from .spec import ModelSpec, code_sha256
 __all__ = [
     "ReferenceModel", "BlindPrior", "ReportReader", "ImageClassifier", "Anchored", "ContextShortcut",
     "REFERENCE_MODELS", "REFERENCE_SPECS", "build_reference", "context_texture", "PARAMS_FILE", "WEIGHTS_FILE",
-    "DistancePlanted", "planted_flip_probability", "EVIDENCE_CLIP", "FRAMING_DISCOUNT",
+    "DistancePlanted", "planted_flip_probability", "EVIDENCE_CLIP", "FRAMING_DISCOUNT", "PRIOR_CALL",
 ]
 
 PARAMS_FILE = "ref_reference_models.json"

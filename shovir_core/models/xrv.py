@@ -28,7 +28,7 @@ from ..metrics.surrogate import (HEAD_TO_FINDING, XRV_OP_THRESHS, XRV_PATHOLOGIE
 from .spec import MODEL_DIR_ENV, ModelNotAvailableError
 
 __all__ = ["XRV_VERSION", "XRV_WEIGHTS", "XRV_WEIGHTS_FILE", "XRV_WEIGHTS_ENV", "XRVSurrogate", "load_xrv",
-           "xrv_weights_path", "tiny_xrv_densenet", "ReferenceSurrogate", "score_images"]
+           "xrv_weights_path", "tiny_xrv_densenet", "ReferenceSurrogate", "score_images", "image_scores"]
 
 XRV_VERSION = "1.5.4"
 """The TorchXRayVision release the paper used (App. K)."""
@@ -220,10 +220,9 @@ class ReferenceSurrogate:
                 "normalised": finding_scores(op_norm(raw, self.op_threshs), self.classes, mapping=mapping)}
 
 
-def score_images(surrogate, load_image, image_ids: Sequence[str], *, kind: str = "normalised") -> dict:
-    """``{image_id: {question: score}}`` of a surrogate (``kind`` = ``"normalised"`` or ``"raw"``)."""
-    if kind not in ("normalised", "raw"):
-        raise ValueError(f"kind must be 'normalised' or 'raw', got {kind!r}")
+def image_scores(surrogate, load_image, image_ids: Sequence[str]) -> dict[str, dict]:
+    """``{kind: {image_id: {question: score}}}`` for both kinds (``"normalised"``, ``"raw"``) from one
+    scoring pass over the distinct images (the surrogate computes both kinds from the same outputs)."""
     ids = list(dict.fromkeys(image_ids))
     images = []
     for i in ids:
@@ -231,5 +230,14 @@ def score_images(surrogate, load_image, image_ids: Sequence[str], *, kind: str =
         if img.dtype != np.uint8:  # the paper's input is 8-bit greyscale
             img = np.clip(np.round(img * 255.0 if img.max() <= 1.0 else img), 0, 255).astype(np.uint8)
         images.append(img)
-    both = surrogate.scores(images)[kind]
-    return {i: {q: float(v[k]) for q, v in both.items()} for k, i in enumerate(ids)}
+    both = surrogate.scores(images)
+    return {kind: {i: {q: float(v[k]) for q, v in both[kind].items()} for k, i in enumerate(ids)}
+            for kind in ("normalised", "raw")}
+
+
+def score_images(surrogate, load_image, image_ids: Sequence[str], *, kind: str = "normalised") -> dict:
+    """``{image_id: {question: score}}`` of a surrogate (``kind`` = ``"normalised"`` or ``"raw"``);
+    :func:`image_scores` gives both kinds from one pass."""
+    if kind not in ("normalised", "raw"):
+        raise ValueError(f"kind must be 'normalised' or 'raw', got {kind!r}")
+    return image_scores(surrogate, load_image, image_ids)[kind]

@@ -349,7 +349,10 @@ def box_size_pool(boxes: pd.DataFrame, images: pd.DataFrame) -> np.ndarray:
 # -- a dataset's boxes as the box-set rules see them (ShoViR §3) -------------------------------
 def keyed_boxes(ds, image_id: str) -> list[tuple]:
     """The image's boxes of the :class:`shovir_core.data.Dataset` ``ds`` as
-    ``(finding, x1, y1, x2, y2, box_id)``: rows sharing a box id are one box."""
+    ``(finding, x1, y1, x2, y2, box_id)``: rows sharing a box id are one box. A dataset that indexes
+    its boxes (``Dataset.boxes_by_image``) is looked up, not scanned."""
+    if hasattr(ds, "boxes_by_image"):
+        return list(ds.boxes_by_image().get(image_id, ()))
     sub = ds.boxes[ds.boxes["image_id"] == image_id]
     return [(r.finding, float(r.x1), float(r.y1), float(r.x2), float(r.y2), str(r.box_id)) for r in sub.itertuples()]
 

@@ -18,6 +18,8 @@ import numpy as np
 
 from .boxes import Box, box_sets, random_boxes, union_mask, validate_boxes
 from .noise import array_sha256, blend, cast, draw_noise, feathered_mask, kernel_margin
+from .reference import blur_reach as reference_reach
+from .reference import feather_alpha
 from .presets import Preset, resolve_preset
 from .rng import item_rng, stream_key
 from ..vocab import P_GRID, SHOVIR_CONDITIONS
@@ -145,9 +147,8 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
         Every annotated box of the image, in pixels.
     condition : {"RO", "OCO", "DOCO"}
     target : str
-        The target class c: one of the classes of ``boxes``, matched exactly or case-insensitively
-        (:func:`~shovir_core.perturb.validation.resolve_target`); the output's description uses the
-        boxes' spelling.
+        The target class c: one of the classes of ``boxes``, spelled exactly as they spell it (a wrong
+        case is refused: :func:`~shovir_core.perturb.validation.resolve_target`).
     ps : sequence of float
         Blending strengths in [0, 1]; p = 0 returns the input unchanged (the
         preset's baseline, :func:`prepare_image`: the input itself with the
@@ -229,8 +230,9 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
         "shape": list(work.shape), "dtype": str(work.dtype),
     }
     outputs = []
+    pillow = effective.feather_kernel == "pillow" and effective.feather_radius > 0
     if used and max(ps) > 0:
-        m = kernel_margin(effective.feather_radius)
+        m = kernel_margin(effective.feather_radius) if not pillow else reference_reach(effective.feather_radius)
         rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
         r0, r1 = max(0, rows[0] - m), min(h, rows[-1] + 1 + m)
         c0, c1 = max(0, cols[0] - m), min(w, cols[-1] + 1 + m)
@@ -243,8 +245,13 @@ def occlude_grid(image: np.ndarray, boxes: Sequence, *, condition: str, target: 
             out = work.copy()
         else:
             out = work.copy()
-            out[r0:r1, c0:c1] = blend(work[r0:r1, c0:c1], noise, alpha, p, rounding=effective.rounding,
-                                           image_f32=window_f32)
+            if pillow:  # the authors' weight at this p: uint8(mask p 255), Pillow-blurred, / 255
+                out[r0:r1, c0:c1] = blend(work[r0:r1, c0:c1], noise, feather_alpha(mask[r0:r1, c0:c1], p,
+                                          effective.feather_radius), 1.0, rounding=effective.rounding,
+                                          image_f32=window_f32)
+            else:
+                out[r0:r1, c0:c1] = blend(work[r0:r1, c0:c1], noise, alpha, p, rounding=effective.rounding,
+                                          image_f32=window_f32)
         outputs.append((out, {**base_info, "p": p, "sha256": array_sha256(out)}))
     return outputs
 
@@ -376,7 +383,25 @@ def _reference_grid(work, checked, *, condition, target, ps, seed, item_id, pres
     if condition == "RO":
         base.update(size_source="reference", max_retries=int(max_retries))
     outputs = []
+    plan = None
+    pixel_boxes = [_pixel_box(b) for b in clipped]
     for p in ps:
+        if rng is None and p > 0:  # a fresh item stream for every p: the draws are the same at every p, made once
+            if plan is None:
+                (stream,) = item_rng(seed, item_id, target, condition, n=1)
+                plan = (reference.random_occlusion_plan(work, pixel_boxes, stream, max_retries=max_retries)
+                        if condition == "RO" else reference.occlusion_plan(work, pixel_boxes, stream))
+            if condition == "RO":
+                out, ro = reference.random_occlusion_apply(work, plan, p)
+                boxes = [{"finding": "random", "x1": x1, "y1": y1, "x2": x2, "y2": y2, "set": "random"}
+                         for x1, y1, x2, y2 in ro["placed"]]
+                info = {**base, "k_requested": ro["k_requested"], "n_placed": len(ro["placed"]), "boxes": boxes,
+                        "noise": ro.get("noise")}
+            else:
+                out = reference.blend_plan(work, plan, p)
+                info = {**base, "boxes": _box_records(clipped, label), "noise": plan["stats"]}
+            outputs.append((out, {**info, "p": p, "sha256": array_sha256(out)}))
+            continue
         (stream,) = item_rng(seed, item_id, target, condition, n=1) if rng is None else (rng,)
         if condition == "RO":
             out, ro = reference.random_occlusion(work, [_pixel_box(b) for b in clipped], p, stream,

@@ -23,6 +23,9 @@ option               ``"paper"``            ``"reference-code"``
 ``smooth_radius``    ``0`` (i.i.d.)         ``2`` (Gaussian blur of the noise)
 ``stats_region``     ``"image"``            ``"outside"`` (outside the occluded union)
 ``feather_radius``   ``0`` (hard edges)     ``6`` (Gaussian-feathered blending mask)
+``feather_kernel``   ``"gaussian"``         ``"pillow"`` (the 8-bit mask ``uint8(mask p 255)``
+                                            blurred by Pillow's ``GaussianBlur``, ``/ 255``, per p;
+                                            kept by every variant of the preset)
 ``channels``         ``"image"``            ``"rgb"`` (three channels, independent noise)
 ``rounding``         ``"round"``            ``"truncate"`` (``astype`` casts; RO box sizes ``int()``)
 ``footprint``        ``"cover"``            ``"truncate"`` (box edges ``int()``, ``_clip_bbox``)
@@ -123,6 +126,12 @@ class Preset:
         Whether DOCO applies the IoU rule on every dataset or not on PadChest-GR.
     fill : {"matched", "uniform", "mean", "black"}
         The occluder (occluder-type ablation).
+    feather_kernel : {"gaussian", "pillow"}
+        How the vectorised engine feathers the blending mask: ``"gaussian"`` (scipy, ``sigma =
+        feather_radius``, reaching 4 sigma: 24 px at 6) or ``"pillow"``, the reference code's weight
+        (:func:`shovir_core.perturb.reference.feather_alpha`: the 8-bit ``mask * p`` blurred by Pillow,
+        reaching about 15 px at radius 6), so a variant of ``"reference-code"`` that runs on the
+        vectorised engine keeps the authors' blending weight exactly.
     text_metrics : {"project", "reference-code"}
         BLEU / ROUGE-L convention (:data:`shovir_core.metrics.text.TEXT_CONVENTIONS`).
     """
@@ -147,6 +156,7 @@ class Preset:
     ro_avoid: Literal["all", "sets"] = "all"
     doco_iou_filter: Literal["always", "except-padchest"] = "always"
     fill: Literal["matched", "uniform", "mean", "black"] = "matched"
+    feather_kernel: Literal["gaussian", "pillow"] = "gaussian"
 
     def __post_init__(self) -> None:
         choices = {
@@ -156,7 +166,7 @@ class Preset:
             "input_scaling": ("none", "minmax-uint8"), "text_metrics": ("project", "reference-code"),
             "engine": ("vectorised", "reference-code"), "footprint": ("cover", "truncate"),
             "ro_avoid": ("all", "sets"), "doco_iou_filter": ("always", "except-padchest"),
-            "fill": ("matched", "uniform", "mean", "black"),
+            "fill": ("matched", "uniform", "mean", "black"), "feather_kernel": ("gaussian", "pillow"),
         }
         for field, allowed in choices.items():
             if getattr(self, field) not in allowed:
@@ -204,7 +214,8 @@ class Preset:
 
 _REFERENCE_ENGINE = {"center": "median", "trim": (1.0, 99.0), "min_std": 1.0, "smooth_radius": 2.0,
                      "stats_region": "outside", "feather_radius": 6.0, "channels": "rgb", "rounding": "truncate",
-                     "ro_noise": "plain", "input_scaling": "minmax-uint8", "min_pixels": 32, "fill": "matched"}
+                     "ro_noise": "plain", "input_scaling": "minmax-uint8", "min_pixels": 32, "fill": "matched",
+                     "feather_kernel": "pillow"}
 """The options the reference-code engine implements (it reproduces ``preprocess.py``, not a variant of it)."""
 
 PRESETS: dict[str, Preset] = {
@@ -214,7 +225,7 @@ PRESETS: dict[str, Preset] = {
         stats_region="outside", feather_radius=6.0, channels="rgb", rounding="truncate",
         iou_inclusive=True, ro_sizes="reference", ro_noise="plain", input_scaling="minmax-uint8",
         text_metrics="reference-code", engine="reference-code", footprint="truncate", ro_avoid="sets",
-        doco_iou_filter="except-padchest",
+        doco_iou_filter="except-padchest", feather_kernel="pillow",
     ),
 }
 """The two named presets; ``"paper"`` is the default everywhere."""
@@ -241,6 +252,7 @@ def resolve_preset(preset: str | Preset | dict) -> Preset:
         if "trim" in options and options["trim"] is not None:
             options["trim"] = tuple(options["trim"])
         if base.engine == "reference-code" and "engine" not in options and set(options) & set(_REFERENCE_ENGINE):
-            options["engine"] = "vectorised"  # a variant of the reference options runs on the vectorised engine
+            options["engine"] = "vectorised"  # a variant of the reference options runs on the vectorised engine,
+            # keeping the authors' blending weight (feather_kernel "pillow", unless the variant changes it)
         return base.replace(**options)
     raise TypeError(f"preset must be a name, a Preset or a dict, not {type(preset).__name__}")

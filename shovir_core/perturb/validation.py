@@ -8,11 +8,12 @@ Rules (ShoViR §3 for the meaning of each argument):
 * ``item_id``: required, a non-empty string or an integer (not a bool); it is part of the random
   stream, so ``None`` would give every item the same noise;
 * ``seed``, ``max_retries``, ``limit``: integers (not bools) with their lower bounds;
-* ``target``: one of the classes of the image's boxes, matched exactly or, failing that, by the one
-  case-insensitive rule of :func:`class_key` (Unicode case folding, runs of spaces and underscores
-  as one space, outer spaces dropped): ``"atelectasis"`` and ``"ATELECTASIS "`` name
-  ``"Atelectasis"``. The output describes the class under the image's own spelling. A box whose
-  finding matches the target under the same rule is a target box, never a co-finding box of DOCO.
+* ``target``: one of the classes of the image's boxes, spelled exactly as the boxes spell it. A target
+  that names a class only under the case-insensitive rule of :func:`class_key` (Unicode case folding,
+  runs of spaces and underscores as one space, outer spaces dropped), such as ``"atelectasis"`` for
+  ``"Atelectasis"``, is refused with the exact spelling in the message (issue 29: a wrong-case DOCO target
+  was accepted without a word). Boxes are still compared with the target by :func:`class_key`, so a box
+  spelled differently from the target is a target box, never a co-finding box of DOCO.
 * lists of names (``conditions``, ``classes``): a sequence of strings, never a bare string (which
   would be read character by character).
 """
@@ -119,15 +120,17 @@ def class_key(name: str) -> str:
 
 
 def resolve_target(target, classes: Iterable[str], *, item_id=None, condition: str | None = None) -> str:
-    """The image's own spelling of ``target`` (see the module docstring); else :class:`UnknownTargetError`."""
+    """``target`` when it is one of ``classes`` (exact spelling, see the module docstring); else
+    :class:`UnknownTargetError`, naming the exact spelling when only the case or spacing differs."""
     if not isinstance(target, str) or not target.strip():
         raise PerturbInputError(f"{_where(item_id)}target must be a class name, got {target!r}")
     classes = list(dict.fromkeys(classes))
     if target in classes:
         return target
     matches = [c for c in classes if class_key(c) == class_key(target)]
-    if matches:
-        return matches[0]
     what = f"{condition} " if condition else ""
+    if matches:
+        raise UnknownTargetError(f"{_where(item_id)}{what}target {target!r} is not spelled as a class of the image's "
+                                 f"boxes: did you mean {matches[0]!r}? (class names are matched exactly)")
     raise UnknownTargetError(f"{_where(item_id)}{what}target {target!r} is not a class of the image's boxes "
                              f"{sorted(classes)} (matched exactly or case-insensitively)")

@@ -2,12 +2,18 @@
 
 One record per dataset. Its rows (``kind`` column):
 
-``funnel``       one row per step of the cohort funnel, as the dataset's adapter counts it: images and
-                 boxes left after each filter. MIMIC-CXR (ImaGenome): annotated images -> not only No
+``funnel``       one row per step of the cohort funnel (``key``, ``step``, images and boxes left after each
+                 filter), recomputed from the raw metadata beside the adapter's input where it is present.
+                 MIMIC-CXR (ImaGenome): images of the official test split (``mimic-cxr-2.0.0-split.csv``;
+                 frontal when ``mimic-cxr-2.0.0-metadata.csv`` is there too) -> with ImaGenome annotations
+                 (:func:`shovir_core.data.mimic.test_split_counts`) -> annotated images -> not only No
                  Finding (``drop_no_finding_only``) -> true-positive filter (``true_positive_filter``)
-                 -> in a class subset; PadChest-GR: verified samples -> with a box -> in a class
-                 subset; NIH (demo): images -> with an expert box -> in a class subset. Every
-                 dataset ends with the classes that keep at least ``min_count`` images.
+                 -> in a class subset; PadChest-GR: studies of the release (``grounded_reports_20240819.json``)
+                 -> with a box -> mapped abnormal finding boxes -> sentence not negated
+                 (:func:`shovir_core.data.padchest.grounded_report_counts`) -> verified samples (the
+                 CheXbert sentence validation; the share of boxes it removes is ``counts.boxes_removed_share``)
+                 -> with a box -> in a class subset; NIH (demo): images -> with an expert box -> in a class
+                 subset. Every dataset ends with the classes that keep at least ``min_count`` images.
 ``class``        per localisable class: images with a positive label and a box of the class (the
                  per-class evaluation subset), and whether it passes ``min_count``.
 ``consistency``  per class, the image-level agreement of the dataset labels with the classes of the
@@ -18,8 +24,7 @@ One record per dataset. Its rows (``kind`` column):
                  seeded hash order (reproducible, independent of file order).
 ``mapping``      the static label lookups the adapters use (NIH -> CheXpert, PadChest -> CheXpert).
 
-The steps that need files the adapters do not read (MIMIC-CXR test split before ImaGenome; PadChest-GR
-boxes before sentence validation) are not counted here; the chapter says so.
+Without the raw files (split file, grounded-reports release) the funnel starts at the adapter's input.
 """
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("min_count", int, 40, range=(1, None), doc="classes with fewer images in their subset are dropped"),
     Field("per_class", int, 5, range=(1, None), doc="radiologist-validation images per kept class"),
     Field("sample_seed", int, 0, range=(0, None)),
-    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
+    Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned dataset content hash"),
 ])
 """The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`)."""
 DEFAULTS = {k: v for k, v in SPEC.defaults.items() if k != "dataset_sha256"}
@@ -64,10 +69,7 @@ def resolve_spec(spec: dict) -> dict:
     """Validate (:data:`SPEC`), fill the defaults and pin the dataset's content hash."""
     out = SPEC.resolve(spec)
     ds = _load(out["dataset"])
-    if out["dataset_sha256"] not in (None, ds.manifest_hash):
-        raise SpecError(f"accounting: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
-                         f"{out['dataset_sha256'][:12]}, the hash the spec pins)")
-    out["dataset_sha256"] = ds.manifest_hash
+    SPEC.pin(out, "dataset_sha256", ds.manifest_hash, what=f"dataset {out['dataset']!r}")
     return out
 
 
@@ -83,21 +85,58 @@ def _subsets(ds: Dataset) -> dict[str, list[str]]:
     return out
 
 
-def funnel_rows(source: str, ds: Dataset, *, min_count: int) -> list[dict]:
-    """The funnel of ``ds`` (loaded from ``source``), as rows ``step, images, boxes``."""
+def _raw_rows(source: str, ds: Dataset) -> tuple[list[dict], dict]:
+    """Funnel steps counted from the raw metadata beside the adapter's input, and derived values."""
+    from ..data.mimic import test_split_counts
+    from ..data.padchest import grounded_report_counts
+
     kind = _kind(source)
-    rows = []
     if kind == "mimic":
-        for step, kw in (("annotated images (ImaGenome)", dict(drop_no_finding_only=False, true_positive_filter=False)),
-                         ("not only No Finding", dict(drop_no_finding_only=True, true_positive_filter=False))):
+        meta = ds.root / "mimic-cxr-2.0.0-metadata.csv"
+        c = test_split_counts(ds.root, annotations=ds.extra_files[0],
+                              metadata_csv=meta if meta.is_file() else None)
+        if c is None:
+            return [], {}
+        view = "frontal " if c["frontal_only"] else ""
+        return ([{"key": "test_split", "step": f"{view}images of the official test split", "images": c["test_images"],
+                  "boxes": 0},
+                 {"key": "imagenome", "step": "with ImaGenome annotations", "images": c["with_annotations"], "boxes": 0}],
+                {"annotated_outside_test": c["annotated_outside_test"]})
+    if kind == "padchest":
+        c = grounded_report_counts(ds.root, ds)
+        if c is None:
+            return [], {}
+        return ([{"key": "studies", "step": "studies of the release (grounded reports)", "images": c["studies"],
+                  "boxes": c["boxes"]},
+                 {"key": "with_boxes", "step": "with at least one box", "images": c["with_boxes"], "boxes": c["boxes"]},
+                 {"key": "mapped", "step": "abnormal finding boxes mapped to CheXpert (static lookup)",
+                  "images": c["candidate_images"], "boxes": c["candidate_boxes"]},
+                 {"key": "not_negated", "step": "sentence not negated", "images": c["kept_images"],
+                  "boxes": c["kept_boxes"]}],
+                {"boxes_removed_share": c["boxes_removed_share"]})
+    return [], {}
+
+
+def funnel_rows(source: str, ds: Dataset, *, min_count: int) -> list[dict]:
+    """The funnel of ``ds`` (loaded from ``source``), as rows ``key, step, images, boxes``: the raw-metadata
+    steps (:func:`_raw_rows`, where the files are present) and the adapter's own."""
+    kind = _kind(source)
+    rows = list(_raw_rows(source, ds)[0])
+    if kind == "mimic":
+        for key, step, kw in (("annotated", "annotated images (ImaGenome)",
+                               dict(drop_no_finding_only=False, true_positive_filter=False)),
+                              ("no_finding", "not only No Finding",
+                               dict(drop_no_finding_only=True, true_positive_filter=False))):
             d = _load(source, **kw)
-            rows.append({"step": step, "images": int(len(d.images)), "boxes": int(d.boxes["box_id"].nunique())})
-        rows.append({"step": "true-positive filter", "images": int(len(ds.images)),
+            rows.append({"key": key, "step": step, "images": int(len(d.images)),
+                         "boxes": int(d.boxes["box_id"].nunique())})
+        rows.append({"key": "true_positive", "step": "true-positive filter", "images": int(len(ds.images)),
                      "boxes": int(ds.boxes["box_id"].nunique())})
     else:
-        first = "verified samples" if kind == "padchest" else "images"
-        rows.append({"step": first, "images": int(len(ds.images)), "boxes": int(ds.boxes["box_id"].nunique())})
-        rows.append({"step": "with a box", "images": int(ds.boxes["image_id"].nunique()),
+        first = "verified samples (CheXbert sentence validation)" if kind == "padchest" else "images"
+        rows.append({"key": "verified" if kind == "padchest" else "images", "step": first,
+                     "images": int(len(ds.images)), "boxes": int(ds.boxes["box_id"].nunique())})
+        rows.append({"key": "with_box", "step": "with a box", "images": int(ds.boxes["image_id"].nunique()),
                      "boxes": int(ds.boxes["box_id"].nunique())})
     subsets = _subsets(ds)
     in_any = set().union(*subsets.values())
@@ -108,9 +147,9 @@ def funnel_rows(source: str, ds: Dataset, *, min_count: int) -> list[dict]:
         b = ds.boxes[ds.boxes["image_id"].isin(images) & ds.boxes["finding"].isin(classes)]
         return int(b["box_id"].nunique())
 
-    rows.append({"step": "in a class subset (positive label and a box of the class)", "images": len(in_any),
-                 "boxes": boxes_of(in_any, list(subsets))})
-    rows.append({"step": f"classes with at least {min_count} images", "images": len(in_kept),
+    rows.append({"key": "in_subset", "step": "in a class subset (positive label and a box of the class)",
+                 "images": len(in_any), "boxes": boxes_of(in_any, list(subsets))})
+    rows.append({"key": "min_count", "step": f"classes with at least {min_count} images", "images": len(in_kept),
                  "boxes": boxes_of(in_kept, list(kept))})
     return [{"kind": "funnel", "order": k, **r} for k, r in enumerate(rows)]
 
@@ -168,12 +207,12 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     rows += _mapping_rows()
     for k, r in enumerate(rows):
         r["trial_id"] = f"{r['kind']}|{k:05d}"
-    columns = ["trial_id", "kind", "order", "step", "images", "boxes", "class", "kept", "tp", "fn", "fp",
+    columns = ["trial_id", "kind", "order", "key", "step", "images", "boxes", "class", "kept", "tp", "fn", "fp",
                "image_id", "rank", "source", "source_label", "chexpert"]
     rows = [{c: r.get(c) for c in columns} for r in rows]
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), seeds={"sample": spec["sample_seed"]},
                    credentialed=ds.credentialed) as writer:
         if not writer.is_complete:
             writer.append(rows)
-            writer.complete(n_images=int(len(ds.images)), n_classes_kept=len(kept))
+            writer.complete(n_images=int(len(ds.images)), n_classes_kept=len(kept), **_raw_rows(spec["dataset"], ds)[1])
     return load_run(PROTOCOL, name, spec_hash(spec))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from .. import papers
 from ..papers.audit import load_checks
 from ..records import Run, RunWriter, load_run, spec_hash
-from .spec import Field, REQUIRED, SpecError, SpecSchema, StaleSpecError
+from .spec import Field, REQUIRED, SpecSchema, StaleSpecError
 
 __all__ = ["SPEC", "resolve_spec", "execute"]
 
@@ -24,8 +24,8 @@ PROTOCOL = "audit"
 SPEC = SpecSchema(PROTOCOL, [
     Field("paper", str, REQUIRED, choices=tuple(sorted(papers.PAPERS)), doc="the paper whose numbers are checked"),
     # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
-    Field("data_sha256", (str, type(None)), None, doc="pinned hash of the paper's data files"),
-    Field("engine_sha256", (str, type(None)), None, doc="pinned hash of the audit's source"),
+    Field("data_sha256", (str, type(None)), None, pin=True, doc="pinned hash of the paper's data files"),
+    Field("engine_sha256", (str, type(None)), None, pin=True, doc="pinned hash of the audit's source"),
 ])
 """The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`)."""
 
@@ -41,9 +41,7 @@ def resolve_spec(spec: dict) -> dict:
     out = SPEC.resolve(spec)
     current = {"data_sha256": papers.data_sha256(out["paper"]), "engine_sha256": papers.engine_sha256()}
     for key, sha in current.items():
-        if out[key] not in (None, sha):
-            raise SpecError(f"audit: {key} of {out['paper']!r} is {sha[:12]}..., the spec pins {out[key][:12]}...")
-        out[key] = sha
+        SPEC.pin(out, key, sha, what=f"{key} of {out['paper']!r}")
     return out
 
 

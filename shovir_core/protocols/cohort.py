@@ -11,7 +11,7 @@ import json
 from ..labels import CHEXPERT_CLASSES
 from ..records import Run, RunWriter, load_run, spec_hash
 from .datasets import load_dataset
-from .spec import Field, SpecError, SpecSchema, StaleSpecError
+from .spec import Field, SpecSchema, StaleSpecError
 
 __all__ = ["SPEC", "resolve_spec", "execute"]
 
@@ -19,7 +19,7 @@ PROTOCOL = "cohort"
 
 SPEC = SpecSchema(PROTOCOL, [
     Field("dataset", str, "demo", doc="dataset name or adapter:path"),
-    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash (resolve_spec fills it)"),
+    Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned dataset content hash (resolve_spec fills it)"),
 ])
 """The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`)."""
 
@@ -29,10 +29,7 @@ def resolve_spec(spec: dict) -> dict:
     matches is an error)."""
     out = SPEC.resolve(spec)
     ds = load_dataset(out["dataset"])
-    if out["dataset_sha256"] not in (None, ds.manifest_hash):
-        raise SpecError(f"cohort: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
-                         f"the spec pins {out['dataset_sha256'][:12]}...")
-    out["dataset_sha256"] = ds.manifest_hash
+    SPEC.pin(out, "dataset_sha256", ds.manifest_hash, what=f"dataset {out['dataset']!r}")
     return out
 
 

@@ -28,7 +28,7 @@ from ..data.iu import (IU_CITATION, IU_LICENSE, MESH_MAP_FILE, iu_reports_path, 
 from ..labeling.lexicon import LEXICON_FILE
 from ..labels import CHEXPERT_CLASSES
 from ..records import Run, RunWriter, load_run, spec_hash
-from .spec import Field, SpecError, SpecSchema, StaleSpecError
+from .spec import Field, SpecSchema, StaleSpecError
 
 __all__ = ["SPEC", "resolve_spec", "execute", "PROTOCOL", "REPORT_SETS"]
 
@@ -55,9 +55,9 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("test_fraction", float, 0.5, check=_open_unit, doc="share of reports in the test split"),
     Field("split_salt", str, "iu-labeller-validation", doc="salt of the deterministic dev/test split"),
     # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
-    Field("reports_sha256", (str, type(None)), None, doc="pinned hash of the report extract"),
-    Field("lexicon_sha256", (str, type(None)), None, doc="pinned hash of the mention lexicon"),
-    Field("mesh_map_sha256", (str, type(None)), None, doc="pinned hash of the MeSH -> CheXpert map"),
+    Field("reports_sha256", (str, type(None)), None, pin=True, doc="pinned hash of the report extract"),
+    Field("lexicon_sha256", (str, type(None)), None, pin=True, doc="pinned hash of the mention lexicon"),
+    Field("mesh_map_sha256", (str, type(None)), None, pin=True, doc="pinned hash of the MeSH -> CheXpert map"),
 ])
 """The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`)."""
 
@@ -79,10 +79,7 @@ def resolve_spec(spec: dict) -> dict:
     labeller resources (a pinned hash that no longer matches is an error)."""
     out = SPEC.resolve(spec)
     for key, (path, sha) in _pinned(out["reports"]).items():
-        if out[key] not in (None, sha):
-            raise SpecError(f"{PROTOCOL}: {path.name} has sha256 {sha[:12]}..., the spec pins "
-                             f"{out[key][:12]}... ({key})")
-        out[key] = sha
+        SPEC.pin(out, key, sha, what=f"{path.name} ({key})")
     return out
 
 

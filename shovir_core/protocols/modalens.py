@@ -137,10 +137,10 @@ def _spec_schema() -> SpecSchema:
               doc="re-run index of an otherwise identical arm (0: the arm itself): a replicate is its own record "
                   "and bypasses the inference cache of the others (ModaLens Table 18's full-report re-run)"),
         # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
-        Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
-        Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
+        Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned dataset content hash"),
+        Field("model_fingerprint", (dict, type(None)), None, pin=True, doc="pinned model identity"),
         Field("six_findings", (list, type(None)), None, choices=FINDINGS_13, doc="pinned six-design findings"),
-        Field("template_id", (str, type(None)), None, doc="pinned template-report fingerprint"),
+        Field("template_id", (str, type(None)), None, pin=True, doc="pinned template-report fingerprint"),
         # execution-only: never part of the record's identity
         Field("batch_cases", int, 64, range=(1, None), execution=True, doc="cases per record part"),
         Field("answer_batch_size", (int, str, type(None)), None, execution=True, check=_check_answer_batch,
@@ -393,28 +393,23 @@ def resolve_spec(spec: dict) -> dict:
             raise SpecError(f"modalens: {key} = {out[key]!r} rewrites the report and needs report: present "
                              f"(got report: {out['report']!r})")
     ds = _dataset(out["dataset"])
-    if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
-        raise SpecError(f"modalens: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
-                         f"the spec pins {str(spec['dataset_sha256'])[:12]}...")
-    out["dataset_sha256"] = ds.manifest_hash
+    SPEC.pin(out, "dataset_sha256", ds.manifest_hash, what=f"dataset {out['dataset']!r}")
     from ..models import model_fingerprint
 
     # the model's identity (parameters and the code that builds them, or the pinned checkpoint) is
     # part of the record's identity: a retrained reference model makes a new record
     fingerprint = model_fingerprint(out["model"])
-    if spec.get("model_fingerprint") not in (None, fingerprint):
-        raise SpecError(f"modalens: model {out['model']!r} changed since the spec was resolved "
-                         "(its fingerprint differs from the one the spec pins)")
-    out["model_fingerprint"] = fingerprint
+    SPEC.pin(out, "model_fingerprint", fingerprint, what=f"model {out['model']!r}")
     if out["reports"] == "auto":
         out["reports"] = "dataset" if ds.reports is not None else "template"
     elif out["reports"] == "dataset" and ds.reports is None:
         raise SpecError(f"modalens: dataset {out['dataset']!r} has no report text; use reports: template")
-    pinned_template = out.pop("template_id", None)
     if out["reports"] == "template":
-        out["template_id"] = template_fingerprint(negatives=out["template_negatives"], wording=out["template_wording"])
-        if pinned_template not in (None, out["template_id"]):
-            raise SpecError("modalens: the template-report writer changed since the spec was resolved")
+        SPEC.pin(out, "template_id", template_fingerprint(negatives=out["template_negatives"],
+                                                          wording=out["template_wording"]),
+                 what="the template-report writer")
+    else:
+        out.pop("template_id", None)
     if out["design"] == "six":
         if out.get("six_findings") is not None:
             out["six_findings"] = [f for f in FINDINGS_13 if f in out["six_findings"]]
@@ -612,6 +607,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model=model_info, seeds=seeds,
                    credentialed=ds.credentialed) as writer:
         mine = shards.select(trials, writer, key="case_id", units=cases["case_id"])  # this shard (all unsharded)
+        model.record_into(writer)  # the record lists the cache entries its trials came from
         todo = mine[~mine["trial_id"].isin(writer.done_ids)]
         image_paths = dict(zip(ds.images["image_id"], ds.images["path"]))
         case_ids = list(dict.fromkeys(todo["case_id"]))

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..records import Run, RunWriter, load_run, spec_hash
 from . import modalens as _ml
-from .spec import Field, SpecError, SpecSchema, StaleSpecError
+from .spec import Field, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "resolve_spec", "execute", "pair_gaps"]
 
@@ -37,8 +37,8 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("ssim_threshold", float, 0.9, range=(0.0, 1.0)),
     Field("n_patients", (int, type(None)), None, range=(1, None), doc="patient subset (null: all)"),
     Field("subset_seed", int, 0, range=(0, None)),
-    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
-    Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
+    Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned dataset content hash"),
+    Field("model_fingerprint", (dict, type(None)), None, pin=True, doc="pinned model identity"),
     Field("batch_cases", int, 256, range=(1, None), execution=True, doc="cases per record part"),
 ])
 """The declared spec: the cohort keys of :data:`shovir_core.protocols.modalens.SPEC` plus the model."""
@@ -50,14 +50,8 @@ def resolve_spec(spec: dict) -> dict:
 
     out = SPEC.resolve(spec)
     ds = _ml._dataset(out["dataset"])
-    if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
-        raise SpecError(f"{PROTOCOL}: dataset {out['dataset']!r} has sha256 {ds.manifest_hash[:12]}..., "
-                         f"the spec pins {str(spec['dataset_sha256'])[:12]}...")
-    out["dataset_sha256"] = ds.manifest_hash
-    fingerprint = model_fingerprint(out["model"])
-    if spec.get("model_fingerprint") not in (None, fingerprint):
-        raise SpecError(f"{PROTOCOL}: model {out['model']!r} changed since the spec was resolved")
-    out["model_fingerprint"] = fingerprint
+    SPEC.pin(out, "dataset_sha256", ds.manifest_hash, what=f"dataset {out['dataset']!r}")
+    SPEC.pin(out, "model_fingerprint", model_fingerprint(out["model"]), what=f"model {out['model']!r}")
     return out
 
 
@@ -102,6 +96,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             "pair_type", "tier", "ssim", "gap", "gap_unit"]
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},
                    seeds=seeds, credentialed=ds.credentialed) as writer:
+        model.record_into(writer)  # the record lists the cache entries its trials came from
         todo = cases[~cases["case_id"].isin(writer.done_ids)]
         batch = SPEC.execution(execution)["batch_cases"]
         bar = tqdm(total=len(todo), desc=f"{PROTOCOL} {spec['model']}", unit="case", disable=not progress)

@@ -62,8 +62,8 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("answer_tokens", int, 0, range=(0, 64), doc="greedy tokens generated on the original image (image_swap)"),
     Field("max_sources", (int, type(None)), None, range=(1, None), doc="keep this many sources (seeded order)"),
     Field("categories", (list, type(None)), None, items=str, doc="keep sources of these categories (SLAKE Table 9)"),
-    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
-    Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
+    Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned dataset content hash"),
+    Field("model_fingerprint", (dict, type(None)), None, pin=True, doc="pinned model identity"),
     Field("batch_sources", int, 64, range=(1, None), execution=True, doc="sources per record part"),
 ])
 
@@ -99,13 +99,8 @@ def resolve_spec(spec: dict) -> dict:
 
     out = SPEC.resolve(spec)
     ds = _dataset(out["dataset"])
-    if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
-        raise StaleSpecError(f"{PROTOCOL}: dataset {out['dataset']!r} changed since the spec was resolved")
-    out["dataset_sha256"] = ds.manifest_hash
-    fp = model_fingerprint(out["model"])
-    if spec.get("model_fingerprint") not in (None, fp):
-        raise StaleSpecError(f"{PROTOCOL}: model {out['model']!r} changed since the spec was resolved")
-    out["model_fingerprint"] = fp
+    SPEC.pin(out, "dataset_sha256", ds.manifest_hash, what=f"dataset {out['dataset']!r}")
+    SPEC.pin(out, "model_fingerprint", model_fingerprint(out["model"]), what=f"model {out['model']!r}")
     if "option_swap" in out["arms"] and not _is_mcq(ds):
         raise SpecError(f"{PROTOCOL}: arm 'option_swap' needs four-option questions; {ds.name} has yes/no questions")
     return out

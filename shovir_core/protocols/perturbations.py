@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from ..perturb import (
 from ..perturb.conditions import prepare_image
 from ..perturb.noise import array_sha256
 from ..records import Run, RunWriter, load_run, spec_hash
+from ..records.files import make_temp_file
 from .datasets import load_dataset
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
@@ -81,8 +81,8 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("ssim_threshold", float, 0.9, range=(0.0, 1.0)),
     Field("n_cases", (int, type(None)), None, range=(1, None), doc="first n source cases (null: all)"),
     # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
-    Field("dataset_sha256", (str, type(None)), None, doc="pinned content hash of dataset"),
-    Field("cohort_sha256", (str, type(None)), None, doc="pinned content hash of cohort_dataset"),
+    Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned content hash of dataset"),
+    Field("cohort_sha256", (str, type(None)), None, pin=True, doc="pinned content hash of cohort_dataset"),
     # execution-only: never part of the record's identity
     Field("chunk_size", int, 100, range=(1, None), execution=True, doc="source cases per record part"),
 ])
@@ -129,14 +129,15 @@ def resolve_spec(spec: dict) -> dict:
         out["gallery"] = choose_gallery(ds, iou_threshold=out["iou_threshold"], inclusive=out["iou_inclusive"])
     out["gallery"] = [[str(i), str(t)] for i, t in out["gallery"]]
     known = set(ds.images["image_id"])
-    for image_id, _ in out["gallery"]:
+    for image_id, target in out["gallery"]:
         if image_id not in known:
             raise SpecError(f"{PROTOCOL}: gallery image {image_id!r} is not in dataset {out['dataset']!r}")
+        found = sorted(set(ds.boxes.loc[ds.boxes["image_id"] == image_id, "finding"]))
+        if target not in found:
+            raise SpecError(f"{PROTOCOL}: gallery target {target!r} of image {image_id!r} is not a class of its "
+                            f"boxes {found} (spelled exactly)")
     for key, d, source in (("dataset_sha256", ds, out["dataset"]), ("cohort_sha256", cohort, out["cohort_dataset"])):
-        if out[key] not in (None, d.manifest_hash):
-            raise SpecError(f"{PROTOCOL}: dataset {source!r} has sha256 {d.manifest_hash[:12]}..., "
-                             f"the spec pins {out[key][:12]}... ({key})")
-        out[key] = d.manifest_hash
+        SPEC.pin(out, key, d.manifest_hash, what=f"dataset {source!r} ({key})")
     return out
 
 
@@ -161,7 +162,7 @@ def _box_rows(ds, spec) -> list[dict]:
 def _write_png(array: np.ndarray, path: Path) -> str:
     """Write ``array`` as PNG atomically; return the SHA-256 of the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = make_temp_file(path)
     os.close(fd)
     try:
         Image.fromarray(array).save(tmp, format="PNG")

@@ -124,8 +124,8 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("rng", str, "per-item", choices=RNG_MODES,
           doc="per-item streams, or a replay of the authors' legacy streams (needs the reference-code preset)"),
     # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
-    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
-    Field("model_fingerprint", (dict, type(None)), None, doc="pinned model identity"),
+    Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned dataset content hash"),
+    Field("model_fingerprint", (dict, type(None)), None, pin=True, doc="pinned model identity"),
     # execution-only: never part of the record's identity
     Field("batch_size", int, 8, range=(1, None), execution=True, doc="images per model call"),
     Field("chunk_size", int, 512, range=(1, None), execution=True,
@@ -229,19 +229,12 @@ def resolve_spec(spec: dict) -> dict:
         raise SpecError(
             f"shovir: dataset {out['dataset']!r} has no reports; set reference_labels: dataset and "
             "reference_text: template (the demo's choice)")
-    if out["dataset_sha256"] not in (None, ds.manifest_hash):
-        raise SpecError(f"shovir: dataset {out['dataset']!r} changed (hash {ds.manifest_hash[:12]} != "
-                         f"{out['dataset_sha256'][:12]}, the hash the spec pins)")
-    out["dataset_sha256"] = ds.manifest_hash
+    SPEC.pin(out, "dataset_sha256", ds.manifest_hash, what=f"dataset {out['dataset']!r}")
     from ..models import model_fingerprint
 
     # the model's identity (weights/parameters and the code that builds them) is part of the
     # record's identity: a retrained reference model makes a new record instead of reusing one
-    fingerprint = model_fingerprint(out["model"])
-    if out["model_fingerprint"] not in (None, fingerprint):
-        raise SpecError(f"shovir: model {out['model']!r} changed since the spec was resolved "
-                         "(its fingerprint differs from the one the spec pins)")
-    out["model_fingerprint"] = fingerprint
+    SPEC.pin(out, "model_fingerprint", model_fingerprint(out["model"]), what=f"model {out['model']!r}")
     return out
 
 
@@ -434,6 +427,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                    credentialed=ds.credentialed) as writer:
         if writer.is_complete:
             return load_run(PROTOCOL, name, spec_hash(spec))
+        model.record_into(writer)  # the record lists the cache entries its trials came from
         groups = shards.select(groups, writer, key="image_id", size=lambda g: len(g["ps"]))  # this process's shard
         done = writer.done_ids
         # a resumed run reuses the reports it already generated (same input hash -> same report)
@@ -460,6 +454,15 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
         bar = tqdm(total=total, desc=f"shovir {ds.name} x {spec['model']}", unit="trial", disable=not progress)
         image_cache: dict = {}
         buffer: list[dict] = []
+        label_cache: dict[str, dict] = {}
+
+        def image_labels(image_id: str) -> dict:
+            """The image's reference and ground-truth label columns, looked up once per image."""
+            if image_id not in label_cache:
+                ref_row, gt_row = ref_labels.loc[image_id], gt.loc[image_id]
+                label_cache[image_id] = {**{f"ref.{c}": float(ref_row[c]) for c in CHEXPERT_CLASSES},
+                                         **{f"gt.{c}": float(gt_row[c]) for c in CHEXPERT_CLASSES}}
+            return label_cache[image_id]
 
         def flush(rows: list[dict]) -> None:
             nonlocal gen_seconds
@@ -511,6 +514,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             except EmptyBoxSetError:
                 if g["condition"] != "DOCO":
                     raise
+                writer.unplan(len(g["ps"]))  # never a trial: the shard's planned count says so
                 bar.update(len(g["ps"]))
                 continue
             image_id = g["image_id"]
@@ -525,8 +529,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                     "input_sha256": info["sha256"], "n_boxes": len(info.get("boxes") or []),
                     "perturbation": _info_json(info), "_pixels": pixels,
                     "reference_text": ref_text[image_id],
-                    **{f"ref.{c}": float(ref_labels.loc[image_id, c]) for c in CHEXPERT_CLASSES},
-                    **{f"gt.{c}": float(gt.loc[image_id, c]) for c in CHEXPERT_CLASSES},
+                    **image_labels(image_id),
                 }
                 buffer.append(row)
             if len(buffer) >= chunk_size:

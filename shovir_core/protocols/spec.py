@@ -42,6 +42,21 @@ shovir_core.protocols.spec.SpecError: demo spec: 'conditions' = 'OCO' must be a 
 Traceback (most recent call last):
 ...
 shovir_core.protocols.spec.SpecError: demo spec: 'ps' = [0.5, 1.5]: item 1.5 is outside [0.0, 1.0]
+
+A field marked ``pin=True`` holds what the record depends on (a dataset's content hash, a model's
+fingerprint): ``None`` in a spec as written, filled by ``resolve_spec`` with :meth:`SpecSchema.pin`,
+which refuses a pinned value that no longer matches, so a resolved spec resolves to itself and a
+changed dataset never reuses a record:
+
+>>> pins = SpecSchema("demo", [Field("dataset_sha256", (str, type(None)), None, pin=True)])
+>>> out = pins.resolve({})
+>>> pins.pin(out, "dataset_sha256", "ab" * 32, what="dataset 'demo'")
+>>> out["dataset_sha256"][:4]
+'abab'
+>>> pins.pin({"dataset_sha256": "0" * 64}, "dataset_sha256", "ab" * 32, what="dataset 'demo'")
+Traceback (most recent call last):
+...
+shovir_core.protocols.spec.SpecError: demo: dataset 'demo' changed: it is abababababab..., the spec pins 000000000000...
 """
 from __future__ import annotations
 
@@ -136,6 +151,8 @@ class Field:
         A list value's items must be distinct.
     execution : bool
         An execution-only setting, kept out of the hashed identity.
+    pin : bool
+        A value ``resolve_spec`` pins (:meth:`SpecSchema.pin`); its default must be ``None``.
     check : callable, optional
         ``check(value) -> str | None``: a message when the value is not allowed.
     doc : str
@@ -153,6 +170,7 @@ class Field:
     execution: bool = False
     check: Callable[[Any], str | None] | None = None
     doc: str = ""
+    pin: bool = False
 
     def _types(self) -> tuple[type, ...]:
         return self.type if isinstance(self.type, tuple) else (self.type,)
@@ -231,6 +249,18 @@ class Field:
         return value
 
 
+def _short(value) -> str:
+    """A pinned value in a message: a hash's first 12 characters, a fingerprint's ``sha256`` (or the
+    hash of its JSON)."""
+    if isinstance(value, dict):
+        import hashlib
+        import json
+
+        value = value.get("sha256") or hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+        return f"fingerprint {str(value)[:12]}..."
+    return f"{str(value)[:12]}..."
+
+
 class SpecSchema:
     """The declared spec of one protocol (see the module docstring)."""
 
@@ -240,6 +270,8 @@ class SpecSchema:
         for f in fields:
             if f.name in self.fields:
                 raise ValueError(f"{protocol}: field {f.name!r} declared twice")
+            if f.pin and (f.default is not None or f.execution):
+                raise ValueError(f"{protocol}: pinned field {f.name!r} must default to None and be part of the identity")
             self.fields[f.name] = f
 
     @property
@@ -276,6 +308,17 @@ class SpecSchema:
             else:
                 out[name] = f.default if not isinstance(f.default, (list, dict)) else type(f.default)(f.default)
         return out
+
+    def pin(self, spec: dict, key: str, value, *, what: str) -> None:
+        """Pin ``spec[key] = value`` (the current hash or fingerprint of ``what``); a value the spec
+        already pins that differs is a :class:`SpecError` naming ``what`` and both values."""
+        field = self.fields.get(key)
+        if field is None or not field.pin:
+            raise KeyError(f"{self.protocol}: {key!r} is not a field declared with pin=True")
+        pinned = spec.get(key)
+        if pinned is not None and pinned != value:
+            raise SpecError(f"{self.protocol}: {what} changed: it is {_short(value)}, the spec pins {_short(pinned)}")
+        spec[key] = value
 
     def resolve(self, spec: Mapping | None) -> dict:
         """The identity part of ``spec``: every non-execution key validated, defaults filled, sorted.

@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - Windows
 __all__ = [
     "PART_RE", "TEMP_RE", "part_name", "part_files", "foreign_files", "temp_path", "stale_temps",
     "claim_part", "file_sha256", "locked", "TryLock", "pid_alive", "atomic_write_text", "HOST",
+    "current_umask", "make_temp_file",
 ]
 
 PART_RE = re.compile(r"^part-(?:(?P<token>s\d+of\d+)-)?(?P<num>\d{6,})\.parquet$")
@@ -182,10 +183,41 @@ class TryLock:
             self.fd = None
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def current_umask() -> int:
+    """The process's umask (read from ``/proc/self/status`` where it can be, else set and restored)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def make_temp_file(path: Path) -> tuple[int, str]:
+    """``tempfile.mkstemp`` beside ``path``, but with the mode a plain ``open()`` would give.
+
+    ``mkstemp`` creates files mode 0600 whatever the umask; renamed into place they would make
+    manifests, shard markers and executed notebooks unreadable to the rest of a group on shared
+    storage. Here the file gets ``0666 & ~umask`` (0644 under umask 022, 0664 under 002).
+    """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+    except BaseException:
+        os.close(fd)
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return fd, tmp
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed into place (mode as ``open()`` gives)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = make_temp_file(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -181,9 +181,9 @@ def _row(run: Run) -> dict:
 def runs_df(root: Path | None = None, *, protocol: str | None = None, on_error: str = "raise") -> pd.DataFrame:
     """One row per run record: identity, status, times, counts, dataset, model, git, problem.
 
-    Every record is verified. ``on_error="raise"`` (default) raises the first :class:`RecordError`;
-    ``"report"`` lists bad records too, with what is wrong in ``problem`` (and the fields that
-    could still be read). For records not yet complete, ``n_trials`` counts the rows present.
+    Every record is verified. ``on_error="raise"`` (default) raises the first :class:`RecordError`
+    (or ``OSError``); ``"report"`` lists bad and unreadable records too (e.g. a part this user may
+    not read), with what is wrong in ``problem`` (and the fields that could still be read). For records not yet complete, ``n_trials`` counts the rows present.
     """
     if on_error not in ("raise", "report"):
         raise ValueError(f"on_error={on_error!r}; use 'raise' or 'report'")
@@ -195,7 +195,7 @@ def runs_df(root: Path | None = None, *, protocol: str | None = None, on_error: 
         try:
             run.verify()
             rows.append(_row(run))
-        except RecordError as exc:
+        except (RecordError, OSError) as exc:  # OSError: e.g. a part or manifest this user may not read
             if on_error == "raise":
                 raise
             try:
@@ -205,7 +205,8 @@ def runs_df(root: Path | None = None, *, protocol: str | None = None, on_error: 
                 row = {c: None for c in RUNS_COLUMNS}
                 row.update({"run_id": "/".join(rel.parts), "protocol": rel.parts[0], "name": rel.parts[1],
                             "status": "unreadable", "path": str(path), "credentialed": False})
-            row["problem"] = str(exc)
+            row["problem"] = str(exc) if isinstance(exc, RecordError) else \
+                f"{path}: unreadable ({type(exc).__name__}: {exc})"
             rows.append(row)
     return pd.DataFrame(rows, columns=RUNS_COLUMNS)
 

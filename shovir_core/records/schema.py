@@ -110,6 +110,10 @@ class Manifest:
     seconds: float | None = _doc("wall-clock seconds writers held the record open, summed over sessions and "
                                  "shards (compute time; a killed writer's time since it last finished a shard "
                                  "or closed is not counted; null for schema-1 records)", default=None)
+    inference_cache: dict | None = _doc("the inference-cache entries the trials were made from: "
+                                        "``entries_file`` (``cache_entries.json``: key -> entry seal per cache "
+                                        "file), its ``sha256``, ``n_entries`` and ``cache_files``; null when "
+                                        "no cache was used (or before it was recorded)", default=None)
 
     # -- conversion ------------------------------------------------------------------------
     @classmethod

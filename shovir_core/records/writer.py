@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import contextvars
 import datetime as _dt
+import hashlib
 import json
+import os
 import re
+import secrets
 import time
 import weakref
 from contextlib import contextmanager
@@ -135,6 +138,7 @@ class RunWriter:
         self._seen: set[str] = set()
         self._next = 0
         self._lock = TryLock(self.path / f".writer-{self.shard.token or 'all'}.lock")
+        self._notes: Path | None = None
         self._clock: float | None = None  # monotonic time of the last time accounting
         self._finalizer = weakref.finalize(self, self._lock.release)
 
@@ -319,11 +323,60 @@ class RunWriter:
         self._m = self._m.replace(counts={**self._m.counts, "n_trials": len(self._done)})
         return len(df)
 
+    CACHE_NOTES = ".cache-entries"
+    """``<record>/.cache-entries/<writer>.jsonl``: inference-cache entries (key -> seal) each writer
+    session used, gathered into ``cache_entries.json`` when the record completes."""
+
+    def note_cache_entries(self, cache_file: str, entries: dict[str, str]) -> None:
+        """Note the inference-cache entries (``{key: entry_sha256}``) trials of this record were made from.
+
+        Called by :class:`shovir_core.models.cache.CachedVLM` before the trials are appended, so every
+        written trial's entries are noted even if the process dies right after.
+        """
+        if not entries or self.is_complete:
+            return
+        if self._notes is None:
+            folder = self.path / self.CACHE_NOTES
+            folder.mkdir(exist_ok=True)
+            self._notes = folder / f"{self.shard.token or 'all'}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
+        with open(self._notes, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"file": cache_file, "entries": entries}) + "\n")
+
+    def _gather_cache_entries(self) -> dict | None:
+        """Write ``cache_entries.json`` from the writers' notes; the manifest's ``inference_cache`` (or None)."""
+        folder = self.path / self.CACHE_NOTES
+        files: dict[str, dict[str, str]] = {}
+        for note in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+            for line in note.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:  # a line a killed writer left half-written: its trials were not appended
+                    continue
+                files.setdefault(entry["file"], {}).update(entry["entries"])
+        if not files:
+            return None
+        text = json.dumps({"files": {f: dict(sorted(e.items())) for f, e in sorted(files.items())}},
+                          indent=0, sort_keys=True) + "\n"
+        atomic_write_text(self.path / "cache_entries.json", text)
+        return {"entries_file": "cache_entries.json", "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "n_entries": sum(len(e) for e in files.values()), "cache_files": sorted(files)}
+
     def plan_shard(self, n_trials: int) -> None:
         """Record how many trials this shard plans to hold (shown by ``shovir jobs status``)."""
         if self.shard.sharded and not self.is_complete:
             with self._manifest_lock():
-                write_marker(self.path, self.shard, planned=int(n_trials))
+                # a resumed shard plans its whole share again; the trials it cannot make are dropped again
+                write_marker(self.path, self.shard, planned=int(n_trials), dropped=0)
+
+    def unplan(self, n_trials: int) -> None:
+        """``n_trials`` planned trials will never exist (e.g. a DOCO item whose box set is empty): the
+        shard's ``planned`` drops by that many and its ``dropped`` grows, so planned equals written when
+        the shard is done."""
+        if self.shard.sharded and not self.is_complete and n_trials:
+            with self._manifest_lock():
+                marker = read_markers(self.path).get(self.shard.token, {})
+                write_marker(self.path, self.shard, planned=int(marker.get("planned") or 0) - int(n_trials),
+                             dropped=int(marker.get("dropped") or 0) + int(n_trials))
 
     def shard_done(self) -> bool:
         """Mark this shard finished; ``True`` when every shard's trials are now present.
@@ -360,10 +413,14 @@ class RunWriter:
                 self._m = current
                 return True
             parts, total = describe_parts(self.path)
-            n_shards = 1 if not self.shard.sharded else finished_set(read_markers(self.path))
+            markers = read_markers(self.path)
+            # the shard count that split the grid, also when one process completes a sharded record
+            # (`shovir records complete`); 1 when no shard ever wrote it
+            n_shards = finished_set(markers) or max((Shard.from_token(t).count for t in markers), default=1)
             base = current or self._m
+            cache = self._gather_cache_entries()
             self._m = base.replace(
-                status="complete", ended=_now(), error=None, parts=parts, shards=n_shards,
+                status="complete", ended=_now(), error=None, parts=parts, shards=n_shards, inference_cache=cache,
                 seconds=self._elapsed(base),
                 spec_passed=base.spec_passed if base.spec_passed is not None else self.spec_passed,
                 counts={**base.counts, **counts, "n_trials": total})

@@ -175,13 +175,34 @@ def aurc(scores: np.ndarray, losses: np.ndarray) -> float:
 
 
 def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Area under the ROC curve (scikit-learn); NaN when ``labels`` hold one class only."""
-    from sklearn.metrics import roc_auc_score
+    """Area under the ROC curve; NaN when ``labels`` hold one class only.
 
-    y = np.asarray(labels).astype(int)
-    if len(np.unique(y)) < 2:
+    The Mann–Whitney form: the mean rank of the positives among all scores (ties share their mean
+    rank, ``scipy.stats.rankdata``), which equals scikit-learn's ``roc_auc_score`` including ties
+    (tests/test_stats_probes.py checks) without its per-call input validation (thousands of calls per
+    App. N record). The positive class is the larger label, as in scikit-learn.
+
+    >>> auroc(np.array([0.1, 0.4, 0.4, 0.8]), np.array([0, 0, 1, 1]))  # one tie across the classes
+    0.875
+    """
+    from scipy.stats import rankdata
+
+    y = np.asarray(labels).astype(int).ravel()
+    s = np.asarray(scores, dtype=float).ravel()
+    if s.shape != y.shape:
+        raise ValueError(f"auroc: {s.size} scores for {y.size} labels")
+    if not np.isfinite(s).all():
+        raise ValueError("auroc: scores hold NaN or infinity")
+    classes = np.unique(y)
+    if len(classes) < 2:
         return float("nan")
-    return float(roc_auc_score(y, np.asarray(scores, dtype=float)))
+    if len(classes) > 2:
+        raise ValueError(f"auroc: labels hold {len(classes)} classes, not two")
+    positive = y == classes[1]
+    n_pos = int(positive.sum())
+    n_neg = y.size - n_pos
+    rank_sum = float(rankdata(s)[positive].sum())
+    return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
 def stratified_auroc(scores: np.ndarray, labels: np.ndarray, strata: np.ndarray) -> float:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["rates", "paired_rates", "balanced_accuracy_stat", "kappa_stat", "combine"]
+__all__ = ["rates", "paired_rates", "balanced_accuracy_stat", "clustered_balanced_accuracy", "kappa_stat", "combine"]
 
 
 def _div(a, b):
@@ -80,3 +80,34 @@ def combine(*statistics):
             out.update(f(s))
         return out
     return statistic
+
+
+def clustered_balanced_accuracy(pred_yes, target, *, clusters, n_draws: int, seed: int) -> dict:
+    """Balanced accuracy (TPR + TNR) / 2 of binary answers against binary targets, with a
+    cluster (patient) percentile bootstrap interval (ModaLens App. F, L: the original image against
+    its own label). Trials whose target is NaN are dropped.
+
+    Returns ``balanced_accuracy``, ``lo``, ``hi``, ``sensitivity``, ``specificity`` (point values),
+    ``accuracy``, ``yes_rate`` and ``n`` (trials scored); NaNs and ``n = 0`` without trials.
+
+    >>> out = clustered_balanced_accuracy([1, 0, 1, 0], [1, 0, 0, 0], clusters=[1, 1, 2, 2], n_draws=50, seed=0)
+    >>> out["balanced_accuracy"], out["sensitivity"], out["specificity"], out["n"]
+    (0.8333333333333333, 1.0, 0.6666666666666666, 4)
+    """
+    import pandas as pd
+
+    from .bootstrap import cluster_bootstrap
+
+    y, t = np.asarray(pred_yes, dtype=float), np.asarray(target, dtype=float)
+    keep = ~np.isnan(t)
+    y, t, g = y[keep], t[keep], np.asarray(clusters)[keep]
+    if not len(t):
+        return {k: float("nan") for k in ("balanced_accuracy", "lo", "hi", "sensitivity", "specificity",
+                                          "accuracy", "yes_rate")} | {"n": 0}
+    frame = pd.DataFrame({"cluster": g, "tp": y * t, "fn": (1 - y) * t, "tn": (1 - y) * (1 - t), "fp": y * (1 - t)})
+    res = cluster_bootstrap(frame, cluster="cluster", sums={c: c for c in ("tp", "fn", "tn", "fp")},
+                            statistic=balanced_accuracy_stat(), n_draws=n_draws, rng=np.random.default_rng(seed))
+    ba, lo, hi = res.interval("balanced_accuracy")
+    return {"balanced_accuracy": ba, "lo": lo, "hi": hi, "sensitivity": float(res.interval("sensitivity")[0]),
+            "specificity": float(res.interval("specificity")[0]), "accuracy": float((y == t).mean()),
+            "yes_rate": float(y.mean()), "n": int(len(t))}

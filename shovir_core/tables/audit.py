@@ -8,12 +8,13 @@ rounding tolerance -- are :func:`shovir_core.papers.audit`. Every function retur
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import pandas as pd
 
 from .result import TableResult
 
-__all__ = ["DISPLAY_COLUMNS", "audit_summary", "audit_table"]
+__all__ = ["DISPLAY_COLUMNS", "audit_summary", "audit_table", "AuditChapter", "audit_chapter"]
 
 DISPLAY_COLUMNS = ["status", "location", "kind", "description", "stated", "recomputed", "tolerance", "note"]
 """Columns of :func:`audit_table`."""
@@ -83,3 +84,40 @@ def audit_table(checks: pd.DataFrame, *, status: str | None = None) -> TableResu
     return TableResult(frame, metrics={"tolerance": "value"}, labels={"id": "check", "tolerance": "tolerance"},
                        caption=("Flagged checks" if status == "flagged" else "Consistency checks")
                        + ": the stated value, its recomputation and the tolerance applied.")
+
+
+@dataclass(frozen=True)
+class AuditChapter:
+    """What an audit chapter shows (``audit_shovir``, ``audit_modalens``: one shape for both papers)."""
+
+    summary: TableResult
+    """:func:`audit_summary` with the chapter's glue values."""
+    flagged: TableResult
+    """:func:`audit_table` of the flagged checks."""
+    every: TableResult
+    """:func:`audit_table` of every check."""
+    problems: tuple[str, ...]
+    """The record's invariants that fail (empty on a sound record): statuses other than passed and
+    flagged, counts that disagree with the manifest, duplicate check ids, a flagged check without a note."""
+
+
+def audit_chapter(runs: Mapping, *, paper: str, key: str = "audit") -> AuditChapter:
+    """The tables and checks of one paper's audit chapter from its ``audit`` record ``runs[key]``."""
+    run = runs[key]
+    checks, counts = run.trials, run.manifest["counts"]
+    summary = audit_summary(checks, paper=paper, counts=counts).with_runs(runs)
+    total = summary.frame.loc["total"]
+    problems = []
+    if not set(checks["status"]) <= {"passed", "flagged"}:
+        problems.append(f"statuses other than passed and flagged: {sorted(set(checks['status']) - {'passed', 'flagged'})}")
+    if not total["checks"] == counts["n_checks"] == len(checks):
+        problems.append(f"{total['checks']} checks in the summary, {counts['n_checks']} in the manifest, {len(checks)} rows")
+    if total["flagged"] != counts["n_flagged"]:
+        problems.append(f"{total['flagged']} flagged in the summary, {counts['n_flagged']} in the manifest")
+    if not checks["check_id"].is_unique:
+        problems.append("duplicate check ids")
+    undocumented = checks.loc[(checks["status"] == "flagged") & ~(checks["note"].str.len() > 0), "check_id"]
+    if len(undocumented):
+        problems.append(f"flagged checks without a note: {undocumented.tolist()[:5]}")
+    return AuditChapter(summary=summary, flagged=audit_table(checks, status="flagged").with_runs(runs),
+                        every=audit_table(checks).with_runs(runs), problems=tuple(problems))

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..stats import cluster_bootstrap
+from ..stats import clustered_balanced_accuracy
 from ..protocols.modalens import SIX_RANGE
 from .modalens import answers, compare_arms, design_subset, pair_arms, six_findings
 from .result import TableResult
@@ -93,29 +93,11 @@ def balanced_accuracy_interval(trials: pd.DataFrame, *, readout: str, side: str,
     if side not in ("c", "d"):
         raise ValueError(f"side must be 'c' or 'd', got {side!r}")
     yc, yd, valid = answers(trials, readout)
-    y = (yc if side == "c" else yd)[valid]
-    t = trials[f"target_{side}"].to_numpy(dtype=float)[valid]
-    keep = ~np.isnan(t)
-    y, t = y[keep], t[keep]
-    pid = trials["patient_id"].to_numpy()[valid][keep]
-    frame = pd.DataFrame({"patient_id": pid, "tp": y * t, "fn": (1 - y) * t, "tn": (1 - y) * (1 - t),
-                          "fp": y * (1 - t)})
-    if frame.empty:
-        return {k: float("nan") for k in ("ba", "ba_lo", "ba_hi", "sensitivity", "specificity", "accuracy",
-                                          "yes_rate")} | {"n": 0}
-
-    def statistic(s):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            sens = np.where(s["tp"] + s["fn"] > 0, s["tp"] / (s["tp"] + s["fn"]), np.nan)
-            spec = np.where(s["tn"] + s["fp"] > 0, s["tn"] / (s["tn"] + s["fp"]), np.nan)
-        return {"ba": (sens + spec) / 2, "sensitivity": sens, "specificity": spec}
-
-    res = cluster_bootstrap(frame, cluster="patient_id", sums={c: c for c in ("tp", "fn", "tn", "fp")},
-                            statistic=statistic, n_draws=n_draws, rng=np.random.default_rng(seed))
-    ba, lo, hi = res.interval("ba")
-    return {"ba": ba, "ba_lo": lo, "ba_hi": hi, "sensitivity": res.interval("sensitivity")[0],
-            "specificity": res.interval("specificity")[0], "accuracy": float((y == t).mean()),
-            "yes_rate": float(y.mean()), "n": int(len(frame))}
+    out = clustered_balanced_accuracy((yc if side == "c" else yd)[valid],
+                                      trials[f"target_{side}"].to_numpy(dtype=float)[valid],
+                                      clusters=trials["patient_id"].to_numpy()[valid], n_draws=n_draws, seed=seed)
+    return {"ba": out["balanced_accuracy"], "ba_lo": out["lo"], "ba_hi": out["hi"],
+            **{k: out[k] for k in ("sensitivity", "specificity", "accuracy", "yes_rate", "n")}}
 
 
 def _cut(trials: pd.DataFrame, design: str, six: list[str] | None = None) -> pd.DataFrame:

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..stats import clustered_balanced_accuracy, bootstrap_rates
 from .modalens import answers
-from .modalens_arms import bootstrap_rates, flip_rate_rows, paired_trials, put_interval
+from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["ARMS", "template_table", "template_accuracy", "PAPER_KEYS", "AUDIT_PREFIXES"]
@@ -72,7 +73,8 @@ def template_accuracy(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: i
                           "tn": (1 - y) * (1 - g), "fp": y * (1 - g), "pos": g, "neg": 1 - g, "yes": y})
         rates = {"sensitivity": ("tp", "pos"), "specificity": ("tn", "neg"), "yes_rate": "yes"}
         res = bootstrap_rates(f, rates=rates, n_draws=n_draws, seed=seed)
-        ba = _balanced(f, n_draws=n_draws, seed=seed)
+        out = clustered_balanced_accuracy(y, g, clusters=f["patient_id"].to_numpy(), n_draws=n_draws, seed=seed)
+        ba = (out["balanced_accuracy"], out["lo"], out["hi"])
         put_interval(values, f"l.{name}.balanced_accuracy", ba)
         for k in ("sensitivity", "specificity", "yes_rate"):
             put_interval(values, f"l.{name}.{k}", res[k])
@@ -85,14 +87,6 @@ def template_accuracy(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: i
                        labels={"arm": "arm", "balanced_accuracy_lo": "BA 95% low", "balanced_accuracy_hi": "BA 95% high",
                                "yes_rate": "yes rate", "trials": "trials"},
                        caption="Original image, against its own label: balanced accuracy per template and report arm")
-
-
-def _balanced(f: pd.DataFrame, *, n_draws: int, seed: int) -> tuple[float, float, float]:
-    from ..stats import balanced_accuracy_stat, cluster_bootstrap
-
-    res = cluster_bootstrap(f, cluster="patient_id", sums={k: k for k in ("tp", "fn", "tn", "fp")},
-                            statistic=balanced_accuracy_stat(), n_draws=n_draws, rng=np.random.default_rng(seed))
-    return res.interval("balanced_accuracy")
 
 
 PAPER_KEYS: dict[str, str] = {

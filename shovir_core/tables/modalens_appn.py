@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import layers as ly
+from ..metrics.modalens import balanced_accuracy
 from ..protocols.modalens_layers import lens_array
 from ..stats import nulls
 from ..stats.overlap import jaccard, phi
@@ -32,7 +33,7 @@ from .modalens import rate_interval
 from .result import TableResult
 
 __all__ = ["planted_facts", "lens_table", "knockout_table", "KNOCKOUT_ARM_LABELS", "knockout_overlap", "settling_table",
-           "balanced_accuracy", "layer_intervals", "still_apart_table", "knockout_difference", "calibration_table", "PAPER_KEYS"]
+           "layer_intervals", "still_apart_table", "knockout_difference", "calibration_table", "PAPER_KEYS"]
 
 PAPER_KEYS: dict[str, str] = {
     "lens.present.endpoint_disagreement": "n1.endpoint_P", "lens.absent.endpoint_disagreement": "n1.endpoint_A",
@@ -53,15 +54,11 @@ The layer-specific published values (layer 25's disagreement, layer 46's balance
 paired difference) are compared at the layers the profile names (the chapter's parameters)."""
 
 
-def balanced_accuracy(pred_yes: np.ndarray, target: np.ndarray) -> float:
-    """Mean of sensitivity and specificity over trials with a binary target (NaN targets dropped)."""
+def _balanced_accuracy(pred_yes: np.ndarray, target: np.ndarray) -> float:
+    """Balanced accuracy over trials with a binary target (NaN targets dropped; NaN with one class)."""
     t = np.asarray(target, dtype=float)
-    p = np.asarray(pred_yes, dtype=bool)
     ok = ~np.isnan(t)
-    t, p = t[ok] == 1, p[ok]
-    if t.all() or not t.any():
-        return float("nan")
-    return float((p[t].mean() + (~p[~t]).mean()) / 2)
+    return float(balanced_accuracy(np.asarray(pred_yes, dtype=bool)[ok], t[ok], both_classes=True))
 
 
 def planted_facts(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, seed: int) -> TableResult:
@@ -74,11 +71,11 @@ def planted_facts(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, 
         target = t["target_c"].to_numpy(dtype=float)
         ok = ~np.isnan(target)
         agree = float((yes[ok] == (target[ok] == 1)).mean())
-        per = [balanced_accuracy(yes[g.index], g["target_c"]) for _, g in t.reset_index(drop=True).groupby("finding")]
+        per = [_balanced_accuracy(yes[g.index], g["target_c"]) for _, g in t.reset_index(drop=True).groupby("finding")]
         macro = float(np.nanmean(per)) if np.isfinite(per).any() else float("nan")
         rows.append({"arm": arm, "n_trials": len(t), "flip_rate": flip["estimate"], "lo": flip["lo"],
                      "hi": flip["hi"], "label_agreement": agree,
-                     "balanced_accuracy": balanced_accuracy(yes, target), "macro_balanced_accuracy": macro})
+                     "balanced_accuracy": _balanced_accuracy(yes, target), "macro_balanced_accuracy": macro})
         values.update({f"{arm}.flip_rate": flip["estimate"], f"{arm}.flip_lo": flip["lo"],
                        f"{arm}.flip_hi": flip["hi"], f"{arm}.label_agreement": agree,
                        f"{arm}.balanced_accuracy": rows[-1]["balanced_accuracy"],

@@ -3,9 +3,9 @@ text controls, §4.1 companions): several arms paired on their common trials, ra
 indicators with patient-clustered intervals, and contrasts between arms computed inside each draw.
 
 Arms are the ``trials`` frames of ``modalens`` records (one record per dataset, model and arm).
-Every interval is a patient-clustered percentile bootstrap (:func:`shovir_core.stats.cluster_bootstrap`)
-in which all rates and all their differences and interactions are evaluated on the same draws, so a
-contrast's interval is the percentile interval of the contrast's draws (ModaLens §3, "Statistics").
+Every interval comes from :func:`shovir_core.stats.bootstrap_rates` (a patient-clustered percentile
+bootstrap in which all rates and all their contrasts are evaluated on the same draws; ModaLens §3,
+"Statistics").
 """
 from __future__ import annotations
 
@@ -14,18 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..stats import cluster_bootstrap
+from ..stats import bootstrap_rates
 from .modalens import answers, pair_arms
 from .result import TableResult
 
 __all__ = [
-    "paired_trials", "flip_frame", "bootstrap_rates", "contrast_value", "flip_rate_rows", "put_interval",
-    "audit_rows", "CONTRAST_KINDS",
+    "paired_trials", "flip_frame", "flip_rate_rows", "put_interval", "audit_rows",
 ]
-
-CONTRAST_KINDS = ("diff", "ratio", "interaction")
-"""``("diff", a, b)`` = a − b; ``("ratio", a, b)`` = a / b; ``("interaction", a, b, c, d)`` = (a − b) − (c − d)."""
-
 
 def paired_trials(arms: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The arms restricted to their common trial ids, in one order (:func:`tables.modalens.pair_arms`)."""
@@ -57,80 +52,6 @@ def flip_frame(arms: Mapping[str, pd.DataFrame], *, readout: str | Mapping[str, 
     out = out[valid].reset_index(drop=True)
     out.attrs.update(n_common=int(len(first)), n_excluded=int((~valid).sum()))
     return out
-
-
-def contrast_value(spec: tuple, rates: Mapping[str, np.ndarray]):
-    """Evaluate one contrast (:data:`CONTRAST_KINDS`) on rates (arrays or floats)."""
-    kind, *names = spec
-    missing = [n for n in names if n not in rates]
-    if missing:
-        raise KeyError(f"contrast {spec}: unknown rates {missing}; have {sorted(rates)}")
-    r = [np.asarray(rates[n], dtype=float) for n in names]
-    if kind == "diff" and len(r) == 2:
-        return r[0] - r[1]
-    if kind == "ratio" and len(r) == 2:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(r[1] != 0, r[0] / np.where(r[1] != 0, r[1], 1.0), np.nan)
-    if kind == "interaction" and len(r) == 4:
-        return (r[0] - r[1]) - (r[2] - r[3])
-    raise ValueError(f"contrast {spec}: use ('diff', a, b), ('ratio', a, b) or ('interaction', a, b, c, d)")
-
-
-def bootstrap_rates(frame: pd.DataFrame, *, rates: Mapping[str, str | tuple[str, str]],
-                    contrasts: Mapping[str, tuple] | None = None, n_draws: int, seed: int,
-                    cluster: str = "patient_id", strata: str | None = None, substitute: str | None = None
-                    ) -> dict[object, dict[str, tuple[float, float, float]]] | dict[str, tuple[float, float, float]]:
-    """Rates of per-trial indicators and contrasts between them, with patient-clustered intervals.
-
-    Parameters
-    ----------
-    frame
-        One row per trial with ``cluster`` and the indicator columns (NaN-free).
-    rates
-        Name -> indicator column (rate = Σ column / number of trials) or ``(numerator, denominator)``
-        columns (rate = Σ numerator / Σ denominator, e.g. a rate on a subset).
-    contrasts
-        Name -> contrast spec over rate names (:data:`CONTRAST_KINDS`).
-    strata, substitute
-        As :func:`shovir_core.stats.cluster_bootstrap` (strata on the same draws; joint
-        resampling of patients and substitute seeds).
-
-    Returns
-    -------
-    dict
-        Name -> ``(estimate, lo, hi)``; with ``strata``, stratum -> that dict.
-    """
-    contrasts = dict(contrasts or {})
-    if frame.empty:
-        raise ValueError("bootstrap_rates: no trials")
-    data = frame.assign(_n=1.0)
-    sums: dict[str, str | float] = {"_n": "_n"}
-    pairs: dict[str, tuple[str, str]] = {}
-    for name, spec in rates.items():
-        num, den = (spec, "_n") if isinstance(spec, str) else spec
-        for col in (num, den):
-            if col not in sums:
-                if col not in data.columns:
-                    raise ValueError(f"bootstrap_rates: rate {name!r} needs column {col!r}")
-                sums[col] = col
-        pairs[name] = (num, den)
-
-    def statistic(s):
-        out = {}
-        for name, (num, den) in pairs.items():
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out[name] = np.where(s[den] != 0, s[num] / np.where(s[den] != 0, s[den], 1.0), np.nan)
-        for name, spec in contrasts.items():
-            out[name] = contrast_value(spec, out)
-        return out
-
-    res = cluster_bootstrap(data, cluster=cluster, sums=sums, statistic=statistic, n_draws=n_draws,
-                            rng=np.random.default_rng(seed), strata=strata, substitute=substitute)
-    names = list(pairs) + list(contrasts)
-    if strata is None:
-        return {n: res.interval(n) for n in names}
-    levels = sorted({k for k, _ in res.draws})
-    return {lvl: {n: res.interval(n, lvl) for n in names} for lvl in levels}
 
 
 def put_interval(values: dict, key: str, interval: tuple[float, float, float], *, scale: float = 1.0) -> None:

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..stats import bootstrap_rates
 from .modalens import DESIGN_LABELS, answers, design_subset
-from .modalens_arms import bootstrap_rates, flip_rate_rows, paired_trials, put_interval
+from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["design_comparison", "seed_table", "PAPER_KEYS", "AUDIT_PREFIXES"]
@@ -33,7 +34,7 @@ def design_comparison(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: i
     ``arms`` maps ``P``, ``A`` (plain prompt) and optionally ``P_instr``, ``A_instr`` (the answer
     instruction, for the generated readout) to all-14 trials. Values ``s41.<design>.<readout>.``
     ``P.flip_rate`` / ``A.flip_rate`` (+ lo/hi) and ``A_minus_P.diff_pp`` (+ lo/hi), and
-    ``s41.<design>.n_trials``.
+    ``s41.<design>.n_trials`` and ``s41.<design>.n_questions``.
     """
     for k in ("P", "A"):
         if k not in arms:
@@ -51,6 +52,7 @@ def design_comparison(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: i
             values.update(r.values)
             k = f"s41.{design}.{readout}"
             values[f"s41.{design}.n_trials"] = int(len(sub["P"]))
+            values[f"s41.{design}.n_questions"] = int(sub["P"]["finding"].nunique())
             rows.append({"design": DESIGN_LABELS[design], "readout": readout, "P": values[f"{k}.P.flip_rate"],
                          "A": values[f"{k}.A.flip_rate"], "diff": values[f"{k}.A_minus_P.diff_pp"] / 100,
                          "diff_lo": values[f"{k}.A_minus_P.diff_pp_lo"] / 100,

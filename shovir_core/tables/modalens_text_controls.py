@@ -20,8 +20,9 @@ import pandas as pd
 
 from ..data.text_controls import SECTION_CONTROLS, TEXT_CONTROLS
 from ..vocab import COMPOSITE
+from ..stats import bootstrap_rates
 from .modalens import answers
-from .modalens_arms import bootstrap_rates, flip_rate_rows, paired_trials, put_interval
+from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["ARMS", "text_control_table", "reader_checks", "rerun_table", "PAPER_KEYS", "AUDIT_PREFIXES", "ARM_LABELS"]

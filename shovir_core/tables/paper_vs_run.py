@@ -15,10 +15,14 @@ The verdict says what a comparison can mean:
   prints a 95% interval, "matches the printed value" (within half a unit of its last printed digit)
   / "differs from the printed value" where it does not;
 * otherwise every row reads "different model/data: shown for scale": a demo model on demo data is
-  not a replication, and no interval of the paper says anything about it.
+  not a replication, and no interval of the paper says anything about it;
+* in a rehearsal (``shovir rehearse``: ``$SHOVIR_REHEARSAL`` is set in every process of it) every row
+  reads "rehearsal: stand-in model on synthetic data", whatever the profile claims: the paper's
+  setting is rehearsed, not run, and :func:`not_held` holds nothing against the paper.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +33,7 @@ from .result import TableResult
 
 __all__ = [
     "Comparison", "paper_vs_run", "MODALENS_ROWS", "shovir_table1_rows", "shovir_figure_rows", "rows_from_keys",
-    "beside", "not_held", "DIFFERENT_SETTING", "INSIDE", "OUTSIDE", "MATCHES", "DIFFERS", "NOT_RUN",
+    "beside", "not_held", "DIFFERENT_SETTING", "INSIDE", "OUTSIDE", "MATCHES", "DIFFERS", "NOT_RUN", "REHEARSAL",
     "MODALENS_SETTING",
 ]
 
@@ -39,6 +43,8 @@ OUTSIDE = "outside the paper's interval"
 MATCHES = "matches the printed value"
 DIFFERS = "differs from the printed value"
 NOT_RUN = "not run in this profile"
+REHEARSAL = "rehearsal: stand-in model on synthetic data"
+REHEARSAL_ENV = "SHOVIR_REHEARSAL"
 
 _RUN_UNITS = ("fraction", "pp", "value")
 _PAPER_SCALE = {"%": 0.01, "pp": 0.01, "proportion": 1.0, "score": 1.0, "ratio": 1.0, "count": 1.0, "layer": 1.0}
@@ -196,6 +202,7 @@ def paper_vs_run(values: Mapping[str, float], *, paper: str, rows: Sequence[Comp
     from ..papers.values import load_values
 
     published = load_values(paper)
+    rehearsal = bool(os.environ.get(REHEARSAL_ENV))
     out, glue = [], {}
     for c in rows:
         if c.paper_id not in published:
@@ -211,6 +218,8 @@ def paper_vs_run(values: Mapping[str, float], *, paper: str, rows: Sequence[Comp
         run = _run_value(c, values)
         if not np.isfinite(run):
             verdict = NOT_RUN
+        elif rehearsal:
+            verdict = REHEARSAL
         elif not same_setting:
             verdict = DIFFERENT_SETTING
         elif ci:
@@ -233,7 +242,9 @@ def paper_vs_run(values: Mapping[str, float], *, paper: str, rows: Sequence[Comp
     glue["n_inside"] = int((frame["verdict"] == INSIDE).sum())
     glue["n_outside"] = int((frame["verdict"] == OUTSIDE).sum())
     caption = (f"The paper's values ({setting}) beside this run's, both in the unit of the row's metric. "
-               + ("The profile runs the paper's model on the paper's data, so each run value is judged against "
+               + ("This is a rehearsal: stand-in models on synthetic data in the paper's layouts, so nothing is "
+                  "judged against the paper." if rehearsal else
+                  "The profile runs the paper's model on the paper's data, so each run value is judged against "
                   "the paper's 95% interval (or, where none is printed, its rounding)."
                   if same_setting else
                   "This profile runs a different model on different data: the paper's values are shown for "
@@ -281,14 +292,25 @@ def shovir_table1_rows(dataset: str, models: Mapping[str, str], *,
 
 def shovir_figure_rows(dataset: str, models: Mapping[str, str], *,
                        fig2_key: str = "fig2.{model}.{condition}.p{p:03d}",
-                       fig3a_key: str = "fig3a.{model}.{condition}.{stat}") -> tuple[Comparison, ...]:
-    """Rows for the values ShoViR states for Figure 2 (μ-F1 at p) and Figure 3(a) (FR, Δ_X)."""
+                       fig3a_key: str = "fig3a.{model}.{condition}.{stat}",
+                       fig3b_key: str | None = "fig3b.{cls}.{condition}") -> tuple[Comparison, ...]:
+    """Rows for the values ShoViR states for Figure 2 (μ-F1 at p), Figure 3(a) (FR, Δ_X) and Figure 3(b)
+    (per-class F1 at p = 1, the mean over the paper's models: :func:`shovir_core.tables.shovir.per_class_across_models`
+    keys ``fig3b.<class>.<condition>``; ``fig3b_key=None`` leaves them out). Figure 3(b) rows need no model
+    of ``models``: they compare the cross-model mean, so they are only meaningful where the profile runs
+    every model the paper averaged."""
     from ..papers.values import load_values
 
     rows = []
     for v in load_values("shovir").values():
         k = v.keys
-        if k.get("dataset") != dataset or k.get("figure") not in ("2", "3a"):
+        if k.get("dataset") != dataset or k.get("figure") not in ("2", "3a", "3b"):
+            continue
+        if k["figure"] == "3b":
+            if fig3b_key is not None and k.get("metric") == "F1":
+                rows.append(Comparison(fig3b_key.format(cls=_key_part(k["class"]), condition=k["condition"]), v.id,
+                                       f"{k['class']}: F1 under {k['condition']} (mean over models)", "f1_class",
+                                       "value"))
             continue
         run_key = next((rk for rk, name in models.items() if name == k.get("model")), None)
         if run_key is None:
@@ -382,6 +404,7 @@ def beside(values: Mapping[str, float], keys: Mapping[str, str], *, same_setting
 
 def not_held(result: TableResult, keys) -> list[str]:
     """The ``keys`` whose verdict in ``result`` (of :func:`paper_vs_run`) is not inside the paper's
-    interval or matching its printed value -- what a profile in the paper's setting asserts empty."""
-    held = (INSIDE, MATCHES)
+    interval or matching its printed value -- what a profile in the paper's setting asserts empty (a
+    rehearsal judges nothing, so holds everything)."""
+    held = (INSIDE, MATCHES, REHEARSAL)
     return [k for k in keys if result.values.get(f"verdict.{k}") not in held]

@@ -137,6 +137,33 @@ def _command(notebook: str | None, profiles: list[str], *, shards: int) -> str |
                       for p in profiles)
 
 
+def rehearsed_trials(runs: dict) -> dict[tuple[str, str], float]:
+    """``{(chapter, profile): trials}`` of the full-scale rehearsals among ``runs`` (scale 1, chapters ran)."""
+    out: dict[tuple[str, str], float] = {}
+    for run in runs.values():
+        if run.info.protocol != "rehearsal" or float(run.info.spec.get("scale", 0)) != 1.0:
+            continue
+        t = run.trials
+        t = t[(t["kind"] == "chapter") & (t["status"] == "ok")].drop_duplicates("chapter")
+        for chapter, trials in zip(t["chapter"], t["trials"].astype(float)):
+            out[(chapter, run.info.spec["profile"])] = trials
+    return out
+
+
+def _full_rehearsals() -> dict:
+    """The complete full-scale rehearsal records of the credentialed profiles, where they exist."""
+    from ..params import load_runs
+    from ..records import RecordError
+
+    out = {}
+    for profile in ("mimic", "padchest"):
+        try:
+            out.update({f"rehearsal.{profile}.{k}": r for k, r in load_runs("rehearsal", profile=profile).items()})
+        except (RecordError, ValueError, KeyError):
+            continue
+    return out
+
+
 def reproduction_table(runs: dict, *, shards: int = 16, benchmarks: Path | None = None) -> TableResult:
     """The reproduction map (see the module docstring) from the chapters' records ``runs``.
 
@@ -150,6 +177,7 @@ def reproduction_table(runs: dict, *, shards: int = 16, benchmarks: Path | None 
     factors = design_factors()
     gpu = gpu_seconds_per_trial(benchmarks)
     notebooks = {p.stem for p in paths.notebooks_root().glob("*.py")}
+    rehearsed = rehearsed_trials({**runs, **_full_rehearsals()})
     rows = []
     for it in load_catalog():
         nb = it.get("notebook") if it.get("notebook") in notebooks else None
@@ -167,6 +195,8 @@ def reproduction_table(runs: dict, *, shards: int = 16, benchmarks: Path | None 
             "paper": it["paper"], "item": it["item"], "title": it["title"], "notebook": nb or "not built yet",
             "params": ", ".join(f"params/{nb}/{p}.yaml" for p in have) if nb else "",
             "demo_records": len(demo), "paper_trials": trials, "work": it["work"],
+            "rehearsed_trials": (sum(rehearsed[(nb, p)] for p in paper_profiles if (nb, p) in rehearsed)
+                                 if nb and any((nb, p) in rehearsed for p in paper_profiles) else np.nan),
             "s_per_trial_tiny_cpu": _seconds_per_trial(runs, nb, "tiny") if nb else np.nan,
             "s_per_trial_ref_cpu": _seconds_per_trial(runs, nb, "ref") if nb else np.nan,
             "s_per_trial_gpu": gpu_s, "gpu_hours": hours,
@@ -185,6 +215,7 @@ def reproduction_table(runs: dict, *, shards: int = 16, benchmarks: Path | None 
         "n_gpu_benchmarks": int(len(gpu)),
         "gpu_hours_total": float(priced["gpu_hours"].sum()) if priced["gpu_hours"].notna().all() and len(gpu) else math.nan,
         "shards": int(shards),
+        "n_rehearsed": int(frame["rehearsed_trials"].notna().sum()),
     }
     for paper in ("shovir", "modalens"):
         t = frame[(frame["paper"] == paper) & frame["s_per_trial_tiny_cpu"].notna()]
@@ -195,7 +226,8 @@ def reproduction_table(runs: dict, *, shards: int = 16, benchmarks: Path | None 
     values_out["paper_trials_total"] = int(values_out["paper_trials_total"])
     labels = {"paper_trials": "trials at the paper's scale", "s_per_trial_tiny_cpu": "s / trial, tiny model, this CPU",
               "s_per_trial_ref_cpu": "s / trial, reference models, this CPU", "s_per_trial_gpu": "s / trial, one GPU",
-              "gpu_hours": "projected GPU-hours", "demo_records": "demo records", "command": "paper-scale command"}
+              "gpu_hours": "projected GPU-hours", "demo_records": "demo records", "command": "paper-scale command",
+              "rehearsed_trials": "trials in the full-scale rehearsal"}
     caption = ("Every table, figure and appendix of both papers: chapter, params, demo records, trials at the "
                "paper's scale, measured time per trial, projected GPU-hours and the SLURM command.")
     return TableResult(frame=frame, values=values_out, labels=labels, caption=caption).with_runs(runs)

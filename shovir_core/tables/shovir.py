@@ -44,6 +44,7 @@ from .result import TableResult, frame_of, run_ids_of
 __all__ = [
     "trials_of", "image_level", "table1", "per_class", "mu_f1_curves",
     "shortcut_items", "shortcut_metrics", "per_class_across_models", "occluded_area", "MIN_FR_ITEMS",
+    "attack_sensitivity", "target_class_intervals",
     "reference_checks", "external_metric_status",
     "TABLE1_METRICS", "UNCERTAIN", "pipeline_check", "bleu_breakdown", "run_counts", "doco_counts", "key_part", "text_convention",
 ]
@@ -546,6 +547,94 @@ def per_class_across_models(per_class_table, *, p: float = 1.0, exclude_models: 
                        labels={"f1_mean": "F1 (mean over models)", "f1_sd": "F1 (SD over models)", **_COUNT_LABELS},
                        run_ids=run_ids_of(per_class_table), index=("class", "condition"),
                        caption=f"Figure 3(b): per-class F1 at p = {p:g}, averaged across models.")
+
+
+def attack_sensitivity(per_class_table, *, weighting: str = "mu", control: str = _RO,
+                       exclude_models: Sequence[str] = ()) -> TableResult:
+    """The authors' attack-sensitivity score per (model, arm) and its RO-corrected Δ
+    (arco-group/ShoViR-Bench ``src/postprocessing/plots/sensitivity_score.py``@07a7a6d;
+    :mod:`shovir_core.metrics.sensitivity`): S_AUC = (1/100) ∫ [F(0) − F(p)] / F(0) dp by the trapezoid
+    rule over the p grid, S_100 = [F(0) − F(1)] / F(0), Δ = S_AUC(X) − S_AUC(RO).
+
+    ``weighting``: ``"mu"`` (F = μ-F1, the class-weighted mean the paper's figures use) or ``"unweighted"``
+    (F = the plain mean of the per-class F1, ``np.nanmean``, as the script computes it). Columns ``model,
+    condition, s_auc, s_100, n_p, delta_s_auc, delta_s_100`` (Δ NaN for RO); ``values``:
+    ``sens.<model>.<condition>.s_auc`` and ``.delta``. ``exclude_models``: left out (a pipeline check).
+    """
+    from ..metrics.sensitivity import sensitivity_deltas, sensitivity_scores
+
+    t = frame_of(per_class_table)
+    t = t[~t["model"].isin(list(exclude_models))]
+    if t.empty:
+        raise ValueError(f"attack_sensitivity: no model left after excluding {list(exclude_models)}")
+    if weighting == "mu":
+        curves = mu_f1_curves(t).frame.rename(columns={"mu_f1": "f"})
+    elif weighting == "unweighted":
+        curves = t.groupby(["model", "condition", "p"], as_index=False, sort=False)["f1"].agg(
+            lambda v: float(np.nanmean(v)) if v.notna().any() else np.nan).rename(columns={"f1": "f"})
+    else:
+        raise ValueError(f"weighting must be 'mu' or 'unweighted', got {weighting!r}")
+    scores = sensitivity_scores(curves[curves["condition"].isin(list(_DISEASE))], value="f")
+    deltas = sensitivity_deltas(scores, control=control, arms=[a for a in _DISEASE if a != control])
+    out = scores.merge(deltas, on=["model", "condition"], how="left")
+    values = {}
+    for r in out.itertuples():
+        k = f"sens.{key_part(r.model)}.{r.condition}"
+        values[f"{k}.s_auc"] = float(r.s_auc)
+        if pd.notna(r.delta_s_auc):
+            values[f"{k}.delta"] = float(r.delta_s_auc)
+    return TableResult(out, values=values,
+                       metrics={"s_auc": "s_auc", "s_100": "s_auc", "delta_s_auc": "s_auc", "delta_s_100": "s_auc",
+                                "n_p": "count"},
+                       labels={"s_auc": "S_AUC", "s_100": "S_100", "delta_s_auc": "Δ S_AUC (X − RO)",
+                               "delta_s_100": "Δ S_100 (X − RO)", "n_p": "strengths"},
+                       run_ids=run_ids_of(per_class_table), index=("model", "condition"),
+                       caption="Attack sensitivity S_AUC (area of the relative F drop over p) and its RO-corrected "
+                               f"Δ, F = {'μ-F1' if weighting == 'mu' else 'the unweighted class mean of F1'}.")
+
+
+def target_class_intervals(trials: pd.DataFrame, *, ps: Sequence[float] = (0.0, 1.0), uncertain: str = "rrg-",
+                           n_resamples: int = 500, seed: int = 3, exclude_models: Sequence[str] = ()) -> TableResult:
+    """Per-target-class F1 with the authors' bootstrap, per (model, arm, p) -- one authors' result file each
+    (arco-group/ShoViR-Bench ``evaluations/run_eval_chexbert_class.py``@add95d5;
+    :func:`shovir_core.metrics.target_class.target_class_f1`): each item counts only for its target class,
+    y_true the reference label, ``n_resamples`` resamples by ``random.Random(seed)``, 2.5/50/97.5 percentiles.
+
+    The resamples depend on the order of the items: here items are ordered by (target class in CheXbert
+    order, image id). At p = 0 every arm shows the clean image, so only OCO at p = 0 is scored, as
+    ``Baseline`` (the authors' baseline file, ``oco/p00``). Columns ``model, condition, p, class, n, f1,
+    median, ci_l, ci_h``. ``exclude_models``: left out (a pipeline check).
+    """
+    from ..metrics.target_class import target_class_f1
+
+    dis = trials[(trials["level"] == "disease") & ~trials["model"].isin(list(exclude_models))]
+    rows = []
+    for (model, cond, p), g in dis.groupby(["model", "condition", "p"], sort=True):
+        if not any(np.isclose(p, q) for q in ps) or (np.isclose(p, 0.0) and cond != _OCO):
+            continue
+        cond = _BASELINE if np.isclose(p, 0.0) else cond
+        order = {c: i for i, c in enumerate(CHEXPERT_CLASSES)}
+        g = g.assign(_o=g["target"].map(order)).sort_values(["_o", "image_id"])
+        res = target_class_f1(g["target"].to_numpy(), _at_target(g, "pred"), _at_target(g, "ref"),
+                              uncertain=uncertain, n_resamples=n_resamples, seed=seed)
+        res = res[res["n"] > 0].reset_index()
+        rows.append(res.assign(model=model, condition=cond, p=float(p)))
+    if not rows:
+        raise ValueError(f"no disease-level trials at p in {list(ps)}")
+    frame = pd.concat(rows, ignore_index=True)[["model", "condition", "p", "class", "n", "f1", "median", "ci_l",
+                                                "ci_h"]]
+    rank = {c: i for i, c in enumerate((_BASELINE, *_DISEASE))}
+    frame = (frame.assign(_c=frame["condition"].map(rank), _k=frame["class"].map(
+        {c: i for i, c in enumerate(CHEXPERT_CLASSES)})).sort_values(["model", "_c", "p", "_k"])
+             .drop(columns=["_c", "_k"]).reset_index(drop=True))
+    return TableResult(frame, values={"n_resamples": int(n_resamples), "seed": int(seed)},
+                       metrics={"p": "strength", "n": "count", "f1": "f1_class", "median": "f1_class",
+                                       "ci_l": "f1_class", "ci_h": "f1_class"},
+                       labels={"n": "items", "f1": "F1", "median": "bootstrap median", "ci_l": "2.5 %",
+                               "ci_h": "97.5 %"},
+                       index=("model", "condition", "p", "class"),
+                       caption=f"Per-target-class F1 with the authors' bootstrap ({n_resamples} resamples, seed {seed}, "
+                               f"{uncertain}).")
 
 
 def occluded_area(trials: pd.DataFrame, *, p: float = 1.0) -> TableResult:

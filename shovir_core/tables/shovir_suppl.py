@@ -20,7 +20,7 @@ from ..records import Run
 from .result import TableResult
 from .shovir import _labels, image_level, mu_f1_curves, per_class, shortcut_metrics, trials_of
 
-__all__ = ["funnel", "class_counts", "consistency", "validation_sample", "label_maps", "NIH_LABEL_ALIASES", "OCCLUDERS",
+__all__ = ["funnel", "FUNNEL_PAPER_IDS", "class_counts", "consistency", "validation_sample", "label_maps", "NIH_LABEL_ALIASES", "OCCLUDERS",
            "occluder_of", "resolve_preset_name", "occluder_ablation", "occluder_checks", "PLANTED_EXPECTATIONS",
            "prompt_sensitivity", "compute_cost", "paper_grid_inputs", "glue_key"]
 
@@ -38,19 +38,64 @@ def _kind(run: Run, kind: str) -> pd.DataFrame:
 
 
 # -- §A data accounting -----------------------------------------------------------------------
+FUNNEL_STEPS = {
+    "test_split": "images of the official test split", "test_split_frontal": "frontal images of the official test split",
+    "imagenome": "with ImaGenome annotations", "annotated": "annotated images (ImaGenome)",
+    "no_finding": "not only No Finding", "true_positive": "true-positive filter",
+    "studies": "studies of the release (grounded reports)", "with_boxes": "with at least one box",
+    "mapped": "abnormal finding boxes mapped to CheXpert (static lookup)", "not_negated": "sentence not negated",
+    "verified": "verified samples (CheXbert sentence validation)", "images": "images", "with_box": "with a box",
+    "in_subset": "in a class subset (positive label and a box of the class)",
+    "min_count": "classes with at least min_count images",
+}
+"""How the table names each funnel step (by the record's ``key``): the project's own words, so that the
+credentialed-data guard knows them (the records store their own wording)."""
+
+FUNNEL_PAPER_IDS = {
+    "step.test_split.images": "a1.mimic.test_images", "step.no_finding.images": "a1.mimic.candidates",
+    "step.true_positive.images": "a1.mimic.final_images", "dropped.imagenome": "a1.mimic.no_imagenome",
+    "dropped.no_finding": "a1.mimic.no_finding_only",
+    "step.studies.images": "a1.padchest.studies", "step.with_boxes.images": "a1.padchest.with_boxes",
+    "boxes_removed_share": "a1.padchest.boxes_removed_pct", "with_boxes_share": "a1.padchest.with_boxes_pct",
+}
+"""Funnel values (:func:`funnel`) -> the paper's published id (ShoViR §3.1), for :func:`shovir_core.tables.paper_vs_run.beside`."""
+
+
 def funnel(run: Run) -> TableResult:
-    """The cohort funnel (images and boxes after each step) of an ``accounting`` record."""
+    """The cohort funnel (images and boxes after each step) of an ``accounting`` record.
+
+    ``values``: ``first_images``, ``final_images``, ``final_boxes``, ``n_steps``, ``n_classes_kept``; per step
+    ``step.<key>.images`` / ``.boxes`` and ``dropped.<key>`` (images the step removed); where the raw metadata
+    was read, ``with_boxes_share`` (PadChest-GR studies with a box) and ``boxes_removed_share`` (boxes the CheXbert
+    sentence validation removed), fractions and ``annotated_outside_test`` (MIMIC annotation entries outside the test
+    split). :data:`FUNNEL_PAPER_IDS` names the published value of each.
+    """
     run = _one(run, "accounting")
     f = _kind(run, "funnel").sort_values("order")
-    frame = pd.DataFrame({"step": f["step"].tolist(), "images": f["images"].astype(int).tolist(),
+    keys = f["key"].tolist() if "key" in f.columns else [None] * len(f)
+    labels = [FUNNEL_STEPS.get(f"{k}_frontal" if k == "test_split" and str(t).startswith("frontal") else k, t)
+              if k else t for k, t in zip(keys, f["step"])]
+    frame = pd.DataFrame({"step": labels, "images": f["images"].astype(int).tolist(),
                           "boxes": f["boxes"].astype(int).tolist()})
     frame["dropped"] = (frame["images"].shift(1) - frame["images"]).fillna(0).astype(int)
+    counts = run.manifest["counts"]
     values = {"first_images": int(frame["images"].iloc[0]), "final_images": int(frame["images"].iloc[-1]),
               "final_boxes": int(frame["boxes"].iloc[-1]), "n_steps": int(len(frame)),
-              "n_classes_kept": int(run.manifest["counts"]["n_classes_kept"])}
+              "n_classes_kept": int(counts["n_classes_kept"])}
+    for key, r in zip(keys, frame.itertuples()):
+        if key:
+            values.update({f"step.{key}.images": int(r.images), f"step.{key}.boxes": int(r.boxes),
+                           f"dropped.{key}": int(r.dropped)})
+    if "step.studies.images" in values and values["step.studies.images"]:
+        values["with_boxes_share"] = values["step.with_boxes.images"] / values["step.studies.images"]
+    if counts.get("boxes_removed_share") is not None:
+        values["boxes_removed_share"] = float(counts["boxes_removed_share"])
+    if counts.get("annotated_outside_test") is not None:
+        values["annotated_outside_test"] = int(counts["annotated_outside_test"])
     return TableResult(frame, values, labels={"step": "step", "images": "images", "boxes": "boxes",
                                               "dropped": "images dropped"},
-                       caption="Cohort funnel as counted by the dataset adapter.").with_runs(run)
+                       caption="Cohort funnel, recomputed from the raw metadata and the dataset adapter."
+                       ).with_runs(run)
 
 
 def class_counts(run: Run) -> TableResult:

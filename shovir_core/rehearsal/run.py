@@ -1,0 +1,232 @@
+"""``shovir rehearse``: run a credentialed profile end to end at the papers' scale on a CPU.
+
+The rehearsal (see the design's "The paper's setting, rehearsed") writes a synthetic tree in the
+credentialed datasets' layouts (:mod:`shovir_core.rehearsal.synthetic`), points the profile's
+environment variables at it (``SHOVIR_MIMIC``, ``SHOVIR_MIMIC_JPG``, ``SHOVIR_PADCHEST``), replaces
+every real model by a CPU stand-in of the same interface (and CheXbert by a tiny random checkpoint,
+:mod:`shovir_core.rehearsal.chexbert_stand_in`) (:data:`shovir_core.models.registry.STAND_INS_ENV`;
+reference models, and a tiny transformer where a chapter's protocol needs layers), and runs every
+chapter of the profile -- records, notebook, the credentialed guard -- each in its own process, so
+its wall time and peak memory are measured. Records live under the rehearsal's own runs root, their
+model fingerprints name the stand-in, and every executed notebook starts with a rehearsal banner:
+nothing made here can be mistaken for a result.
+
+The report (:func:`rehearse` returns it; ``report-<profile>.json`` beside the runs) gives per chapter
+its status, the trial count of every record, the chapter's trials beside the papers' stated
+denominators from the reproduction catalogue (``shovir_core/resources/reproduction.yaml``), wall
+time and peak memory, and the exact commands of the real run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..errors import UsageError
+from .. import paths
+from ..tables.paper_vs_run import REHEARSAL_ENV
+from .synthetic import planted, write_tree
+
+__all__ = ["rehearse", "REHEARSAL_ENV", "LAYER_PROTOCOLS", "stand_ins", "rehearsal_root", "BANNER"]
+
+LAYER_PROTOCOLS = frozenset({"modalens-layers", "modalens-interventions", "modalens-probes"})
+"""Protocols that read a transformer's layers: their chapters get tiny transformers as stand-ins."""
+
+_TINY_TWIN = {"medgemma-27b": "tiny-gemma3", "medgemma-4b": "tiny-gemma3", "gemma-3-27b": "tiny-gemma3",
+              "medgemma-1.5-4b": "tiny-gemma3", "qwen3.5-9b": "tiny-qwen3.5", "qwen3.5-27b": "tiny-qwen3.5",
+              "llava-next-mistral-7b": "tiny-llava-next", "llava-1.5-7b": "tiny-llava-1.5",
+              "nv-reason-cxr": "tiny-nvreason"}
+_REFERENCE = {"ShoViR": "ref-context-shortcut", "ModaLens": "ref-anchored@0.5"}
+
+BANNER = ("**Rehearsal — not a result.** Every number on this page comes from a rehearsal of the "
+          "`{profile}` profile: synthetic data in the credentialed layouts with planted cohort sizes "
+          "(invented ids, scale {scale}) and CPU stand-in models in place of the paper's models "
+          "({stand_ins}). It shows that the pipeline and the designs run at the papers' scale, not what "
+          "any model does.")
+
+
+def rehearsal_root() -> Path:
+    """``$SHOVIR_RUNS/rehearsal`` (outside the repository when ``SHOVIR_RUNS`` is)."""
+    return paths.runs_root() / "rehearsal"
+
+
+def stand_ins(*, layers: bool, override: str | None = None) -> dict[str, str]:
+    """``{real model: stand-in}`` for every real model of the registry.
+
+    ``override`` replaces every stand-in by one model; otherwise a ShoViR model becomes
+    ``ref-context-shortcut``, a ModaLens model ``ref-anchored@0.5``, and under ``layers`` each model
+    with a tiny transformer twin becomes that twin.
+
+    >>> stand_ins(layers=False)["medgemma-27b"], stand_ins(layers=True)["medgemma-27b"]
+    ('ref-anchored@0.5', 'tiny-gemma3')
+    """
+    from ..models.registry import REGISTRY
+
+    out = {}
+    for name, spec in REGISTRY.items():
+        if spec.adapter in ("reference", "tiny", "ref-vlm"):
+            continue
+        if override:
+            out[name] = override
+        elif layers and name in _TINY_TWIN:
+            out[name] = _TINY_TWIN[name]
+        else:
+            out[name] = _REFERENCE.get(spec.paper, "ref-anchored@0.5")
+    return out
+
+
+def _chapters(profile: str, only) -> list[str]:
+    from ..params import profiles_of, toc_notebooks
+
+    names = [n for n in toc_notebooks() if profile in profiles_of(n)]
+    if only:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise UsageError(f"not chapters of the {profile!r} profile: {unknown}; it has {names}")
+        names = [n for n in names if n in only]
+    return names
+
+
+def _needs_layers(chapter: str, profile: str) -> bool:
+    from ..params import load_params
+
+    return any(r["protocol"] in LAYER_PROTOCOLS for r in load_params(chapter, profile)["runs"].values())
+
+
+def _banner(notebook: Path, text: str) -> None:
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(text, metadata={"tags": ["rehearsal-banner"]}))
+    tmp = notebook.with_suffix(".ipynb.tmp")
+    nbformat.write(nb, tmp)
+    os.replace(tmp, notebook)
+
+
+def _paper_trials(chapter: str, profile: str) -> list[dict]:
+    """The reproduction catalogue's items of ``chapter`` run on ``profile``, with the paper's trial count."""
+    from ..papers import load_values
+    from ..tables.reproduction import _paper_trials as trials_of
+    from ..tables.reproduction import design_factors, load_catalog
+
+    values, factors = {p: load_values(p) for p in ("shovir", "modalens")}, design_factors()
+    out = []
+    for item in load_catalog():
+        if item.get("notebook") != chapter or profile not in (item.get("profiles") or []) or not item.get("trials"):
+            continue
+        out.append({"item": f"{item['paper']} {item['item']}", "paper_trials": int(round(trials_of(item, values, factors)))})
+    return out
+
+
+def _child(profile: str, chapter: str, out_dir: str, shards: int | None) -> int:
+    """In the chapter's own process: make its records (sharded when asked) and execute its notebook."""
+    from ..book.runner import execute_notebook, make_records
+
+    if shards:
+        subprocess.run([sys.executable, "-m", "shovir_core.cli", "run", chapter, "--profile", profile, "--shards",
+                        str(shards), "--executor", "local", "-q"], check=True)
+    ids = make_records(chapter, profile=profile, progress=False)
+    path = execute_notebook(chapter, profile=profile, run_ids=ids, output_dir=Path(out_dir))
+    # peak resident memory of this process and of the processes it waited for (the notebook's kernel,
+    # local shards): Linux reports ru_maxrss in KiB
+    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    print("REHEARSAL-RESULT " + json.dumps({"run_ids": ids, "notebook": str(path), "peak_mb": round(peak / 1024, 1)}),
+          flush=True)
+    return 0
+
+
+def _record_rows(run_ids: dict) -> list[dict]:
+    from ..records import load_run
+
+    rows = []
+    for key, run_id in run_ids.items():
+        protocol, name, h = run_id.split("/")
+        run = load_run(protocol, name, h)
+        rows.append({"key": key, "run_id": run_id, "protocol": protocol, "status": run.status,
+                     "trials": run.info.n_trials, "seconds": run.info.seconds,
+                     "model": (run.info.model or {}).get("id") if isinstance(run.info.model, dict) else None})
+    return rows
+
+
+def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: float = 1.0, seed: int = 0,
+             pixels: str = "small", shards: int | None = None, root: str | Path | None = None,
+             progress: bool = True) -> dict:
+    """Rehearse ``profile`` (``mimic`` or ``padchest``); returns the report (also written as JSON)."""
+    if profile not in ("mimic", "padchest"):
+        raise UsageError(f"rehearse: profile must be 'mimic' or 'padchest', got {profile!r}")
+    if shards is not None and shards < 1:
+        raise UsageError(f"rehearse: --shards must be at least 1, got {shards}")
+    root = Path(root) if root else rehearsal_root()
+    chapters = _chapters(profile, only)
+    tree_dir = root / "trees" / f"scale{scale:g}-seed{seed}-{pixels}"
+    t0 = time.monotonic()
+    tree = write_tree(tree_dir, scale=scale, seed=seed, pixels=pixels)
+    tree_seconds = time.monotonic() - t0
+    from .chexbert_stand_in import write_tiny_chexbert
+
+    chexbert_weights, chexbert_bert = write_tiny_chexbert(tree_dir / "chexbert-stand-in", seed=seed)
+    runs_root = root / "runs" / tree["sha256"][:12]
+    book_dir = root / "book" / profile / tree["sha256"][:12]
+    book_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, SHOVIR_MIMIC=str(tree_dir / "mimic"), SHOVIR_MIMIC_JPG=str(tree_dir / "mimic"),
+               SHOVIR_PADCHEST=str(tree_dir / "padchest-gr"), SHOVIR_RUNS=str(runs_root),
+               SHOVIR_CHEXBERT_WEIGHTS=str(chexbert_weights), SHOVIR_CHEXBERT_BERT=str(chexbert_bert),
+               **{REHEARSAL_ENV: tree["sha256"]})
+    report = {"profile": profile, "report": str(root / f"report-{profile}.json"), "scale": scale, "seed": seed, "pixels": pixels, "tree": str(tree_dir),
+              "tree_sha256": tree["sha256"], "tree_seconds": round(tree_seconds, 1), "planted": planted(scale).counts,
+              "runs_root": str(runs_root), "book": str(book_dir), "chapters": []}
+    from tqdm import tqdm
+
+    from ..models.registry import STAND_INS_ENV
+    from ..tables.reproduction import _command
+
+    for chapter in tqdm(chapters, desc=f"rehearse {profile}", unit="chapter", disable=not progress):
+        table = stand_ins(layers=_needs_layers(chapter, profile), override=stand_in)
+        cenv = dict(env, **{STAND_INS_ENV: json.dumps(table)})
+        log = book_dir / f"{chapter}.log"
+        start = time.monotonic()
+        with open(log, "w", encoding="utf-8") as fh:
+            proc = subprocess.Popen([sys.executable, "-m", "shovir_core.rehearsal.run", profile, chapter,
+                                     str(book_dir), str(shards or 0)], env=cenv, stdout=subprocess.PIPE,
+                                    stderr=fh, text=True)
+            out, _ = proc.communicate()
+        seconds = time.monotonic() - start
+        entry = {"chapter": chapter, "status": "ok" if proc.returncode == 0 else "failed",
+                 "seconds": round(seconds, 1), "log": str(log),
+                 "stand_ins": sorted(set(table.values())), "paper": _paper_trials(chapter, profile),
+                 "command": _command(chapter, [profile], shards=16)}
+        result = next((json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
+                       if line.startswith("REHEARSAL-RESULT ")), None)
+        if result is not None:
+            old = os.environ.get("SHOVIR_RUNS")
+            os.environ["SHOVIR_RUNS"] = str(runs_root)
+            try:
+                entry["records"] = _record_rows(result["run_ids"])
+            finally:
+                if old is None:
+                    os.environ.pop("SHOVIR_RUNS")
+                else:
+                    os.environ["SHOVIR_RUNS"] = old
+            entry["peak_mb"] = result["peak_mb"]
+            entry["trials"] = sum(r["trials"] or 0 for r in entry["records"])
+            for item in entry["paper"]:
+                item["difference"] = entry["trials"] - item["paper_trials"]
+            _banner(Path(result["notebook"]), BANNER.format(profile=profile, scale=scale,
+                                                           stand_ins=", ".join(entry["stand_ins"])))
+            entry["notebook"] = result["notebook"]
+        else:
+            entry["error"] = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
+        report["chapters"].append(entry)
+        (root / f"report-{profile}.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    report["seconds"] = round(time.monotonic() - t0, 1)
+    (root / f"report-{profile}.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    return report
+
+
+if __name__ == "__main__":  # the per-chapter child process of rehearse()
+    _profile, _chapter, _out, _shards = sys.argv[1:5]
+    sys.exit(_child(_profile, _chapter, _out, int(_shards) or None))

@@ -1,0 +1,51 @@
+"""A reduced rehearsal (1 % of the ModaLens cohort, one chapter) runs the real code path end to end:
+the synthetic tree, the stand-ins, the chapter's records and notebook in a child process, the guard,
+the banner and the report. (The book's Rehearsal chapter runs a reduced PadChest-GR one.)"""
+import json
+
+import nbformat
+import pytest
+
+from shovir_core.records import load_run
+from shovir_core.rehearsal.run import rehearse
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SHOVIR_RUNS", str(runs))
+    try:
+        yield rehearse("mimic", only=["modalens_tables"], scale=0.01, progress=False), runs, mp
+    finally:
+        mp.undo()
+
+
+def test_the_chapter_runs_to_the_end_with_stand_ins(report):
+    rep, runs, mp = report
+    (chapter,) = rep["chapters"]
+    assert chapter["status"] == "ok", chapter.get("error")
+    assert chapter["trials"] > 0 and chapter["peak_mb"] > 0 and chapter["seconds"] > 0
+    assert chapter["paper"] and chapter["paper"][0]["paper_trials"] > chapter["trials"]  # 2 % of the paper
+    assert "--profile mimic" in chapter["command"]
+    assert json.loads((runs / "rehearsal" / "report-mimic.json").read_text())["chapters"][0]["status"] == "ok"
+    mp.setenv("SHOVIR_RUNS", rep["runs_root"])
+    for r in chapter["records"]:
+        run = load_run(*r["run_id"].split("/"))
+        assert run.info.spec.get("dataset", "").startswith("mimic-jpg:")
+        text = json.dumps(run.manifest)
+        assert "stand_in" in text, f"{r['run_id']}: the record does not name its stand-in"
+        assert run.manifest.get("credentialed") is True  # the guard treats the synthetic tree as credentialed
+
+
+def test_every_executed_page_carries_the_banner(report):
+    rep, _, _ = report
+    nb = nbformat.read(rep["chapters"][0]["notebook"], as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and "Rehearsal — not a result" in nb.cells[0].source
+    assert "stand-in" in nb.cells[0].source
+
+
+def test_rehearsal_records_stay_out_of_the_users_runs(report):
+    rep, runs, _ = report
+    assert rep["runs_root"].startswith(str(runs / "rehearsal"))
+    assert not (runs / "modalens").exists()
