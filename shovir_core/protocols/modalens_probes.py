@@ -94,9 +94,9 @@ def _corpus_keys(full: dict) -> dict:
     with open(wikitext_file(os.path.expandvars(full["lens_corpus_path"])), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    if full["lens_corpus_sha256"] not in (None, h.hexdigest()):
-        raise SpecError(f"{PROTOCOL}: the corpus at {full['lens_corpus_path']!r} changed since the spec was resolved")
-    return {**out, "lens_corpus_path": full["lens_corpus_path"], "lens_corpus_sha256": h.hexdigest()}
+    pinned = {"lens_corpus_sha256": full["lens_corpus_sha256"]}
+    SPEC.pin(pinned, "lens_corpus_sha256", h.hexdigest(), what=f"the corpus at {full['lens_corpus_path']!r}")
+    return {**out, "lens_corpus_path": full["lens_corpus_path"], **pinned}
 _LENS = ("lens_corpus", "lens_steps", "lens_lr", "lens_batch_texts", "lens_max_tokens", "lens_seed", "lens_heldout",
          "lens_kl")
 
@@ -111,7 +111,7 @@ def _schema() -> SpecSchema:
         Field("probe_pool", (str, type(None)), None,
               doc="dataset of the disjoint cohort's pool (null: the evaluation dataset; the paper's: the "
                   "training split, mimic-jpg-train:$SHOVIR_MIMIC_JPG)"),
-        Field("probe_pool_sha256", (str, type(None)), None, doc="pinned content hash of probe_pool"),
+        Field("probe_pool_sha256", (str, type(None)), None, pin=True, doc="pinned content hash of probe_pool"),
         Field("probe_seed", int, 0, range=(0, None), doc="seed of the disjoint-cohort draw and the probe folds"),
         Field("probe_folds", int, 5, range=(2, None)),
         Field("probe_C", float, 1.0, range=(0.0, None), doc="inverse L2 strength of the logistic probe"),
@@ -122,7 +122,7 @@ def _schema() -> SpecSchema:
         Field("lens_corpus_path", (str, type(None)), None,
               doc="folder (or file) of a local WikiText-103 copy in its released format (wiki.train.tokens); "
                   "environment variables are expanded ($SHOVIR_WIKITEXT103)"),
-        Field("lens_corpus_sha256", (str, type(None)), None, doc="pinned SHA-256 of the corpus file"),
+        Field("lens_corpus_sha256", (str, type(None)), None, pin=True, doc="pinned SHA-256 of the corpus file"),
         Field("lens_max_texts", (int, type(None)), None, range=(2, None),
               doc="texts drawn with lens_seed from the corpus before the held-out split (null: all)"),
         Field("lens_steps", int, 200, range=(0, None)),
@@ -154,9 +154,9 @@ def resolve_spec(spec: dict) -> dict:
         out.update(_corpus_keys(full))
     if full["analysis"] == "probe" and full["probe_pool"] is not None:  # absent when null: identity unchanged
         pool = ml._dataset(full["probe_pool"])
-        if full["probe_pool_sha256"] not in (None, pool.manifest_hash):
-            raise SpecError(f"{PROTOCOL}: probe_pool {full['probe_pool']!r} changed since the spec was resolved")
-        out.update(probe_pool=full["probe_pool"], probe_pool_sha256=pool.manifest_hash)
+        pinned = {"probe_pool_sha256": full["probe_pool_sha256"]}
+        SPEC.pin(pinned, "probe_pool_sha256", pool.manifest_hash, what=f"probe_pool {full['probe_pool']!r}")
+        out.update(probe_pool=full["probe_pool"], **pinned)
     return out
 
 

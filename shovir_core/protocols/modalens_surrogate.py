@@ -46,8 +46,8 @@ SPEC = SpecSchema(PROTOCOL, [
     Field("ssim_threshold", float, 0.9, range=(0.0, 1.0)),
     Field("n_patients", (int, type(None)), None, range=(1, None), doc="patient subset (null: all)"),
     Field("subset_seed", int, 0, range=(0, None)),
-    Field("dataset_sha256", (str, type(None)), None, doc="pinned dataset content hash"),
-    Field("surrogate_id", (str, dict, type(None)), None,
+    Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned dataset content hash"),
+    Field("surrogate_id", (str, dict, type(None)), None, pin=True,
           doc="pinned surrogate identity (the reference CNN's fingerprint, or TorchXRayVision's weight name)"),
     Field("batch_images", int, 512, range=(1, None), execution=True, doc="images per record part"),
 ])
@@ -68,13 +68,8 @@ def resolve_spec(spec: dict) -> dict:
     """Fill defaults, validate, and pin the dataset hash and the surrogate's identity."""
     out = SPEC.resolve(spec)
     ds = _ml._dataset(out["dataset"])
-    if spec.get("dataset_sha256") not in (None, ds.manifest_hash):
-        raise SpecError(f"{PROTOCOL}: dataset {out['dataset']!r} changed since the spec was resolved")
-    out["dataset_sha256"] = ds.manifest_hash
-    ident = _surrogate_id(out["surrogate"])
-    if spec.get("surrogate_id") not in (None, ident):
-        raise SpecError(f"{PROTOCOL}: surrogate {out['surrogate']!r} changed since the spec was resolved")
-    out["surrogate_id"] = ident
+    SPEC.pin(out, "dataset_sha256", ds.manifest_hash, what=f"dataset {out['dataset']!r}")
+    SPEC.pin(out, "surrogate_id", _surrogate_id(out["surrogate"]), what=f"surrogate {out['surrogate']!r}")
     if out["surrogate"] == "reference" and out["xrv_weights"] is not None:
         raise SpecError(f"{PROTOCOL}: xrv_weights is for surrogate: torchxrayvision")
     return out
