@@ -148,7 +148,7 @@ book.glue_values("ml.g.paper", {k: int(published_value("modalens", id=i)) for k,
 # {glue:text}`ml.g.t15.composite.n_label_changed` of the {glue:text}`ml.g.t15.all14.n_label_changed`
 # label changes. The finding-specific modality cells of Table 15 are in the modality-ablation chapter.
 #
-# Table 15's second column: the same 13-finding rows for the second model (the paper's MedGemma-4B; the
+# Table 15's second column: the same finding-specific rows (composite left out) for the second model (the paper's MedGemma-4B; the
 # records of the other-models chapter).
 
 # %% tags=["nbval-check-output"]
@@ -163,7 +163,7 @@ book.glue_values("ml.g", v15b, runs=runs)
 book.glue("ml.g.second_model", second_model, runs=runs)
 
 # %% [markdown]
-# For {glue:text}`ml.g.second_model` the 13-finding report effect is {glue:text}`ml.g.t15.second.diff_pp:.2f`
+# For {glue:text}`ml.g.second_model` the finding-specific report effect is {glue:text}`ml.g.t15.second.diff_pp:.2f`
 # points [{glue:text}`ml.g.t15.second.diff_lo_pp:.2f`, {glue:text}`ml.g.t15.second.diff_hi_pp:.2f`]
 # ({glue:text}`ml.g.t15.second.fr_present:.2%` with the report, {glue:text}`ml.g.t15.second.fr_absent:.2%`
 # without it).
