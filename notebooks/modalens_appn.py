@@ -40,6 +40,9 @@ n_perm = None
 still_apart_tv = None
 bootstrap_seed = None
 reproduces_paper = None
+disagreement_layer = None
+agreement_layer = None
+difference_layer = None
 
 # %%
 import matplotlib.pyplot as plt
@@ -47,6 +50,7 @@ import matplotlib.pyplot as plt
 from shovir_core import book
 from shovir_core.models.ref_vlm import PLANTED_FACTS
 from shovir_core.book import figures
+from shovir_core.book.paper_section import paper_section
 from shovir_core.tables import modalens_appn as an
 
 runs = book.load_runs("modalens_appn", profile=profile, run_ids=run_ids)
@@ -107,15 +111,68 @@ book.glue_values("mln.lens", lv, runs=runs)
 
 # %% tags=["nbval-check-output"]
 one_q_ids = set(trials["ko_report"]["trial_id"])
-settle = an.settling_table(trials["lens_P"][trials["lens_P"]["trial_id"].isin(one_q_ids)],
-                           trials["lens_A"][trials["lens_A"]["trial_id"].isin(one_q_ids)], n_perm=n_perm,
-                           seed=bootstrap_seed)
-book.show(settle, runs=runs, name="ml-appn-settling")
+settle = an.settling_table(trials["lens_P_1q"], trials["lens_A_1q"], n_perm=n_perm, seed=bootstrap_seed,
+                           n_draws=n_draws)
+book.show(settle, runs=runs, name="ml-appn-settling", intervals={"value": ("lo", "hi")})
 
 # %%
 sv = settle.values
-assert sv["n_trials"] == len(one_q_ids), "both lens records hold every one-question trial"
+assert sv["n_trials"] == len(one_q_ids), "the one-question lens records hold the knockout's trials"
+assert sv["paired_mean_diff_lo"] <= sv["paired_mean_diff"] <= sv["paired_mean_diff_hi"]
 book.glue_values("mln.settle", sv, runs=runs)
+
+# %% [markdown]
+# **Two layers with intervals.** The paper reads the lens at two depths: the disagreement between the two
+# images at its layer-25 excursion, with and without the report and as a paired difference, and the
+# balanced agreement of the projection with the model's own output at layer 46, the first layer that
+# clears the constant baseline. This profile reads layers {glue:text}`mln.at.disagreement_layer` and
+# {glue:text}`mln.at.agreement_layer` (the chapter's parameters `disagreement_layer`, `agreement_layer`;
+# the `mimic` profile sets the paper's) on the all-14 trials, with patient-clustered intervals.
+
+# %% tags=["nbval-check-output"]
+at = an.layer_intervals(trials["lens_P"], trials["lens_A"], disagreement_layer=disagreement_layer,
+                        agreement_layer=agreement_layer, n_draws=n_draws, seed=bootstrap_seed)
+book.show(at, runs=runs, name="ml-appn-layers", intervals={"value": ("lo", "hi")})
+
+# %%
+atv = at.values
+for arm in ("present", "absent"):
+    assert atv[f"{arm}.disagreement_lo"] <= atv[f"{arm}.disagreement"] <= atv[f"{arm}.disagreement_hi"]
+book.glue_values("mln.at", atv, runs=runs)
+
+# %% [markdown]
+# At layer {glue:text}`mln.at.disagreement_layer` the projected answers of the two images disagree on
+# {glue:text}`mln.at.present.disagreement:.4f` of trials with the report
+# [{glue:text}`mln.at.present.disagreement_lo:.3f`, {glue:text}`mln.at.present.disagreement_hi:.3f`] and
+# {glue:text}`mln.at.absent.disagreement:.4f` without it
+# [{glue:text}`mln.at.absent.disagreement_lo:.3f`, {glue:text}`mln.at.absent.disagreement_hi:.3f`], a paired
+# difference of {glue:text}`mln.at.disagreement_diff_pp:+.1f` points
+# [{glue:text}`mln.at.disagreement_diff_pp_lo:+.1f`, {glue:text}`mln.at.disagreement_diff_pp_hi:+.1f`]. At layer
+# {glue:text}`mln.at.agreement_layer` the projection's balanced agreement with the output is
+# {glue:text}`mln.at.present.balanced_agreement:.3f`
+# [{glue:text}`mln.at.present.balanced_agreement_lo:.3f`, {glue:text}`mln.at.present.balanced_agreement_hi:.3f`]
+# with the report and {glue:text}`mln.at.absent.balanced_agreement:.3f`
+# [{glue:text}`mln.at.absent.balanced_agreement_lo:.3f`, {glue:text}`mln.at.absent.balanced_agreement_hi:.3f`]
+# without it.
+#
+# **Calibration over every lens arm.** The paper finds the same first informative layer in all eight
+# arms (all-14 and one-question, with and without the report, image first and text first). The demo runs
+# the one-question arms in both orders and the all-14 arms image first only (to stay fast); the `mimic`
+# profile runs all eight.
+
+# %% tags=["nbval-check-output"]
+lens_arms = {key.removeprefix("lens_"): t for key, t in trials.items() if key.startswith("lens_")}
+calib = an.calibration_table(lens_arms, n_draws=n_draws, seed=bootstrap_seed)
+book.show(calib, runs=runs, name="ml-appn-calibration", intervals={"depth": ("depth_lo", "depth_hi")})
+
+# %%
+cv = calib.values
+assert cv["n_arms"] == len(lens_arms) >= 6
+book.glue_values("mln.calib", cv, runs=runs)
+
+# %% [markdown]
+# Over the {glue:text}`mln.calib.n_arms` lens arms the calibration depth runs from layer
+# {glue:text}`mln.calib.min_depth` to {glue:text}`mln.calib.max_depth`.
 
 # %%
 frame = lens.frame
@@ -160,11 +217,26 @@ book.show(fig, runs=runs, name="ml-appn-lens",
 # {glue:text}`mln.settle.median_abs_diff_null_mean:.2f` when the pairing is shuffled within finding
 # (p = {glue:text}`mln.settle.median_abs_diff_p:.2g`).
 #
-# **Table 27 (still apart).** With the report, {glue:text}`mln.lens.present.n_still_apart` trials end with
-# the two images' yes/no distributions more than {glue:text}`mln.lens.tv` apart in total variation against
-# {glue:text}`mln.lens.present.n_flips` flips ({glue:text}`mln.lens.present.n_still_apart_not_flipped`
-# apart without flipping); without it {glue:text}`mln.lens.absent.n_still_apart` against
-# {glue:text}`mln.lens.absent.n_flips`.
+# **Table 27 (still apart).** On the all-14 trials with the report, {glue:text}`mln.lens.present.n_still_apart`
+# trials end with the two images' yes/no distributions more than {glue:text}`mln.lens.tv` apart in total
+# variation against {glue:text}`mln.lens.present.n_flips` flips
+# ({glue:text}`mln.lens.present.n_still_apart_not_flipped` apart without flipping); without it
+# {glue:text}`mln.lens.absent.n_still_apart` against {glue:text}`mln.lens.absent.n_flips`. The paper's
+# Table 27 counts on the knockout's one-question trials with the report, image first and text first:
+
+# %% tags=["nbval-check-output"]
+t27 = an.still_apart_table({"image_first": trials["lens_P_1q"], "text_first": trials["lens_P_1q_tf"]}, tv=still_apart_tv)
+book.show(t27, runs=runs, name="ml-appn-t27")
+
+# %%
+t27v = t27.values
+assert t27v["image_first.n_trials"] == t27v["text_first.n_trials"] == len(one_q_ids)
+book.glue_values("mln.t27", t27v, runs=runs)
+
+# %% [markdown]
+# Image first, {glue:text}`mln.t27.image_first.n_still_apart` pairs stay apart against
+# {glue:text}`mln.t27.image_first.n_flips` flips; text first, {glue:text}`mln.t27.text_first.n_still_apart`
+# against {glue:text}`mln.t27.text_first.n_flips`.
 #
 # ## N.2 Attention knockout: Figure 7
 #
@@ -173,17 +245,27 @@ book.show(fig, runs=runs, name="ml-appn-lens",
 # report line for the answer query only (`report_answer`) and for every non-image query
 # (`report_all`); controls: the question line (`question`), the first report tokens matched in number
 # to the question (`report_matched`), and image tokens matched in number to the report
-# (`image_matched`). Intervals are patient-clustered bootstraps.
+# (`image_matched`); and the wide block at its start layer only (`report_single`). Intervals are
+# patient-clustered bootstraps.
+#
+# **The paper's design.** ModaLens runs the knockout on a case sample of the one-question cohort (its
+# case, patient and decisive counts are glued below from this run) at a subset of the decoder layers, with
+# the explicit answer instruction in the prompt (the question control blocks the question and the
+# instruction). The paper names neither the draw nor the layers; the `mimic` profile chooses, as options of
+# the `modalens-layers` protocol (`knockout_n_patients`, `knockout_n_cases`, `knockout_n_decisive`,
+# `knockout_case_seed`, `knockout_layers`): the patients are drawn first, each gives one case (a decisive
+# one where it has any), the rest are filled in a seeded order; a case is **decisive** when the swap changes
+# the asked finding's label (the right answer changes with the image); the layers are every fourth from the
+# first to the sixtieth plus every layer of the region the paper discusses (twenty-two to twenty-seven). The
+# one-question lens arms run the same sample, so Table 27 and the in-run endpoints are on the knockout's cases.
 
 # %% tags=["nbval-check-output"]
 arms = {"report_answer": trials["ko_report"], "report_all": trials["ko_report_all"],
-        "report_matched": trials["ko_report_matched"], "question": trials["ko_question"],
-        "image_matched": trials["ko_image"]}
+        "report_single": trials["ko_report_single"], "report_matched": trials["ko_report_matched"],
+        "question": trials["ko_question"], "image_matched": trials["ko_image"]}
 ko = an.knockout_table(arms, n_draws=n_draws, seed=bootstrap_seed)
 book.show(ko, runs=runs)
-base = an.planted_facts(trials["lens_P"][trials["lens_P"]["trial_id"].isin(one_q_ids)],
-                        trials["lens_A"][trials["lens_A"]["trial_id"].isin(one_q_ids)], n_draws=n_draws,
-                        seed=bootstrap_seed)
+base = an.planted_facts(trials["lens_P_1q"], trials["lens_A_1q"], n_draws=n_draws, seed=bootstrap_seed)
 
 # %%
 kv, bv = ko.values, base.values
@@ -194,11 +276,39 @@ if not reproduces_paper:
     assert kv["image_matched.L0.hi"] < kv["report_all.L0.lo"], "the matched image-span control does not"
 book.glue_values("mln.ko", kv, runs=runs)
 book.glue_values("mln.ko_base", bv, runs=runs)
+wide = trials["ko_report_all"]
+design = {"n_cases": wide["case_id"].nunique(), "n_patients": wide["patient_id"].nunique(),
+          "n_decisive": int((wide.groupby("case_id")["label_changed"].max() == 1).sum()),
+          "n_layers": len(set(ko.frame["start_layer"]))}
+book.glue_values("mln.design", design, runs=runs)
+
+# %% [markdown]
+# The knockout runs {glue:text}`mln.design.n_cases` cases of {glue:text}`mln.design.n_patients` patients,
+# {glue:text}`mln.design.n_decisive` of them decisive, at {glue:text}`mln.design.n_layers` start layers.
+#
+# **Report-specific?** The report arm's flip rate minus each control's, paired by trial (wide scope,
+# cumulative), on all cases and on the decisive ones (ModaLens App. N.2 reads the paired difference at
+# its layer sixteen; this profile compares at `difference_layer`, {glue:text}`mln.ko_diff.layer`).
+
+# %% tags=["nbval-check-output"]
+controls = {"question": trials["ko_question"], "image_matched": trials["ko_image"]}
+ko_diff = an.knockout_difference(wide, controls, n_draws=n_draws, seed=bootstrap_seed)
+decisive_ids = wide.loc[wide["label_changed"] == 1, "trial_id"]
+ko_diff_dec = an.knockout_difference(wide, controls, n_draws=n_draws, seed=bootstrap_seed, subset=decisive_ids)
+book.show(ko_diff, runs=runs, name="ml-appn-ko-diff", intervals={"diff": ("lo", "hi")})
+book.show(ko_diff_dec, runs=runs, name="ml-appn-ko-diff-decisive", intervals={"diff": ("lo", "hi")},
+          caption="As the table above, on the decisive cases only.")
+
+# %%
+dv = ko_diff.values
+assert f"image_matched.L{difference_layer}_pp" in dv, "the comparison layer is one the knockout ran"
+book.glue_values("mln.ko_diff", {**dv, "layer": difference_layer}, runs=runs)
+book.glue_values("mln.ko_diff_dec", ko_diff_dec.values, runs=runs)
 
 # %%
 fig, ax = plt.subplots(figsize=figures.column_figsize(4.5))
 groups = list(ko.frame.groupby("arm", sort=False))  # arms carry readable labels (KNOCKOUT_ARM_LABELS)
-for k, ((arm, f), marker) in enumerate(zip(groups, "osD^v")):
+for k, ((arm, f), marker) in enumerate(zip(groups, "osD^vP")):
     x = f["start_layer"] + 0.08 * (k - (len(groups) - 1) / 2)  # dodged so overlapping arms stay visible
     ax.errorbar(x, 100 * f["flip_rate"], yerr=[100 * (f["flip_rate"] - f["flip_rate_lo"]),
                                               100 * (f["flip_rate_hi"] - f["flip_rate"])],
@@ -286,6 +396,28 @@ book.glue_values("mln.n4", n4v, runs=runs)
 #
 # Residual patching and steering (Table 25), and probes and the tuned lens (Tables 26, 34), are the
 # following chapters.
+#
+# ## The paper's values beside this run's
+#
+# Appendix N.1 and N.2's printed values beside this run's (in the paper's setting only a verdict is
+# judged; the layer-specific values at the layers the profile names).
+
+# %% tags=["nbval-check-output"]
+single = ko.frame[ko.frame["arm"] == an.KNOCKOUT_ARM_LABELS["report_single"]]["flip_rate"]
+answer_only = ko.frame[ko.frame["arm"] == an.KNOCKOUT_ARM_LABELS["report_answer"]]["flip_rate"]
+first = min(ko.frame["start_layer"])
+mine = {**{f"lens.{k}": v for k, v in lv.items()}, **{f"at.{k}": v for k, v in atv.items()},
+        **{f"settle.{k}": v for k, v in sv.items()}, **{f"t27.{k}": v for k, v in t27v.items()},
+        **{f"ko.{k}": v for k, v in design.items()},
+        "ko.report_all.first.flip_rate": kv[f"report_all.L{first}.flip_rate"],
+        "ko.end_P": bv["present.flip_rate"], "ko.end_A": bv["absent.flip_rate"],
+        "ko.single.max_flip_rate": float(single.max()), "ko.report_answer.max_flip_rate": float(answer_only.max()),
+        "ko.diff.image_matched.at_pp": dv[f"image_matched.L{difference_layer}_pp"]}
+vs_paper, _ = paper_section("mln", mine, an.PAPER_KEYS, reproduces_paper=reproduces_paper, runs=runs,
+                            name="ml-appn-paper-vs-run")
+
+# %%
+assert vs_paper.values["n_missing"] == 0, "every published N.1-N.2 value has a run value"
 
 # %% [markdown]
 # ## Records read

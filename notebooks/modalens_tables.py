@@ -56,6 +56,7 @@ import pandas as pd
 from shovir_core import book
 from shovir_core.protocols import modalens as ml
 from shovir_core.tables import modalens as mt
+from shovir_core.tables import modalens_design as design
 from shovir_core.tables import paper_vs_run as pvr
 
 runs = book.load_runs("modalens_tables", profile=profile, run_ids=run_ids)
@@ -104,6 +105,49 @@ book.glue("ml.n_draws_primary", n_draws_primary, runs=runs)
 book.glue("ml.n_draws", n_draws, runs=runs)
 book.glue("ml.bootstrap_seed", bootstrap_seed, runs=runs)
 book.glue_values("ml", t1.values, runs=runs)
+
+
+# %% [markdown]
+# **Pair composition by view (Table 7).** The substitute's view position is not matched to the source's;
+# per pair type, the cases by source and substitute view (blank: a frontal image kept by its view code).
+
+# %% tags=["nbval-check-output"]
+t7 = design.view_pairs_table(trials["P"]).with_runs(runs)
+book.show(t7, runs=runs, name="ml-t7-views")
+
+# %%
+v7 = t7.values
+assert v7["n_cases"] == v1["t1.cases"] == v7["n_same_view"] + v7["n_view_changed"]
+book.glue_values("ml.t7", v7, runs=runs)
+
+# %% [markdown]
+# {glue:text}`ml.t7.n_view_changed:,d` of the {glue:text}`ml.t7.n_cases:,d` pairs change view position.
+#
+# **The questions (Table 8).** Each finding's question in the default template and in the second
+# template of Appendix L, with the cases whose source image's target is yes and no.
+
+# %% tags=["nbval-check-output"]
+t8 = design.questions_table(trials["P"]).with_runs(runs)
+book.show(t8, runs=runs, name="ml-t8-questions")
+
+# %%
+v8 = t8.values
+assert v8["n_questions"] == 14
+assert all(v8[f"{q}.target_yes"] + v8[f"{q}.target_no"] == v1["t1.cases"] for q in t8.frame["question_id"])
+book.glue_values("ml.t8", v8, runs=runs)
+
+# %% [markdown]
+# **Answer tokens (App. I).** The lowercase readout compares the logits of one `yes` and one `no`
+# token; the token-family readout pools each word's case and leading-space variants. The ids below are
+# the registry's, checked against each model's tokenizer when it loads (a mismatch is an error).
+
+# %% tags=["nbval-check-output"]
+tokens = design.answer_token_table()
+book.show(tokens, runs=[], name="ml-appi-tokens")
+
+# %%
+assert tokens.values["n_models"] >= 2
+book.glue_values("ml.appi", tokens.values, runs=[])
 
 # %% [markdown]
 # The prespecified-six design keeps the findings whose source yes-rate lies between
@@ -211,6 +255,26 @@ assert np.isclose(v5["t5.plain.lowercase.present.flip_rate"], v2["t2.one_q.prese
 book.glue_values("ml", t5.values, runs=runs)
 
 # %% [markdown]
+# The instruction's shift of the report-absent flip rate depends on the readout: the plain prompt's
+# "no" answers often open with words other than the lowercase token, which the instruction removes.
+# Paired by trial, instructed − plain, with patient-clustered intervals:
+
+# %% tags=["nbval-check-output"]
+t5s = mt.instruction_shift(primary, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
+book.show(t5s, runs=runs, name="ml-t5-shift", intervals={"shift": ("lo", "hi")})
+
+# %%
+v5s = {f"t5.{k}": v for k, v in t5s.values.items()}
+assert v5s["t5.shift.family.absent_pp_lo"] <= v5s["t5.shift.family.absent_pp"] <= v5s["t5.shift.family.absent_pp_hi"]
+book.glue_values("ml", v5s, runs=runs)
+
+# %% [markdown]
+# Under the lowercase readout the instruction moves the report-absent flip rate by
+# {glue:text}`ml.t5.shift.lowercase.absent_pp:+.1f` points; under the token family by
+# {glue:text}`ml.t5.shift.family.absent_pp:+.1f` [{glue:text}`ml.t5.shift.family.absent_pp_lo:+.1f`,
+# {glue:text}`ml.t5.shift.family.absent_pp_hi:+.1f`].
+
+# %% [markdown]
 # ## Paper vs this run
 #
 # The paper's values (MedGemma-27B on {glue:text}`ml.paper.n_cases:,d` MIMIC-CXR cases) beside this run's,
@@ -223,7 +287,7 @@ book.glue_values("ml", t5.values, runs=runs)
 
 # %% tags=["nbval-check-output"]
 table_rows = tuple(r for r in pvr.MODALENS_ROWS if r.key.split(".")[0] in ("t2", "t3", "t4", "t5"))
-vs_paper = pvr.paper_vs_run({**v2, **v3, **v4, **v5}, paper="modalens", rows=table_rows,
+vs_paper = pvr.paper_vs_run({**v2, **v3, **v4, **v5, **v5s}, paper="modalens", rows=table_rows,
                             same_setting=reproduces_paper, setting="MedGemma-27B on MIMIC-CXR", runs=runs)
 book.show(vs_paper, runs=runs, name="ml-paper-vs-run", groups="section",
           intervals={"paper": ("paper_lo", "paper_hi")}, missing={"run": "not run"})

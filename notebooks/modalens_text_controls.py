@@ -14,7 +14,7 @@
 # # ModaLens: what in the report's text anchors the answer (Table 18, Figure 5)
 #
 # With the full report MedGemma-27B's one-question answer changes with the image on
-# {glue:text}`ml.tc.paper.tc.full.flip_rate:.2%` of cases and without it on
+# {glue:text}`ml.tc.paper.tc.rerun.rerun.flip_rate:.2%` of cases and without it on
 # {glue:text}`ml.tc.paper.tc.absent.flip_rate:.1%`. The text-content controls replace the report by
 # text that keeps some of its properties and drops others: length-matched neutral prose, clinical
 # boilerplate, the report without the sentences that name the asked finding, a single sentence
@@ -87,6 +87,22 @@ if runs["answer_sentence"].manifest["spec"]["model"].startswith("ref-anchored@")
 book.glue_values("ml", v, runs=runs)
 
 # %% [markdown]
+# **Re-run.** The paper's full-report row is a second run of the one-question full arm on the same cases
+# (a `replicate` record here, computed afresh outside the other arms' inference cache), beside the first:
+
+# %% tags=["nbval-check-output"]
+rerun = tct.rerun_table(trials["full"], trials["full_rerun"], n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
+book.show(rerun, runs=runs, name="ml-tc-rerun", intervals={"flip_rate": ("lo", "hi")})
+
+# %%
+v_rerun = rerun.values
+assert v_rerun["tc.rerun.n_cases_differ"] >= abs(v_rerun["tc.rerun.flips_diff"])
+book.glue_values("ml", v_rerun, runs=runs)
+
+# %% [markdown]
+# The re-run flips {glue:text}`ml.tc.rerun.rerun.flips` cases against {glue:text}`ml.tc.rerun.original.flips`;
+# {glue:text}`ml.tc.rerun.n_cases_differ` cases flip in one run and not the other.
+#
 # With the demo model the full report gives a flip rate of {glue:text}`ml.tc.full.flip_rate:.2%`,
 # no report {glue:text}`ml.tc.absent.flip_rate:.2%`, neutral prose
 # {glue:text}`ml.tc.neutral_prose.flip_rate:.2%`, boilerplate {glue:text}`ml.tc.boilerplate.flip_rate:.2%`
@@ -168,7 +184,7 @@ else:  # no reference-model arms in this profile: the validation is not run here
 # ## Paper vs this run, and the audit's checks
 
 # %% tags=["nbval-check-output"]
-vs_paper, audit_table = paper_section("ml.tc", v, tct.PAPER_KEYS, reproduces_paper=reproduces_paper,
+vs_paper, audit_table = paper_section("ml.tc", {**v, **v_rerun}, tct.PAPER_KEYS, reproduces_paper=reproduces_paper,
                                       runs=runs, name="ml-tc-paper-vs-run", audit_prefixes=tct.AUDIT_PREFIXES,
                                       must_hold=("tc.removed_vs_absent.diff_pp",
                                                  "tc.findings_only.vs_full.diff_pp",

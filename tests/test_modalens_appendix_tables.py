@@ -244,6 +244,8 @@ def test_every_table_displays_distinct_headers(anchored):
     P, A = anchored["full"], anchored["image+q"]
     tables = [fn(P, A, n_draws=20, seed=0) for fn in (g.weighting_table, g.policy_table, g.composite_excluded,
                                                       g.transitions_table, g.aligned_by_finding)]
+    tables.append(g.second_model_t15(P, A, model="second", n_draws=20, seed=0))
+    assert set(tables[-1].frame["model"]) == {"second"} and "t15.second.diff_pp" in tables[-1].values
     tables += [ab.modality_ablation(anchored, n_draws=20, seed=0), ab.one_question_ablation(anchored, n_draws=20, seed=0),
                ab.per_finding_table(anchored)]
     rows, dist_trials = _planted_rows(n=200, k=40)

@@ -9,8 +9,8 @@ import pytest
 from shovir_core.metrics.surrogate import (HEAD_TO_FINDING, SURROGATE_FINDINGS, XRV_PATHOLOGIES, center_crop,
                                            finding_scores, op_norm, surrogate_call, xrv_normalize, xrv_preprocess)
 from shovir_core.models.spec import ModelNotAvailableError
-from shovir_core.models.xrv import (XRV_WEIGHTS_FILE, XRVSurrogate, image_scores, load_xrv, score_images,
-                                    tiny_xrv_densenet, xrv_weights_path)
+from shovir_core.models.xrv import (XRV_WEIGHTS_FILE, ReferenceSurrogate, XRVSurrogate, image_scores, load_xrv,
+                                    score_images, tiny_xrv_densenet, xrv_weights_path)
 from shovir_core.tables import modalens_appk as tk
 
 
@@ -148,10 +148,37 @@ def test_params_demo_reuse_the_tables_records_and_mimic_resolves(monkeypatch):
     demo, tables = load_params("modalens_appk", "demo"), load_params("modalens_appk", "mimic")
     ref = load_params("modalens_tables", "demo")["runs"]
     assert demo["runs"]["P"] == ref["P"] and demo["runs"]["A"] == ref["A"]
-    assert demo["parameters"]["surrogate"] == "reference" and tables["parameters"]["surrogate"] == "torchxrayvision"
+    assert demo["runs"]["scores"]["spec"]["surrogate"] == "reference"
+    assert tables["runs"]["scores"]["spec"]["surrogate"] == "torchxrayvision"
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(Path(__file__).parent / "fixtures" / "mimic_jpg"))
-    for r in tables["runs"].values():
-        assert protocols.resolve(r["protocol"], r["spec"])["model"] == "medgemma-27b"
+    for key, r in tables["runs"].items():
+        spec = protocols.resolve(r["protocol"], r["spec"])
+        if key == "scores":  # the surrogate scores the cohort of the P and A records
+            p = protocols.resolve("modalens", tables["runs"]["P"]["spec"])
+            assert all(spec[k] == p[k] for k in ("dataset_sha256", "ssim_size", "n_patients", "substitute_seed"))
+            assert spec["surrogate_id"] == "torchxrayvision:densenet121-res224-chex"
+        else:
+            assert spec["model"] == "medgemma-27b"
+
+
+def test_surrogate_record_holds_the_scores_of_every_shown_image(runs_root):
+    from shovir_core.data import load_dataset
+    from shovir_core.protocols import modalens as ml
+    from shovir_core.protocols import run
+
+    spec = {"dataset": "demo-64px", "ssim_size": 64, "n_patients": 4, "surrogate": "reference"}
+    rec = run("modalens-surrogate", "t.scores", dict(spec), progress=False)
+    scores = tk.record_scores(rec.trials)
+    cases, _ = ml.build_cases(ml.resolve_spec({"dataset": "demo-64px", "ssim_size": 64, "n_patients": 4}))
+    shown = sorted(set(cases["image_id"]) | set(cases["sub_image_id"]))
+    assert sorted(scores["normalised"]) == sorted(scores["raw"]) == shown
+    ds = load_dataset("demo-64px")
+    direct = score_images(ReferenceSurrogate(), ds.load_image, shown[:3], kind="raw")
+    for i in shown[:3]:
+        assert scores["raw"][i] == pytest.approx(direct[i])
+    assert rec.manifest["counts"]["n_images"] == len(shown)
+    with pytest.raises(ValueError, match="xrv_weights"):
+        run("modalens-surrogate", "t.bad", {**spec, "xrv_weights": "x.pt"}, progress=False)
 
 
 def test_equals_the_packages_own_functions_and_densenet_when_installed(tmp_path, monkeypatch):

@@ -90,3 +90,16 @@ def test_tuned_lens_table(check_table):
     # tuned layer 1: c yes, no (2/2), d yes, yes (2/2) -> 1 > 0.75: tuned above at one layer
     assert f.loc[("tuned", 1), "agreement_final"] == 1.0
     assert v["present.agree.endpoint_equal"] and v["present.agree.n_layers_tuned_above"] == 1
+
+
+def test_training_log_reads_the_best_loss_at_the_papers_steps():
+    import json as _json
+
+    from shovir_core.tables import modalens_appn_probes as _tp
+
+    loss = [900.0 - k for k in range(1200)]
+    counts = {"lens_training": _json.dumps({"steps": 1200, "n_texts": 50, "loss": loss})}
+    log = _tp.training_log(counts)
+    assert log.values["best_loss.100"] == 801.0 and log.values["best_loss.1000"] == -99.0
+    assert "best_loss.2000" not in log.values and list(log.frame["steps"]) == [100, 1000]
+    assert set(_tp.PAPER_KEYS) >= {f"lens.best_loss.{s}" for s in _tp.LOG_STEPS}

@@ -85,3 +85,33 @@ def test_settling_table_pairs_trials_and_reads_the_nulls():
     expect = ly.settling_layer(ly.margins(lens_array(p["lens_c"]))).mean() - 3
     assert v["absent.median"] == 3 and v["paired_mean_diff"] == pytest.approx(expect)
     assert v["paired_mean_diff_p"] < 0.05 and v["n_trials"] == 90
+    assert v["paired_mean_diff_lo"] <= v["paired_mean_diff"] <= v["paired_mean_diff_hi"] < 0, "an interval, not only p"
+
+
+def test_layer_intervals_give_the_paired_difference_and_the_balanced_agreement():
+    p, a = _trials(90, seed=0, flip_share=0.3), _trials(90, seed=0, flip_share=0.3)
+    v = an.layer_intervals(p, a, disagreement_layer=3, agreement_layer=3, n_draws=200, seed=0).values
+    flips = (p["readout_c"] != p["readout_d"]).mean()
+    assert v["present.disagreement"] == pytest.approx(flips) and v["disagreement_diff_pp"] == 0.0
+    assert v["present.balanced_agreement"] == 1.0, "the output layer agrees with itself"
+    assert v["present.disagreement_lo"] <= flips <= v["present.disagreement_hi"]
+    calm = _trials(90, seed=0, flip_share=0.0)
+    d = an.layer_intervals(p, calm, disagreement_layer=3, agreement_layer=0, n_draws=200, seed=0).values
+    assert d["disagreement_diff_pp"] == pytest.approx(100 * flips) and d["disagreement_diff_pp_lo"] > 0
+    assert d["present.balanced_agreement_lo"] <= d["present.balanced_agreement"] <= d["present.balanced_agreement_hi"]
+    with pytest.raises(ValueError, match="outside"):
+        an.layer_intervals(p, a, disagreement_layer=4, agreement_layer=0, n_draws=10, seed=0)
+
+
+def test_still_apart_counts_and_knockout_difference():
+    t, calm = _trials(60, seed=2, flip_share=0.3), _trials(60, seed=2, flip_share=0.0)
+    t27 = an.still_apart_table({"image_first": t, "text_first": calm}).values
+    assert t27["image_first.n_flips"] == int((t["readout_c"] != t["readout_d"]).sum()) > 0
+    assert t27["text_first.n_flips"] == 0 == t27["text_first.n_still_apart"], "identical images are never apart"
+    assert 0 < t27["image_first.n_still_apart"] <= 60
+    diff = an.knockout_difference(t, {"image_matched": calm}, n_draws=200, seed=0)
+    v = diff.values
+    assert v["image_matched.L2_pp"] == pytest.approx(100 * t27["image_first.n_flips"] / 60)
+    assert v["image_matched.L2_pp_lo"] > 0 and diff.frame["clears_zero"].any()
+    half = an.knockout_difference(t, {"image_matched": calm}, n_draws=50, seed=0, subset=t["trial_id"][:30])
+    assert (half.frame["n_trials"] == 30).all()

@@ -110,6 +110,7 @@ def test_probe_chapter_params_resolve(profile, monkeypatch):
     from shovir_core.params import load_params
 
     monkeypatch.setenv("SHOVIR_MIMIC_JPG", str(FIXTURE))
+    monkeypatch.setenv("SHOVIR_WIKITEXT103", str(Path(__file__).parent / "fixtures" / "wikitext103"))
     params = load_params("modalens_appn_probes", profile)
     assert {"probe", "lens_P", "lens_A"} <= set(params["runs"])
     for r in params["runs"].values():

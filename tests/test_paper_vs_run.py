@@ -116,3 +116,10 @@ def test_chapter_keys_become_rows_in_the_runs_storage_units():
     assert shown.values["verdict.pf.edema.fr"] == pvr.NOT_RUN and shown.values["n_compared"] == 4
     with pytest.raises(KeyError, match="no values"):
         pvr.beside(run, keys, same_setting=True)
+
+
+def test_layer_values_compare():
+    rows = pvr.rows_from_keys({"settle.paired_mean_diff": "n1.settle_diff", "lens.depth": "n1.depth"})
+    t = pvr.paper_vs_run({"settle.paired_mean_diff": 1.5, "lens.depth": 46}, paper="modalens", rows=rows,
+                         same_setting=True, setting="s")
+    assert t.values["verdict.settle.paired_mean_diff"] == pvr.INSIDE and len(t.frame) == 2

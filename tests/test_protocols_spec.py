@@ -90,6 +90,7 @@ CHEAP = {  # a spec of each protocol that resolves in well under a second
     "modalens-layers": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
     "modalens-probes": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
     "modalens-interventions": {"dataset": "demo-64px", "model": "tiny-gemma3", "n_patients": 2},
+    "modalens-surrogate": {"dataset": "demo-64px", "n_patients": 2},
     "modalens-noreport": {"dataset": "probmed:data/fixtures/probmed", "heldout_split": "all"},
     "rehearsal": {"profile": "padchest", "scale": 0.02, "only": ["shovir_table1"]},
 }

@@ -27,6 +27,7 @@ _ADAPTERS: dict[str, Callable[..., Dataset]] = {}
 _BUILTIN: dict[str, tuple[str, str]] = {
     "mimic": ("shovir_core.data.mimic", "load_mimic_imagenome"),
     "mimic-jpg": ("shovir_core.data.mimic_jpg", "load_mimic_jpg"),
+    "mimic-jpg-train": ("shovir_core.data.mimic_jpg", "load_mimic_jpg_train"),
     "padchest": ("shovir_core.data.padchest", "load_padchest_gr"),
     "vqa-rad": ("shovir_core.data.vqa_rad", "load_vqa_rad"),
     "slake": ("shovir_core.data.slake", "load_slake"),

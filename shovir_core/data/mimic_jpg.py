@@ -45,7 +45,7 @@ from .checks import at, check_image_file, read_csv
 from .schema import BOX_COLUMNS, Dataset, DatasetError
 
 __all__ = [
-    "load_mimic_jpg", "MIMIC_JPG_FILES", "FRONTAL_CODE_MEANINGS", "MIMIC_JPG_CITATION", "MIMIC_JPG_LICENCE",
+    "load_mimic_jpg", "load_mimic_jpg_train", "MIMIC_JPG_FILES", "FRONTAL_CODE_MEANINGS", "MIMIC_JPG_CITATION", "MIMIC_JPG_LICENCE",
     "image_relpath", "report_relpath",
 ]
 
@@ -287,10 +287,22 @@ def load_mimic_jpg(root: str | Path, *, split: str | None = "test", frontal_only
     )
 
 
+def load_mimic_jpg_train(root: str | Path, *, frontal_only: bool = True, reports_root: str | Path | None = None,
+                         name: str = "mimic-cxr-jpg-train") -> Dataset:
+    """The training split of MIMIC-CXR-JPG (``load_dataset("mimic-jpg-train:<root>")``).
+
+    The pool of ModaLens App. N.3's disjoint probe cohort ("650 patients drawn with seed 0 from the
+    training pool"): :func:`load_mimic_jpg` with ``split="train"``, recorded under its own name, so a
+    spec names the training pool as a dataset string beside the test-split cohort's ``mimic-jpg:<root>``.
+    """
+    return load_mimic_jpg(root, split="train", frontal_only=frontal_only, reports_root=reports_root, name=name)
+
+
 def _register() -> None:
     from . import register_adapter
 
     register_adapter("mimic-jpg", load_mimic_jpg)
+    register_adapter("mimic-jpg-train", load_mimic_jpg_train)
 
 
 _register()

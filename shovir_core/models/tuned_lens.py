@@ -48,7 +48,7 @@ from .lens import _project, decoder_parts
 from .protocol import ScoreRequest
 
 __all__ = ["TunedLens", "corpus_texts", "encode_corpus", "train_tuned_lens", "corpus_kl", "answer_readouts",
-           "kl_to_final", "info_json"]
+           "kl_to_final", "info_json", "wikitext_texts", "wikitext_file", "WIKITEXT_FILES"]
 
 
 class TunedLens(torch.nn.Module):
@@ -92,13 +92,67 @@ class TunedLens(torch.nn.Module):
         return h.hexdigest()
 
 
-def corpus_texts(source: str = "iu-reports") -> list[str]:
-    """The demo's text corpus: the findings + impression text of every shipped IU X-ray report (id order).
+WIKITEXT_FILES = {"train": ("wiki.train.tokens", "wiki.train.raw"), "valid": ("wiki.valid.tokens", "wiki.valid.raw"),
+                  "test": ("wiki.test.tokens", "wiki.test.raw")}
+"""The files of a WikiText-103 split in its released format (``wikitext-103`` or ``wikitext-103-raw``)."""
 
-    ``source`` names the corpus; ``"iu-reports"`` is the only one shipped (``data/iu-reports/``).
+_WIKI_JOINS = {" @-@ ": "-", " @,@ ": ",", " @.@ ": "."}
+
+
+def wikitext_file(path, *, split: str = "train"):
+    """The file of ``split`` of a local WikiText-103 copy: ``path`` itself when it is a file, else
+    ``path/wiki.<split>.tokens`` (or ``.raw``)."""
+    from pathlib import Path
+
+    path = Path(path)
+    if path.is_file():
+        return path
+    for name in WIKITEXT_FILES[split]:
+        if (path / name).is_file():
+            return path / name
+    raise FileNotFoundError(f"wikitext: {path} holds none of {list(WIKITEXT_FILES[split])} (the released "
+                            "WikiText-103 format, Merity et al. 2016)")
+
+
+def wikitext_texts(path, *, split: str = "train") -> list[str]:
+    r"""The paragraphs of a local WikiText-103 split (the tuned lens's corpus in ModaLens App. N.1, Table 34).
+
+    The released format has one paragraph per line, `` = Title = `` heading lines (``= = Section = =``
+    deeper) and blank lines between; headings and blank lines are dropped and the tokenised joins
+    ``@-@``, ``@,@``, ``@.@`` are undone. ``<unk>`` stays as it is.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "wiki.train.tokens").write_text(" \n = Valkyria = \n \n It is a 3 @,@ 000 @-@ year game . \n")
+    >>> wikitext_texts(d)
+    ['It is a 3,000-year game .']
     """
+    lines = wikitext_file(path, split=split).read_text(encoding="utf-8").splitlines()
+    out = []
+    for line in lines:
+        text = line.strip()
+        if not text or (text.startswith("=") and text.endswith("=")):
+            continue
+        text = " ".join(text.split())
+        for k, v in _WIKI_JOINS.items():
+            text = text.replace(k, v)
+        out.append(text)
+    return out
+
+
+def corpus_texts(source: str = "iu-reports", *, path=None) -> list[str]:
+    """The tuned lens's text corpus.
+
+    ``"iu-reports"`` (the demo's, shipped in ``data/iu-reports/``): the findings + impression text of
+    every IU X-ray report (id order); ``"wikitext-103"`` (the paper's, ModaLens App. N.1): the training
+    paragraphs of a local WikiText-103 copy at ``path`` (:func:`wikitext_texts`).
+    """
+    if source == "wikitext-103":
+        if path is None:
+            raise ValueError("corpus_texts: the wikitext-103 corpus needs path (a local WikiText-103 copy)")
+        return wikitext_texts(path, split="train")
     if source != "iu-reports":
-        raise ValueError(f"corpus_texts: unknown corpus {source!r}; shipped: 'iu-reports'")
+        raise ValueError(f"corpus_texts: unknown corpus {source!r}; 'iu-reports' or 'wikitext-103'")
     from ..data.iu import load_iu_reports
 
     df = load_iu_reports().sort_values("id")

@@ -37,6 +37,7 @@ REGISTRY: dict[str, str] = {
     "modalens-layers": "shovir_core.protocols.modalens_layers",
     "modalens-interventions": "shovir_core.protocols.modalens_interventions",
     "modalens-probes": "shovir_core.protocols.modalens_probes",
+    "modalens-surrogate": "shovir_core.protocols.modalens_surrogate",
     "rehearsal": "shovir_core.protocols.rehearsal",
     "modalens-noreport": "shovir_core.protocols.noreport",
 }

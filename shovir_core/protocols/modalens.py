@@ -133,6 +133,9 @@ def _spec_schema() -> SpecSchema:
               doc="report text-content control (Table 18, shovir_core.data.text_controls); needs report: present"),
         Field("text_control_seed", int, 0, range=(0, None),
               doc="seed of the neutral-prose, boilerplate and answer-sentence draws"),
+        Field("replicate", int, 0, range=(0, None),
+              doc="re-run index of an otherwise identical arm (0: the arm itself): a replicate is its own record "
+                  "and bypasses the inference cache of the others (ModaLens Table 18's full-report re-run)"),
         # pinned by resolve_spec (a spec may carry them; a mismatch is an error)
         Field("dataset_sha256", (str, type(None)), None, pin=True, doc="pinned dataset content hash"),
         Field("model_fingerprint", (dict, type(None)), None, pin=True, doc="pinned model identity"),
@@ -265,8 +268,10 @@ _PAIRS: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
 _PAIRS_MAX = 8
 
 
-def _pairs(source: str, sha: str, seed: int, ssim_size: int, ssim_threshold: float) -> pd.DataFrame:
-    """Substitute pairs of the cohort (a copy), cached by the dataset's content hash and the settings."""
+def _pairs(source: str, sha: str, seed: int, ssim_size: int, ssim_threshold: float,
+           patients: frozenset | None = None) -> pd.DataFrame:
+    """Substitute pairs of the cohort (a copy), cached by the dataset's content hash and the settings;
+    ``patients`` restricts the dataset to those patients before any substitute is drawn."""
     from ..perturb import sample_substitutes
     from ..perturb.swap import cohort_from_dataset
 
@@ -274,9 +279,12 @@ def _pairs(source: str, sha: str, seed: int, ssim_size: int, ssim_threshold: flo
     if ds.manifest_hash != sha:
         raise StaleSpecError(f"modalens: dataset {source!r} changed since the spec was resolved "
                            f"(sha256 {ds.manifest_hash[:12]}..., the spec pins {sha[:12]}...)")
-    key = (sha, seed, ssim_size, ssim_threshold)
+    key = (sha, seed, ssim_size, ssim_threshold, patients)
     if key not in _PAIRS:
         pool = _source_pool(ds)
+        if patients is not None:
+            of = dict(zip(ds.images["image_id"], ds.images["patient_id"].astype(str)))
+            pool = [i for i in pool if of[i] in patients]
         cohort = cohort_from_dataset(ds)
         cohort = cohort[cohort["image_id"].isin(pool)].reset_index(drop=True)
         # the pool is frontal by construction (blank-view frontal MIMIC images included)
@@ -300,11 +308,16 @@ def _source_pool(ds) -> list[str]:
     return sorted(frontal.sort_values("image_id").groupby("study_id", sort=True)["image_id"].first())
 
 
-def build_cases(spec: dict) -> tuple[pd.DataFrame, dict]:
-    """The cases of a resolved spec (one row per case) and the cohort accounting counts."""
+def build_cases(spec: dict, *, patients=None) -> tuple[pd.DataFrame, dict]:
+    """The cases of a resolved spec (one row per case) and the cohort accounting counts.
+
+    ``patients`` (ids) restricts the dataset to those patients before substitutes are drawn (the
+    cross-patient tier then draws among them): the probe cohort of a large pool (ModaLens App. N.3)
+    pairs only the patients it drew instead of every study of the pool."""
     ds = _dataset(spec["dataset"])
     pairs = _pairs(spec["dataset"], spec["dataset_sha256"], int(spec["substitute_seed"]),
-                   int(spec["ssim_size"]), float(spec["ssim_threshold"]))
+                   int(spec["ssim_size"]), float(spec["ssim_threshold"]),
+                   None if patients is None else frozenset(str(p) for p in patients))
     img = ds.images.set_index("image_id")
     counts = {
         "n_images_dataset": int(len(img)),
@@ -372,6 +385,8 @@ def resolve_spec(spec: dict) -> dict:
     """Fill every default, validate (:data:`SPEC`), and pin the dataset hash, the model fingerprint
     and (for ``six``) the prespecified findings. Execution-only keys are dropped."""
     out = SPEC.resolve(spec)
+    if out["replicate"] == 0:  # absent on the arm itself, so adding the key changed no record's identity
+        out.pop("replicate")
     lo, hi = out["six_range"] = [float(v) for v in out["six_range"]]
     for key in ("framing", "text_control"):
         if out[key] != "none" and out["report"] != "present":
@@ -578,7 +593,14 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     counts["n_text_control_excluded"] = int(n_questions - len(trials))
     reports = trial_reports(spec, trials, reports)  # the text each trial shows (text controls applied)
     counts["n_text_control_empty"] = int((reports.str.len() == 0).sum())
-    model = cached(get_model(spec["model"]), progress=False, chunk_size=4096)
+    replicate = int(spec.get("replicate", 0))
+    if replicate:  # a re-run computes afresh: its own inference cache, never the arm's
+        from ..models.cache import default_cache_dir
+
+        model = cached(get_model(spec["model"]), directory=default_cache_dir() / f"replicate-{replicate}",
+                       progress=False, chunk_size=4096)
+    else:
+        model = cached(get_model(spec["model"]), progress=False, chunk_size=4096)
     _set_answer_batch(model, SPEC.execution(execution)["answer_batch_size"])
     seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
     model_info = {"id": spec["model"], **model.provenance()}

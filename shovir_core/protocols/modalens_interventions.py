@@ -34,7 +34,10 @@ readout (``base_margin_*``), so a record's effects are computed from itself.
     image, and degradation how often it breaks an answer that was already right. The paper does
     not print its sign rule; this is the repository's reading (ModaLens App. N.3 scores the
     steered answer on the substitute against its key). Rows carry ``direction_norm`` and
-    ``same_answer`` (the unsteered answers agree on the two images: the paper's trial set).
+    ``same_answer`` (the unsteered answers agree on the two images: the paper's trial set). The test
+    trials may be limited to ``steer_findings`` and capped at ``steer_cases_per_finding`` cases per
+    finding (a seeded draw with ``steer_seed``; :func:`cap_per_finding`): the paper scored "12 findings,
+    150 cases each", 1,721 of the 1,800 trials answered the same on both images (App. N.3, Table 25).
 
 The spec must say ``report: present`` (the runs patched or steered) and ``image: true``.
 """
@@ -50,7 +53,7 @@ from . import modalens as ml
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "ANALYSES", "SCOPES", "DONORS", "STEER_VARIANTS", "resolve_spec", "execute",
-           "wrong_donors", "split_fit_test"]
+           "wrong_donors", "split_fit_test", "cap_per_finding", "steering_trials"]
 
 PROTOCOL = "modalens-interventions"
 ANALYSES = ("patching", "steering")
@@ -61,6 +64,7 @@ STEER_VARIANTS = ("dom", "random", "every_layer")
 _PATCH_KEYS = ("patch_layers", "patch_scopes", "donors", "donor_seed")
 _STEER_KEYS = ("steer_layers", "steer_variants", "steer_scales", "steer_classes", "steer_norm", "steer_seed",
                "fit_share")
+_CAP_KEYS = ("steer_findings", "steer_cases_per_finding")
 
 
 def _threads(value) -> str | None:
@@ -88,6 +92,10 @@ def _schema() -> SpecSchema:
               doc="raw: scale x the difference of means; unit: scale x its unit vector"),
         Field("steer_seed", int, 0, range=(0, None), doc="seed of the fit/test patient split and the random direction"),
         Field("fit_share", float, 0.5, range=(0.05, 0.95), doc="share of patients that fit the direction"),
+        Field("steer_findings", (list, type(None)), None, items=str, choices=(*ml.FINDINGS_13, ml.COMPOSITE),
+              unique=True, min_items=1, doc="findings whose test trials are steered (null: every question asked)"),
+        Field("steer_cases_per_finding", (int, type(None)), None, range=(1, None),
+              doc="test cases drawn per finding with steer_seed (null: all)"),
         Field("threads", (int, type(None)), None, execution=True, check=_threads,
               doc="torch intra-op threads while the record is made, restored after (null: unchanged)"),
     ]
@@ -102,7 +110,7 @@ def resolve_spec(spec: dict) -> dict:
     """The ``modalens`` resolution of the shared keys plus the analysis keys (the other analysis's
     keys are dropped, so they never split a record's identity)."""
     full = SPEC.resolve(spec)
-    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in _EXTRA and k != "threads"})
+    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in (*_EXTRA, *_CAP_KEYS) and k != "threads"})
     if base["report"] != "present" or not base["image"]:
         raise SpecError(f"{PROTOCOL}: the interventions act on the report-present runs with the image; got "
                          f"report: {base['report']!r}, image: {base['image']!r}")
@@ -114,7 +122,46 @@ def resolve_spec(spec: dict) -> dict:
         out.pop(k)
     if out["analysis"] == "steering":
         out["steer_scales"] = sorted(float(s) for s in out["steer_scales"])
+        if full["steer_findings"] is not None or full["steer_cases_per_finding"] is not None:
+            out.update({k: full[k] for k in _CAP_KEYS})  # absent when null: identity unchanged
+            if out["steer_findings"] is not None:
+                out["steer_findings"] = [f for f in (*ml.FINDINGS_13, ml.COMPOSITE) if f in out["steer_findings"]]
     return out
+
+
+def steering_trials(spec: dict, trials: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """``(fit mask over trials, the test trials steered)`` of a resolved steering spec: the patient
+    split (:func:`split_fit_test`), then the finding list and per-finding cap (:func:`cap_per_finding`)."""
+    fit = split_fit_test(trials, seed=spec["steer_seed"], share=spec["fit_share"])
+    test = trials[~fit]
+    if spec.get("steer_cases_per_finding") is not None or spec.get("steer_findings") is not None:
+        test = cap_per_finding(test, findings=spec.get("steer_findings"), n=spec.get("steer_cases_per_finding"),
+                               seed=spec["steer_seed"])
+    return fit, test
+
+
+def cap_per_finding(trials: pd.DataFrame, *, findings=None, n: int | None, seed: int) -> pd.DataFrame:
+    """The trials of ``findings`` (None: all), at most ``n`` cases per finding drawn with ``seed``
+    (ModaLens App. N.3: "12 findings, 150 cases each"); fewer cases than ``n`` keep them all.
+
+    >>> t = pd.DataFrame({"trial_id": [f"c{i}:{f}" for i in range(4) for f in "ab"],
+    ...                   "case_id": [f"c{i}" for i in range(4) for f in "ab"], "finding": list("ab") * 4})
+    >>> cap_per_finding(t, findings=["a"], n=3, seed=0)["finding"].value_counts().to_dict()
+    {'a': 3}
+    """
+    out = trials if findings is None else trials[trials["finding"].isin(list(findings))]
+    missing = sorted(set(findings or ()) - set(out["finding"]))
+    if missing:
+        raise SpecError(f"{PROTOCOL}: steer_findings {missing} are not asked on the steering test trials")
+    if n is None:
+        return out.reset_index(drop=True)
+    rng = np.random.default_rng(int(seed))
+    keep = []
+    for _, g in out.sort_values("trial_id").groupby("finding", sort=True):
+        cases = np.array(sorted(g["case_id"].unique()), dtype=object)
+        pick = set(rng.choice(cases, size=min(int(n), len(cases)), replace=False).tolist())
+        keep.append(g[g["case_id"].isin(pick)])
+    return pd.concat(keep).sort_values("trial_id").reset_index(drop=True)
 
 
 def _patients_subset(spec: dict, trials: pd.DataFrame) -> pd.DataFrame:
@@ -367,9 +414,8 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                      f"{_layers(spec['patch_layers'], n_layers, 'patch_layers')[0]}")
         else:
             seeds["steer"] = int(spec["steer_seed"])
-            fit = split_fit_test(trials, seed=spec["steer_seed"], share=spec["fit_share"])
+            fit, run_trials = steering_trials(spec, trials)
             directions = _directions(model, spec, trials[fit], reports, paths, n_layers)
-            run_trials = trials[~fit]
             l0 = next(iter(directions))
             first = lambda t: f"{t}:{spec['steer_variants'][0]}:L{l0}:s{spec['steer_scales'][0]:g}"  # noqa: E731
         with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},
@@ -397,6 +443,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             extra = {"n_layers": n_layers, "n_trials_run": int(len(run_trials)),
                      "n_patients_run": int(run_trials["patient_id"].nunique())}
             if spec["analysis"] == "steering":
+                extra["n_findings_run"] = int(run_trials["finding"].nunique())
                 extra["n_fit_trials"] = int(fit.sum())
                 extra["n_fit_patients"] = int(trials[fit]["patient_id"].nunique())
                 extra["direction_norms"] = json.dumps({str(k): float(np.linalg.norm(v["dom"]))

@@ -14,7 +14,11 @@ images of every trial with
     ``knockout_scope`` queries, ``knockout_variant`` ``cumulative`` (start layer ... last) or
     ``single`` (that layer only), for every layer of ``knockout_layers`` (null: all); per side the
     final ``yes``/``no`` logits under each start layer (``ko_c``, ``ko_d``: ``[[yes, no], ...]``
-    in the order of ``ko_layers``).
+    in the order of ``ko_layers``). A knockout spec may run a seeded case sample
+    (:func:`knockout_cases`: ``knockout_n_patients`` patients, ``knockout_n_cases`` cases among them,
+    ``knockout_n_decisive`` of them decisive, drawn with ``knockout_case_seed``): the paper's knockout
+    covers "400 cases and 282 patients, 300 of them decisive, at 21 of 62 layers" (App. N.2). A lens
+    spec may run the same sample: Table 27's counts (6 flips = 6/400, App. N.1) are on it.
 
 Both also carry the unperturbed readout (``logit_yes_*``, ``logit_no_*``, ``margin_*``,
 ``readout_*``), so a record's flip rate is computed from itself. An intervention record names its
@@ -31,7 +35,7 @@ from ..records import Run, RunWriter, load_run, spec_hash
 from . import modalens as ml
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
-__all__ = ["PROTOCOL", "SPEC", "ANALYSES", "VARIANTS", "resolve_spec", "execute", "lens_array"]
+__all__ = ["PROTOCOL", "SPEC", "ANALYSES", "VARIANTS", "resolve_spec", "execute", "lens_array", "knockout_cases"]
 
 PROTOCOL = "modalens-layers"
 ANALYSES = ("lens", "knockout")
@@ -48,24 +52,97 @@ def _schema() -> SpecSchema:
         Field("knockout_variant", str, "cumulative", choices=VARIANTS),
         Field("knockout_layers", (list, type(None)), None, items=int, range=(0, None), unique=True,
               doc="start layers (null: every layer)"),
+        Field("knockout_n_patients", (int, type(None)), None, range=(1, None),
+              doc="patients of the knockout's case sample (null: every patient); each gives at least one case"),
+        Field("knockout_n_cases", (int, type(None)), None, range=(1, None),
+              doc="cases of the knockout's case sample (null: every case of the sampled patients)"),
+        Field("knockout_n_decisive", (int, type(None)), None, range=(0, None),
+              doc="decisive cases among them (the asked finding's label differs between the two images)"),
+        Field("knockout_case_seed", int, 0, range=(0, None), doc="seed of the knockout's case sample"),
     ]
     return SpecSchema(PROTOCOL, [*ml.SPEC.fields.values(), *extra])
 
 
 SPEC = _schema()
 _EXTRA = ("analysis", "knockout_span", "knockout_scope", "knockout_variant", "knockout_layers")
+_SAMPLE = ("knockout_n_patients", "knockout_n_cases", "knockout_n_decisive", "knockout_case_seed")
 
 
 def resolve_spec(spec: dict) -> dict:
     """The ``modalens`` resolution of the shared keys plus the analysis keys (knockout keys are
     dropped from a lens spec, so they never split its identity)."""
     full = SPEC.resolve(spec)
-    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in _EXTRA})
+    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in (*_EXTRA, *_SAMPLE)})
     out = {**base, **{k: full[k] for k in _EXTRA}}
     if out["analysis"] == "lens":
         for k in _EXTRA[1:]:
             out.pop(k)
+    if any(full[k] is not None for k in _SAMPLE[:3]):  # absent without a sample: identity unchanged
+        if full["knockout_n_decisive"] is not None and full["knockout_n_cases"] is None:
+            raise SpecError(f"{PROTOCOL}: knockout_n_decisive needs knockout_n_cases")
+        if (full["knockout_n_decisive"] or 0) > (full["knockout_n_cases"] or 0) > 0:
+            raise SpecError(f"{PROTOCOL}: knockout_n_decisive = {full['knockout_n_decisive']} exceeds "
+                             f"knockout_n_cases = {full['knockout_n_cases']}")
+        out.update({k: full[k] for k in _SAMPLE})
     return out
+
+
+def knockout_cases(trials: pd.DataFrame, *, n_patients: int | None = None, n_cases: int | None = None,
+                   n_decisive: int | None = None, seed: int = 0) -> pd.DataFrame:
+    """The trials of a seeded case sample (ModaLens App. N.2: "400 cases and 282 patients, 300 of them decisive").
+
+    ``n_patients`` patients are drawn (sorted ids, ``numpy.random.default_rng(seed)``); every drawn
+    patient gives one case (a decisive one when it has any), and the remaining ``n_cases`` are filled
+    in a seeded random order, ``n_decisive`` decisive cases in all. A case is **decisive** when the
+    asked finding's primary-policy label differs between the source and the substituted image
+    (``label_changed``: the swap changes the right answer). The paper states the three counts but not
+    the draw; this rule is the repository's choice and reaches all three exactly when the cohort
+    allows. Too few patients or cases raise ``SpecError``.
+
+    >>> t = pd.DataFrame({"trial_id": [f"c{i}:q" for i in range(6)], "case_id": [f"c{i}" for i in range(6)],
+    ...                   "patient_id": ["p1", "p1", "p2", "p2", "p3", "p3"],
+    ...                   "label_changed": [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]})
+    >>> s = knockout_cases(t, n_patients=3, n_cases=4, n_decisive=3, seed=0)
+    >>> len(s), s["patient_id"].nunique(), int(s["label_changed"].sum())
+    (4, 3, 3)
+    """
+    what = f"{PROTOCOL}: knockout case sample"
+    cases = (trials.assign(_dec=trials["label_changed"].fillna(0).astype(float) > 0)
+             .groupby("case_id", sort=True).agg(patient_id=("patient_id", "first"), decisive=("_dec", "any")))
+    rng = np.random.default_rng(int(seed))
+    patients = np.array(sorted(cases["patient_id"].astype(str).unique()), dtype=object)
+    if n_patients is not None:
+        if n_patients > len(patients):
+            raise SpecError(f"{what}: {n_patients} patients asked, the cohort has {len(patients)}")
+        keep = set(rng.choice(patients, size=int(n_patients), replace=False).tolist())
+        cases = cases[cases["patient_id"].astype(str).isin(keep)]
+    cases = cases.assign(_key=rng.permutation(len(cases)))
+    if n_cases is None:
+        chosen = cases.index
+    else:
+        ordered = cases.sort_values(["decisive", "_key"], ascending=[False, True])
+        first = ordered.groupby("patient_id", sort=False).head(1) if n_patients is not None else ordered.iloc[:0]
+        rest = cases.drop(first.index).sort_values("_key")
+        if len(first) > n_cases:
+            raise SpecError(f"{what}: {len(first)} patients need at least one case each, n_cases = {n_cases}")
+        if n_decisive is None:
+            extra = rest.head(n_cases - len(first))
+        else:
+            need = {True: n_decisive - int(first["decisive"].sum()),
+                    False: n_cases - n_decisive - int((~first["decisive"]).sum())}
+            parts = []
+            for flag, k in need.items():
+                pool = rest[rest["decisive"] == flag]
+                if k < 0 or len(pool) < k:
+                    raise SpecError(f"{what}: cannot reach {n_decisive} decisive of {n_cases} cases over "
+                                     f"{len(first)} patients ({int(cases['decisive'].sum())} decisive of "
+                                     f"{len(cases)} cases available)")
+                parts.append(pool.head(k))
+            extra = pd.concat(parts)
+        if len(first) + len(extra) < n_cases:
+            raise SpecError(f"{what}: {n_cases} cases asked, {len(cases)} available")
+        chosen = first.index.append(extra.index)
+    return trials[trials["case_id"].isin(set(chosen))].sort_values("trial_id").reset_index(drop=True)
 
 
 def lens_array(column: pd.Series) -> np.ndarray:
@@ -142,6 +219,12 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     cases, counts = ml.build_cases(spec)
     reports = ml._reports(spec, cases)
     trials = ml._trial_frame(spec, cases, reports)
+    if spec.get("knockout_case_seed") is not None:
+        trials = knockout_cases(trials, n_patients=spec["knockout_n_patients"], n_cases=spec["knockout_n_cases"],
+                                n_decisive=spec["knockout_n_decisive"], seed=spec["knockout_case_seed"])
+        counts = {**counts, "n_cases_run": int(trials["case_id"].nunique()),
+                  "n_patients_run": int(trials["patient_id"].nunique()),
+                  "n_decisive_run": int((trials.groupby("case_id")["label_changed"].max() > 0).sum())}
     model = get_model(spec["model"])
     if not hasattr(model, "model") or not hasattr(model, "processor"):
         raise SpecError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")

@@ -26,9 +26,15 @@ transformers-backend model (:class:`~shovir_core.models.hf.HFVLM`). Two analyses
        target no), while the substitute's label for the same question varies with the image; the test
        split's rows carry their out-of-fold scores;
     3. the **disjoint cohort**: ``probe_n_patients`` patients drawn with ``probe_seed``
-       (:func:`~shovir_core.stats.probes.disjoint_patients`) from the dataset's case pool outside the
-       evaluation patients and the patients of their substitutes (a disjoint case's substitute must be
-       outside them too); its trials are scored by the probes fitted on the whole test split, frozen.
+       (:func:`~shovir_core.stats.probes.disjoint_patients`) outside the evaluation patients and the
+       patients of their substitutes, either from the evaluation dataset's case pool
+       (``probe_pool: null``; a disjoint case's substitute must be outside them too) or from another
+       dataset, the paper's **training pool** (``probe_pool: "mimic-jpg-train:$SHOVIR_MIMIC_JPG"``:
+       "650 patients drawn with seed 0 from the training pool", App. N.3; its content hash is pinned
+       as ``probe_pool_sha256``). From a pool the patients are drawn among those with a frontal image
+       first, and only the drawn patients are paired (substitutes among their own studies, the
+       cross-patient tier among the drawn patients), so a training split of 200,000 studies is never
+       compared image by image; its trials are scored by the probes fitted on the whole test split, frozen.
 
     Row outputs: ``split`` (``test`` / ``disjoint``), the readouts and margins of both sides, the logit
     lens of both sides (``lens_c``, ``lens_d``: JSON ``[[yes, no], ...]`` per layer, for the settling
@@ -49,6 +55,7 @@ Both are resumable by chunks of cases (``batch_cases``).
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -63,6 +70,33 @@ PROTOCOL = "modalens-probes"
 ANALYSES = ("probe", "tuned-lens")
 _PROBE = ("probe_layer", "label_probe_layer", "probe_n_patients", "probe_seed", "probe_folds", "probe_C",
           "probe_n_draws", "probe_alpha")
+_POOL = ("probe_pool", "probe_pool_sha256")
+_CORPUS = ("lens_corpus_path", "lens_corpus_sha256", "lens_max_texts")
+
+
+def _corpus_keys(full: dict) -> dict:
+    """The corpus keys of a resolved tuned-lens spec: the local corpus's path and pinned file hash
+    (WikiText-103), the text cap; absent when unset, so a spec without them keeps its identity."""
+    import hashlib
+
+    out = {} if full["lens_max_texts"] is None else {"lens_max_texts": full["lens_max_texts"]}
+    if full["lens_corpus"] != "wikitext-103":
+        if full["lens_corpus_path"] is not None:
+            raise SpecError(f"{PROTOCOL}: lens_corpus_path is for lens_corpus: wikitext-103, "
+                             f"not {full['lens_corpus']!r}")
+        return out
+    if full["lens_corpus_path"] is None or "$" in os.path.expandvars(full["lens_corpus_path"]):
+        raise SpecError(f"{PROTOCOL}: lens_corpus: wikitext-103 needs lens_corpus_path, a local WikiText-103 copy "
+                         f"(got {full['lens_corpus_path']!r}; set SHOVIR_WIKITEXT103)")
+    from ..models.tuned_lens import wikitext_file
+
+    h = hashlib.sha256()
+    with open(wikitext_file(os.path.expandvars(full["lens_corpus_path"])), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    pinned = {"lens_corpus_sha256": full["lens_corpus_sha256"]}
+    SPEC.pin(pinned, "lens_corpus_sha256", h.hexdigest(), what=f"the corpus at {full['lens_corpus_path']!r}")
+    return {**out, "lens_corpus_path": full["lens_corpus_path"], **pinned}
 _LENS = ("lens_corpus", "lens_steps", "lens_lr", "lens_batch_texts", "lens_max_tokens", "lens_seed", "lens_heldout",
          "lens_kl")
 
@@ -74,12 +108,23 @@ def _schema() -> SpecSchema:
         Field("label_probe_layer", (int, type(None)), None, range=(0, None),
               doc="lens entry of the image-label probe (null: the last layer)"),
         Field("probe_n_patients", int, 650, range=(1, None), doc="patients of the disjoint cohort"),
+        Field("probe_pool", (str, type(None)), None,
+              doc="dataset of the disjoint cohort's pool (null: the evaluation dataset; the paper's: the "
+                  "training split, mimic-jpg-train:$SHOVIR_MIMIC_JPG)"),
+        Field("probe_pool_sha256", (str, type(None)), None, pin=True, doc="pinned content hash of probe_pool"),
         Field("probe_seed", int, 0, range=(0, None), doc="seed of the disjoint-cohort draw and the probe folds"),
         Field("probe_folds", int, 5, range=(2, None)),
         Field("probe_C", float, 1.0, range=(0.0, None), doc="inverse L2 strength of the logistic probe"),
         Field("probe_n_draws", int, 10000, range=(1, None), doc="patient-clustered bootstrap draws of the test"),
         Field("probe_alpha", float, 0.05, range=(0.0, 1.0), doc="two-sided level of the test"),
-        Field("lens_corpus", str, "iu-reports", choices=("iu-reports",), doc="text corpus of the tuned lens"),
+        Field("lens_corpus", str, "iu-reports", choices=("iu-reports", "wikitext-103"),
+              doc="text corpus of the tuned lens (the paper's: wikitext-103, a local copy at lens_corpus_path)"),
+        Field("lens_corpus_path", (str, type(None)), None,
+              doc="folder (or file) of a local WikiText-103 copy in its released format (wiki.train.tokens); "
+                  "environment variables are expanded ($SHOVIR_WIKITEXT103)"),
+        Field("lens_corpus_sha256", (str, type(None)), None, pin=True, doc="pinned SHA-256 of the corpus file"),
+        Field("lens_max_texts", (int, type(None)), None, range=(2, None),
+              doc="texts drawn with lens_seed from the corpus before the held-out split (null: all)"),
         Field("lens_steps", int, 200, range=(0, None)),
         Field("lens_lr", float, 1e-3, range=(0.0, None)),
         Field("lens_batch_texts", int, 16, range=(1, None)),
@@ -101,9 +146,18 @@ SPEC = _schema()
 def resolve_spec(spec: dict) -> dict:
     """The ``modalens`` resolution of the shared keys plus the analysis keys (the other analysis's keys dropped)."""
     full = SPEC.resolve(spec)
-    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in ("analysis", "threads", *_PROBE, *_LENS)})
+    base = ml.resolve_spec({k: v for k, v in spec.items()
+                            if k not in ("analysis", "threads", *_PROBE, *_LENS, *_POOL, *_CORPUS)})
     keep = _PROBE if full["analysis"] == "probe" else _LENS
-    return {**base, "analysis": full["analysis"], **{k: full[k] for k in keep}}
+    out = {**base, "analysis": full["analysis"], **{k: full[k] for k in keep}}
+    if full["analysis"] == "tuned-lens":
+        out.update(_corpus_keys(full))
+    if full["analysis"] == "probe" and full["probe_pool"] is not None:  # absent when null: identity unchanged
+        pool = ml._dataset(full["probe_pool"])
+        pinned = {"probe_pool_sha256": full["probe_pool_sha256"]}
+        SPEC.pin(pinned, "probe_pool_sha256", pool.manifest_hash, what=f"probe_pool {full['probe_pool']!r}")
+        out.update(probe_pool=full["probe_pool"], **pinned)
+    return out
 
 
 # --------------------------------------------------------------------------- cohorts
@@ -112,16 +166,36 @@ def cohorts(spec: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     from ..stats.probes import disjoint_patients
 
     test, _ = ml.build_cases(spec)
-    pool, _ = ml.build_cases({**spec, "n_patients": None})
     exclude = set(test["patient_id"].astype(str)) | set(test["sub_patient_id"].astype(str))
-    eligible = pool[~pool["patient_id"].astype(str).isin(exclude) & ~pool["sub_patient_id"].astype(str).isin(exclude)]
-    chosen, counts = disjoint_patients(eligible["patient_id"].astype(str), exclude=exclude,
-                                       n=int(spec["probe_n_patients"]), seed=int(spec["probe_seed"]))
-    disjoint = eligible[eligible["patient_id"].astype(str).isin(set(chosen))].reset_index(drop=True)
+    if spec.get("probe_pool") is not None:
+        pool_spec = pool_dataset_spec(spec)
+        ds = ml._dataset(pool_spec["dataset"])
+        if ds.manifest_hash != pool_spec["dataset_sha256"]:
+            raise StaleSpecError(f"{PROTOCOL}: probe_pool {spec['probe_pool']!r} changed since the spec was resolved")
+        of = dict(zip(ds.images["image_id"], ds.images["patient_id"].astype(str)))
+        chosen, counts = disjoint_patients([of[i] for i in ml._source_pool(ds)], exclude=exclude,
+                                           n=int(spec["probe_n_patients"]), seed=int(spec["probe_seed"]))
+        disjoint, _ = ml.build_cases({**pool_spec, "n_patients": None}, patients=chosen)
+        disjoint = disjoint[~disjoint["sub_patient_id"].astype(str).isin(exclude)].reset_index(drop=True)
+    else:
+        pool, _ = ml.build_cases({**spec, "n_patients": None})
+        eligible = pool[~pool["patient_id"].astype(str).isin(exclude)
+                        & ~pool["sub_patient_id"].astype(str).isin(exclude)]
+        chosen, counts = disjoint_patients(eligible["patient_id"].astype(str), exclude=exclude,
+                                           n=int(spec["probe_n_patients"]), seed=int(spec["probe_seed"]))
+        disjoint = eligible[eligible["patient_id"].astype(str).isin(set(chosen))].reset_index(drop=True)
     counts = {"n_test_cases": int(len(test)), "n_test_patients": int(test["patient_id"].nunique()),
               "n_excluded_patients": len(exclude), "n_available_patients": counts["n_available"],
-              "n_disjoint_patients": len(chosen), "n_disjoint_cases": int(len(disjoint))}
+              "n_pool_patients": counts["n_pool"], "n_disjoint_patients": len(chosen),
+              "n_disjoint_cases": int(len(disjoint))}
     return test, disjoint, counts
+
+
+def pool_dataset_spec(spec: dict) -> dict:
+    """The spec whose ``dataset`` is the disjoint cohort's (the evaluation dataset, or ``probe_pool``)."""
+    if spec.get("probe_pool") is None:
+        return spec
+    return {**spec, "dataset": spec["probe_pool"], "dataset_sha256": spec["probe_pool_sha256"]}
 
 
 def probe_config(spec: dict, n_layers: int) -> dict:
@@ -141,7 +215,9 @@ def probe_config(spec: dict, n_layers: int) -> dict:
                       "instruction": spec["instruction"], "policy": spec["primary_policy"]},
         "split": {"test": {"n_patients": spec["n_patients"], "subset_seed": int(spec["subset_seed"])},
                   "disjoint": {"n_patients": int(spec["probe_n_patients"]), "seed": int(spec["probe_seed"]),
-                               "excluded": "test patients and the patients of their substitutes"}},
+                               "excluded": "test patients and the patients of their substitutes",
+                               **({"pool": spec["probe_pool"], "pool_sha256": spec["probe_pool_sha256"]}
+                                  if spec.get("probe_pool") is not None else {})}},
         "baselines": ["unchanged_rate", "probe_auroc", "probe_aurc", "attention_mass_aurc", "input_gradient_aurc",
                       "settling_layer_median"],
         "test": {"sides": 2, "alpha": float(spec["probe_alpha"]), "cluster": "patient_id",
@@ -249,7 +325,8 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
     done = writer.done_ids
     test_cases, disjoint_cases, counts = cohorts(spec)
     test, test_reports = _split_trials(spec, test_cases, "test")
-    disjoint, disjoint_reports = _split_trials(spec, disjoint_cases, "disjoint")
+    disjoint, disjoint_reports = _split_trials(pool_dataset_spec(spec), disjoint_cases, "disjoint")
+    pool_ds = ds if spec.get("probe_pool") is None else ml._dataset(spec["probe_pool"])
     if done:
         stored = load_stored_hash(writer)
         if stored is not None and stored != frozen.sha256:
@@ -272,7 +349,7 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
     for start in range(0, len(todo), max(batch, 1) * 16):
         writer.append(todo.iloc[start:start + max(batch, 1) * 16])
     for part in _chunks(disjoint[~disjoint["trial_id"].isin(done)], batch):
-        r, f = _probe_chunk(model, spec, part, disjoint_reports, _images(ds, part), layers)
+        r, f = _probe_chunk(model, spec, part, disjoint_reports, _images(pool_ds, part), layers)
         r["probe_flip_score"] = _apply(flip_probe, f[0])
         r["probe_label_score"] = _apply(label_probe, f[1], ~np.isnan(r["target_d"].to_numpy(dtype=float)))
         r["protocol_sha256"] = frozen.sha256
@@ -301,10 +378,13 @@ def load_stored_hash(writer) -> str | None:
 def _execute_lens(spec, model, ds, writer, batch, bar):
     from ..models import tuned_lens as tl
 
-    texts = tl.corpus_texts(spec["lens_corpus"])
+    path = spec.get("lens_corpus_path")
+    texts = tl.corpus_texts(spec["lens_corpus"], path=None if path is None else os.path.expandvars(path))
     rng = np.random.default_rng(int(spec["lens_seed"]))
     order = rng.permutation(len(texts))
-    n_held = int(round(float(spec["lens_heldout"]) * len(texts)))
+    if spec.get("lens_max_texts") is not None:  # a seeded draw of the corpus (WikiText-103 has ~1.2 M paragraphs)
+        order = order[:int(spec["lens_max_texts"])]
+    n_held = int(round(float(spec["lens_heldout"]) * len(order)))
     held_idx, train_idx = np.sort(order[:n_held]), np.sort(order[n_held:])
     kl_ids = None if spec["lens_kl"] == "full" else [model.families.yes_id, model.families.no_id]
     lens, info = tl.train_tuned_lens(model.model, model.tokenizer, [texts[i] for i in train_idx],

@@ -32,7 +32,7 @@ from ..protocols.modalens import SIX_RANGE, prespecified_findings, primary_findi
 from ..vocab import COMPOSITE, TIERS
 from .result import TableResult
 
-__all__ = [
+__all__ = ["instruction_shift", 
     "READOUTS", "TableResult", "answers", "design_subset", "pair_arms", "compare_arms", "rate_interval",
     "cohort_table", "primary_comparison", "instruction_table", "accuracy_table", "readout_validation",
     "margin_changes", "margin_summary", "margin_by_finding", "anchoring_sweep", "six_findings", "DESIGN_LABELS",
@@ -358,6 +358,33 @@ def instruction_table(arms: Mapping[str, pd.DataFrame], *, n_draws_primary: int,
     return TableResult(frame, values, metrics=metrics, labels=labels, index=("prompt", "readout"),
                        caption=f"ModaLens {what}: flip rates without (A) and with (P) the report under each "
                                "readout, instructed and plain prompt, with format compliance.")
+
+
+def instruction_shift(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int, design: str = "one_q",
+                      report: str = "absent") -> TableResult:
+    """How far the answer instruction moves one arm's flip rate, per readout: FR(instructed) − FR(plain),
+    paired by trial, with its patient-clustered interval (ModaLens Table 5: the instruction shifts A by
+    +8.0 points under the lowercase readout but +0.3 [−1.4, 2.0] under the token family). ``arms`` as
+    :func:`instruction_table`; values ``shift.<readout>.<report>_pp`` (with ``_lo``/``_hi``)."""
+    plain, instr = ("P", "P_instr") if report == "present" else ("A", "A_instr")
+    for k in (plain, instr):
+        if k not in arms:
+            raise ValueError(f"instruction_shift: arm {k!r} missing (have {sorted(arms)})")
+    a, b = design_subset(arms[instr], design), design_subset(arms[plain], design)
+    rows, values = [], {}
+    for readout in ("lowercase", "family", "generated"):
+        r = compare_arms(a, b, readout=readout, n_draws=n_draws, seed=seed)
+        key = f"shift.{readout}.{report}_pp"
+        values.update({key: 100 * r["diff"], f"{key}_lo": 100 * r["diff_lo"], f"{key}_hi": 100 * r["diff_hi"],
+                       f"shift.{readout}.{report}.n_trials": r["n_trials"]})
+        rows.append({"readout": readout, "plain": r["fr_2"], "instructed": r["fr_1"], "shift": r["diff"],
+                     "lo": r["diff_lo"], "hi": r["diff_hi"], "n_trials": r["n_trials"]})
+    return TableResult(pd.DataFrame(rows), values=values, index=("readout",),
+                       metrics={"plain": "flip_rate", "instructed": "flip_rate", "shift": "paired_diff",
+                                "lo": "paired_diff", "hi": "paired_diff", "n_trials": "count"},
+                       labels={"plain": "flip rate, plain prompt", "instructed": "flip rate, instructed",
+                               "shift": "instructed − plain", "n_trials": "trials"},
+                       caption=f"The answer instruction's shift of the report-{report} flip rate, per readout.")
 
 
 def readout_validation(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) -> TableResult:

@@ -32,7 +32,7 @@ from .result import TableResult
 
 __all__ = ["WEIGHTINGS", "POLICY_LABELS", "PAPER_POLICIES", "weighting_table", "policy_table",
            "composite_excluded", "transitions_table", "aligned_by_finding", "blank_view", "part_e", "PAPER_KEYS",
-           "anchoring_gate_check"]
+           "anchoring_gate_check", "second_model_t15"]
 
 WEIGHTINGS: dict[str, str] = {
     "trials": "all trials, equal trial weights (the estimand)",
@@ -246,6 +246,20 @@ def _accuracy(trials: pd.DataFrame, *, readout: str, n_draws: int, seed: int) ->
     for mine, theirs in names.items():
         out.update({mine: v[f"t4.{theirs}"], f"{mine}_lo": v[f"t4.{theirs}_lo"], f"{mine}_hi": v[f"t4.{theirs}_hi"]})
     return out
+
+
+def second_model_t15(present: pd.DataFrame, absent: pd.DataFrame, *, model: str, n_draws: int, seed: int,
+                     readout: str = "lowercase") -> TableResult:
+    """Table 15's column of a second model (MedGemma-4B in the paper: 7.46 % vs 21.96 %, 14.51 points;
+    concordant accuracy 0.692, BA 0.791, discordant accuracy 0.624): the 13-finding rows of
+    :func:`composite_excluded` on that model's all-14 records, values ``t15.second.<quantity>``."""
+    t = composite_excluded(present, absent, n_draws=n_draws, seed=seed, readout=readout)
+    frame = t.frame[t.frame["design"] == DESIGN_LABELS.get("f13", "f13")].assign(model=model)
+    frame = frame[["model", *[c for c in frame.columns if c != "model"]]].reset_index(drop=True)
+    values = {k.replace("t15.f13.", "t15.second.", 1): v for k, v in t.values.items() if k.startswith("t15.f13.")}
+    return TableResult(frame, values=values, metrics=t.metrics, labels=t.labels,
+                       index=("model", *[c for c in t.index if c in frame.columns]),
+                       caption=f"Table 15, second model ({model}): the 13 finding-specific questions.")
 
 
 def composite_excluded(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, seed: int,
@@ -500,6 +514,10 @@ PAPER_KEYS: dict[str, str] = {
     "t15.f13.acc_concordant": "g.f13.acc_orig", "t15.f13.ba_concordant": "g.f13.ba_orig",
     "t15.f13.acc_discordant": "g.f13.acc_sub", "t15.f13.fr_changed": "g.f13.fr_changed",
     "t15.f13.fr_unchanged": "g.f13.fr_unchanged",
+    "t15.second.fr_present": "t15.b4.P", "t15.second.fr_absent": "t15.b4.A", "t15.second.diff_pp": "t15.b4.diff",
+    "t15.second.acc_concordant": "g.f13.b4.acc_orig", "t15.second.ba_concordant": "g.f13.b4.ba_orig",
+    "t15.second.acc_discordant": "g.f13.b4.acc_sub", "t15.second.fr_changed": "g.f13.b4.fr_changed",
+    "t15.second.fr_unchanged": "g.f13.b4.fr_unchanged",
     "t16.present.correct_to_wrong": "g.cw_share", "t16.present.wrong_to_correct": "g.wc_share",
     "t16.present.cond_correct_to_wrong": "g.cond_cw_P", "t16.absent.cond_correct_to_wrong": "g.cond_cw_A",
     "t16.present.n_correct_original": "g.correct_orig", "t16.present.n_correct_substitute": "g.correct_sub",

@@ -27,7 +27,35 @@ from ..stats import cluster_bootstrap
 from .modalens import answers, pair_arms
 from .result import TableResult
 
-__all__ = ["surrogate_split", "surrogate_table", "head_validity"]
+__all__ = ["surrogate_split", "surrogate_table", "head_validity", "record_scores", "PAPER_KEYS"]
+
+PAPER_KEYS: dict[str, str] = {
+    "t24.n_trials": "k.trials", "t24.n_change": "k.change", "t24.n_preserve": "k.preserve",
+    "t24.n_excluded": "k.excluded", "t24.n_unmapped": "k.unmapped_trials",
+    "t24raw.n_change": "k.raw.change", "t24raw.n_preserve": "k.raw.preserve", "t24raw.n_excluded": "k.raw.excluded",
+    "t24raw.P.fr_change": "k.raw.fr_P_change", "t24raw.A.fr_change": "k.raw.fr_A_change",
+    "t24raw.P.fr_preserve": "k.raw.fr_P_preserve", "t24raw.A.fr_preserve": "k.raw.fr_A_preserve",
+    "t24.P.fr_label_changed": "k.report_split_P_change", "t24.P.fr_label_unchanged": "k.report_split_P_preserve",
+    "t24.A.fr_label_changed": "k.report_split_A_change", "t24.A.fr_label_unchanged": "k.report_split_A_preserve",
+    "n_images": "k.shown_images",
+}
+"""Run value key (the App. K chapter's values) -> published value id (paper ``modalens``, App. K / Table 24)."""
+
+
+def record_scores(trials: pd.DataFrame) -> dict[str, dict[str, dict[str, float]]]:
+    """``{kind: {image_id: {question: score}}}`` from a ``modalens-surrogate`` record's rows.
+
+    >>> rows = pd.DataFrame({"image_id": ["a", "a"], "kind": ["normalised", "raw"],
+    ...                      "scores": ['{"Edema": 0.7}', '{"Edema": 0.2}']})
+    >>> record_scores(rows)["raw"]["a"]
+    {'Edema': 0.2}
+    """
+    import json
+
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for image, kind, scores in zip(trials["image_id"], trials["kind"], trials["scores"]):
+        out.setdefault(kind, {})[image] = {q: float(v) for q, v in json.loads(scores).items()}
+    return out
 
 
 def surrogate_split(trials: pd.DataFrame, scores: Mapping[str, Mapping[str, float]], *, threshold: float = 0.5,

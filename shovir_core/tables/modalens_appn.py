@@ -32,7 +32,26 @@ from ..stats.overlap import jaccard, phi
 from .modalens import rate_interval
 from .result import TableResult
 
-__all__ = ["planted_facts", "lens_table", "knockout_table", "KNOCKOUT_ARM_LABELS", "knockout_overlap", "settling_table"]
+__all__ = ["planted_facts", "lens_table", "knockout_table", "KNOCKOUT_ARM_LABELS", "knockout_overlap", "settling_table",
+           "layer_intervals", "still_apart_table", "knockout_difference", "calibration_table", "PAPER_KEYS"]
+
+PAPER_KEYS: dict[str, str] = {
+    "lens.present.endpoint_disagreement": "n1.endpoint_P", "lens.absent.endpoint_disagreement": "n1.endpoint_A",
+    "lens.present.calibration_depth": "n1.depth",
+    "at.present.disagreement": "n1.l25_P", "at.absent.disagreement": "n1.l25_A", "at.disagreement_diff_pp": "n1.l25_diff",
+    "at.present.balanced_agreement": "n1.ba46_P", "at.absent.balanced_agreement": "n1.ba46_A",
+    "settle.present.median": "n1.settle_P", "settle.absent.median": "n1.settle_A",
+    "settle.paired_mean_diff": "n1.settle_diff",
+    "t27.image_first.n_still_apart": "n1.still_apart_if", "t27.image_first.n_flips": "n1.still_apart_flips_if",
+    "t27.text_first.n_still_apart": "n1.still_apart_tf", "t27.text_first.n_flips": "n1.still_apart_flips_tf",
+    "ko.n_cases": "n2.cases", "ko.n_patients": "n2.patients", "ko.n_decisive": "n2.decisive",
+    "ko.report_all.first.flip_rate": "n2.cum_L0", "ko.end_P": "n2.end_P", "ko.end_A": "n2.end_A",
+    "ko.single.max_flip_rate": "n2.single_max", "ko.report_answer.max_flip_rate": "n2.answer_only_max",
+    "ko.diff.image_matched.at_pp": "n2.L16_diff",
+}
+"""Run value key (the Appendix N chapter's glue values) -> published value id (paper ``modalens``, App. N.1-N.2).
+The layer-specific published values (layer 25's disagreement, layer 46's balanced agreement, layer 16's
+paired difference) are compared at the layers the profile names (the chapter's parameters)."""
 
 
 def _balanced_accuracy(pred_yes: np.ndarray, target: np.ndarray) -> float:
@@ -113,6 +132,7 @@ def lens_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int, tv:
 
 
 KNOCKOUT_ARM_LABELS = {"report_answer": "report → answer query", "report_all": "report → every non-image query",
+                       "report_single": "report → every non-image query, start layer only",
                        "report_matched": "first report tokens (matched to the question)",
                        "question": "question line", "image_matched": "image tokens (matched to the report)",
                        "image_all": "every image token", "random_matched": "random positions (matched in number)"}
@@ -196,7 +216,8 @@ def knockout_overlap(arms: Mapping[str, pd.DataFrame], pairs, *, n_perm: int, se
                        caption="Overlap of the flipped-case sets of two knockout arms by start layer.")
 
 
-def settling_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_perm: int, seed: int) -> TableResult:
+def settling_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_perm: int, seed: int,
+                   n_draws: int = 2000) -> TableResult:
     """Settling depth of the source image's projected answer with and without the report, paired by trial.
 
     The settling layer (:func:`shovir_core.metrics.layers.settling_layer`) is the first layer from
@@ -205,7 +226,8 @@ def settling_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_perm: int, 
     sign-flip null (:func:`shovir_core.stats.nulls.sign_flip_null`); the median per-trial
     |difference| with the mean and p-value of a null that shuffles the pairing within finding
     (:func:`shovir_core.stats.nulls.shuffled_pairing_null`) -- ModaLens App. N.1 reports that the
-    shuffled pairing reproduces the observed median per-case difference.
+    shuffled pairing reproduces the observed median per-case difference. The paired mean difference also
+    gets a patient-clustered percentile interval over ``n_draws`` draws (the paper: 1.56 layers [0.88, 2.21]).
     """
     p = present.set_index("trial_id")
     a = absent.set_index("trial_id")
@@ -224,20 +246,172 @@ def settling_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_perm: int, 
     shuffled = nulls.shuffled_pairing_null(sp.astype(float), sa.astype(float), median_abs,
                                            groups=p.loc[common, "finding"].to_numpy(), n_perm=n_perm,
                                            rng=np.random.default_rng([seed, 1]))
+    ci = rate_interval(p.loc[common].reset_index(), diff, n_draws=n_draws, seed=seed)
     values = {"n_trials": int(len(common)), "present.median": float(np.median(sp)),
+              "paired_mean_diff_lo": ci["lo"], "paired_mean_diff_hi": ci["hi"],
               "absent.median": float(np.median(sa)), "present.mean": float(sp.mean()), "absent.mean": float(sa.mean()),
               "paired_mean_diff": flip["observed"], "paired_mean_diff_p": flip["p_value"],
               "median_abs_diff": shuffled["observed"], "median_abs_diff_null_mean": shuffled["null_mean"],
               "median_abs_diff_p": shuffled["p_value"], "n_perm": int(n_perm)}
-    rows = [{"quantity": "median settling layer, report present", "value": values["present.median"], "null": np.nan,
-             "p": np.nan},
-            {"quantity": "median settling layer, report absent", "value": values["absent.median"], "null": np.nan,
-             "p": np.nan},
+    nan = float("nan")
+    rows = [{"quantity": "median settling layer, report present", "value": values["present.median"], "lo": nan,
+             "hi": nan, "null": np.nan, "p": np.nan},
+            {"quantity": "median settling layer, report absent", "value": values["absent.median"], "lo": nan,
+             "hi": nan, "null": np.nan, "p": np.nan},
             {"quantity": "paired mean difference present − absent (layers)", "value": values["paired_mean_diff"],
-             "null": 0.0, "p": values["paired_mean_diff_p"]},
-            {"quantity": "median per-trial |difference| (layers)", "value": values["median_abs_diff"],
-             "null": values["median_abs_diff_null_mean"], "p": values["median_abs_diff_p"]}]
-    return TableResult(pd.DataFrame(rows), values=values, metrics={"value": "value", "null": "value", "p": "p_value"},
-                       labels={"value": "observed", "null": "null mean", "p": "two-sided p"}, index=("quantity",),
+             "lo": ci["lo"], "hi": ci["hi"], "null": 0.0, "p": values["paired_mean_diff_p"]},
+            {"quantity": "median per-trial |difference| (layers)", "value": values["median_abs_diff"], "lo": nan,
+             "hi": nan, "null": values["median_abs_diff_null_mean"], "p": values["median_abs_diff_p"]}]
+    return TableResult(pd.DataFrame(rows), values=values,
+                       metrics={"value": "value", "lo": "value", "hi": "value", "null": "value", "p": "p_value"},
+                       labels={"value": "observed", "lo": "95% lo", "hi": "95% hi", "null": "null mean",
+                               "p": "two-sided p"}, index=("quantity",),
                        caption="Settling depth with and without the report on the same trials, against "
                                "sign-flip and shuffled-pairing nulls.")
+
+
+def _ba_interval(frame: pd.DataFrame, *, n_draws: int, seed: int) -> tuple[float, float, float]:
+    """Balanced agreement of ``pred`` with ``final`` (bools) with its patient-clustered interval."""
+    from ..stats.bootstrap import cluster_bootstrap
+
+    p, f = frame["pred"].to_numpy(bool), frame["final"].to_numpy(bool)
+    data = pd.DataFrame({"patient_id": frame["patient_id"].to_numpy(), "tp": (p & f).astype(float),
+                         "fn": (~p & f).astype(float), "tn": (~p & ~f).astype(float), "fp": (p & ~f).astype(float)})
+    if not f.any() or f.all():
+        return float("nan"), float("nan"), float("nan")
+
+    def stat(s):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {"ba": (s["tp"] / (s["tp"] + s["fn"]) + s["tn"] / (s["tn"] + s["fp"])) / 2}
+
+    res = cluster_bootstrap(data, cluster="patient_id", sums={"tp": "tp", "fn": "fn", "tn": "tn", "fp": "fp"},
+                            statistic=stat, n_draws=n_draws, rng=np.random.default_rng(seed))
+    return res.interval("ba")
+
+
+def layer_intervals(present: pd.DataFrame, absent: pd.DataFrame, *, disagreement_layer: int, agreement_layer: int,
+                    n_draws: int, seed: int) -> TableResult:
+    """Intervals at two lens layers (ModaLens App. N.1): the projected-answer disagreement between the two
+    images at ``disagreement_layer`` per arm and its paired difference present − absent (in points, on the
+    trials both records hold), and the balanced agreement of the projected answer with the model's own
+    output at ``agreement_layer`` per arm; patient-clustered percentile bootstraps. The paper reports layer
+    25's disagreement 0.2000 [0.179, 0.219] vs 0.0067 and 19.3 points [17.2, 21.3], and layer 46's balanced
+    agreement 0.909 [0.894, 0.924] (P) and 0.760 [0.729, 0.790] (A). Layer k reads the residual after k
+    decoder layers (0 = the embeddings)."""
+    p, a = present.set_index("trial_id"), absent.set_index("trial_id")
+    common = p.index.intersection(a.index)
+    if not len(common):
+        raise ValueError("layer_intervals: the two lens records share no trials")
+    rows, values, dis = [], {"disagreement_layer": int(disagreement_layer),
+                             "agreement_layer": int(agreement_layer), "n_trials": int(len(common))}, {}
+    for arm, t in (("present", p.loc[common]), ("absent", a.loc[common])):
+        m_c, m_d = ly.margins(lens_array(t["lens_c"])), ly.margins(lens_array(t["lens_d"]))
+        for layer, key in ((disagreement_layer, "disagreement_layer"), (agreement_layer, "agreement_layer")):
+            if not 0 <= layer < m_c.shape[1]:
+                raise ValueError(f"layer_intervals: {key} = {layer} outside the lens's 0..{m_c.shape[1] - 1}")
+        frame = t.reset_index()
+        dis[arm] = ((m_c[:, disagreement_layer] > 0) != (m_d[:, disagreement_layer] > 0)).astype(float)
+        r = rate_interval(frame, dis[arm], n_draws=n_draws, seed=seed)
+        ba = _ba_interval(pd.DataFrame({"patient_id": frame["patient_id"], "pred": m_c[:, agreement_layer] > 0,
+                                        "final": m_c[:, -1] > 0}), n_draws=n_draws, seed=seed)
+        rows.append({"quantity": f"disagreement at layer {disagreement_layer}", "arm": arm, "value": r["estimate"],
+                     "lo": r["lo"], "hi": r["hi"]})
+        rows.append({"quantity": f"balanced agreement with the output at layer {agreement_layer}", "arm": arm,
+                     "value": ba[0], "lo": ba[1], "hi": ba[2]})
+        values.update({f"{arm}.disagreement": r["estimate"], f"{arm}.disagreement_lo": r["lo"],
+                       f"{arm}.disagreement_hi": r["hi"], f"{arm}.balanced_agreement": ba[0],
+                       f"{arm}.balanced_agreement_lo": ba[1], f"{arm}.balanced_agreement_hi": ba[2]})
+    d = rate_interval(p.loc[common].reset_index(), dis["present"] - dis["absent"], n_draws=n_draws, seed=seed)
+    values.update({"disagreement_diff_pp": 100 * d["estimate"], "disagreement_diff_pp_lo": 100 * d["lo"],
+                   "disagreement_diff_pp_hi": 100 * d["hi"]})
+    rows.append({"quantity": f"disagreement at layer {disagreement_layer}, present − absent (points)",
+                 "arm": "paired", "value": 100 * d["estimate"], "lo": 100 * d["lo"], "hi": 100 * d["hi"]})
+    return TableResult(pd.DataFrame(rows), values=values, index=("quantity", "arm"),
+                       metrics={"value": "value", "lo": "value", "hi": "value"},
+                       labels={"arm": "report", "value": "estimate", "lo": "95% lo", "hi": "95% hi"},
+                       caption="Logit lens at two layers, with patient-clustered intervals: disagreement between "
+                               "the two images and its paired difference, balanced agreement with the output.")
+
+
+def still_apart_table(arms: Mapping[str, pd.DataFrame], *, tv: float = 0.05) -> TableResult:
+    """Table 27: per arm (e.g. ``{"image_first": ..., "text_first": ...}``, report-present lens records)
+    the trials whose two images' final yes/no distributions are more than ``tv`` apart in total
+    variation ("still apart") against the flips (ModaLens App. N.1: 48 vs 6 image first, 122 vs 33 text
+    first)."""
+    rows, values = [], {}
+    for arm, t in arms.items():
+        m_c, m_d = ly.margins(lens_array(t["lens_c"])), ly.margins(lens_array(t["lens_d"]))
+        flips = (t["readout_c"] != t["readout_d"]).to_numpy()
+        apart = ly.still_apart(m_c, m_d, threshold=tv)
+        row = {"arm": arm.replace("_", " "), "n_trials": int(len(t)), "n_still_apart": int(apart.sum()),
+               "n_flips": int(flips.sum()), "n_apart_not_flipped": int((apart & ~flips).sum())}
+        rows.append(row)
+        values.update({f"{arm}.{k}": v for k, v in row.items() if k != "arm"})
+    return TableResult(pd.DataFrame(rows), values=values, index=("arm",),
+                       metrics={k: "count" for k in ("n_trials", "n_still_apart", "n_flips", "n_apart_not_flipped")},
+                       labels={"arm": "prompt order", "n_trials": "trials", "n_still_apart": f"still apart (TV > {tv})",
+                               "n_flips": "flips", "n_apart_not_flipped": "apart, not flipped"},
+                       caption="Table 27: pairs whose final-layer yes/no distributions stay apart, against the flips "
+                               "(report present).")
+
+
+def knockout_difference(arm: pd.DataFrame, controls: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int,
+                        subset: np.ndarray | None = None) -> TableResult:
+    """Per start layer both ran, the paired flip-rate difference of a knockout ``arm`` minus each control
+    (points, patient-clustered percentile interval) on their common trials (``subset``: trial ids, e.g.
+    the decisive cases). ModaLens App. N.2: "the paired patient-clustered difference clears zero against
+    both controls at layers 0, 4, 8, 12, 16 and 20 ... at layer 16 by +7.75 points [4.67, 11.03]"."""
+    fa, la = _ko_flips(arm)
+    pid = arm.set_index("trial_id")["patient_id"]
+    rows, values = [], {}
+    for name, t in controls.items():
+        fb, lb = _ko_flips(t)
+        common = fa.index.intersection(fb.index)
+        if subset is not None:
+            common = common.intersection(pd.Index(subset))
+        frame = pd.DataFrame({"patient_id": pid.loc[common].to_numpy()})
+        for layer in [x for x in la if x in lb]:
+            d = fa.loc[common, layer].to_numpy(float) - fb.loc[common, layer].to_numpy(float)
+            r = rate_interval(frame, d, n_draws=n_draws, seed=seed)
+            rows.append({"control": KNOCKOUT_ARM_LABELS.get(name, name), "start_layer": layer,
+                         "n_trials": int(len(common)), "diff": r["estimate"], "lo": r["lo"],
+                         "hi": r["hi"], "clears_zero": bool(r["lo"] > 0 or r["hi"] < 0)})
+            values.update({f"{name}.L{layer}_pp": 100 * r["estimate"], f"{name}.L{layer}_pp_lo": 100 * r["lo"],
+                           f"{name}.L{layer}_pp_hi": 100 * r["hi"]})
+    return TableResult(pd.DataFrame(rows), values=values, index=("control", "start_layer"),
+                       metrics={"diff": "paired_diff", "lo": "paired_diff", "hi": "paired_diff", "n_trials": "count"},
+                       labels={"control": "control arm", "start_layer": "start layer", "n_trials": "trials",
+                               "diff": "report arm − control", "clears_zero": "interval excludes 0"},
+                       caption="Knockout: the report arm's flip rate minus each control's, paired by trial, with "
+                               "patient-clustered intervals.")
+
+
+def calibration_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) -> TableResult:
+    """Per lens arm the calibration depth -- the first layer whose projected answer agrees with the model's
+    own output better than the best constant (balanced agreement > 0.5) -- with its patient-clustered
+    interval and the balanced agreement there (ModaLens App. N.1: layer 46 "in all 2,000 draws and all
+    eight arms"); ``values["agree_all"]`` says whether every arm's depth and interval are one layer."""
+    rows, values = [], {}
+    for arm, t in arms.items():
+        m_c = ly.margins(lens_array(t["lens_c"]))
+        depth = ly.calibration_depth(m_c, clusters=t["patient_id"].to_numpy(), n_draws=n_draws,
+                                     rng=np.random.default_rng(seed))
+        bal = ly.balanced_agreement(m_c)
+        at = float(bal[depth["layer"]]) if depth["layer"] < len(bal) else float("nan")
+        rows.append({"arm": arm, "n_trials": int(len(t)), "depth": depth["layer"], "depth_lo": depth["low"],
+                     "depth_hi": depth["high"], "balanced_agreement": at})
+        values.update({f"{arm}.depth": depth["layer"], f"{arm}.depth_lo": depth["low"], f"{arm}.depth_hi": depth["high"],
+                       f"{arm}.balanced_agreement": at})
+    frame = pd.DataFrame(rows)
+    values["n_arms"] = int(len(frame))
+    values["agree_all"] = bool(len(frame) and frame[["depth", "depth_lo", "depth_hi"]].nunique().max() == 1
+                               and frame["depth"].nunique() == 1)
+    values["min_depth"], values["max_depth"] = int(frame["depth"].min()), int(frame["depth"].max())
+    return TableResult(frame, values=values, index=("arm",),
+                       metrics={"n_trials": "count", "depth": "value", "depth_lo": "value", "depth_hi": "value",
+                                "balanced_agreement": "balanced_accuracy"},
+                       labels={"arm": "lens arm", "n_trials": "trials", "depth": "calibration depth",
+                               "depth_lo": "95% lo", "depth_hi": "95% hi",
+                               "balanced_agreement": "balanced agreement there"},
+                       caption="Calibration depth per lens arm: the first layer whose projection agrees with the "
+                               "model's output better than a constant, with patient-clustered intervals.")

@@ -47,7 +47,7 @@ REHEARSAL = "rehearsal: stand-in model on synthetic data"
 REHEARSAL_ENV = "SHOVIR_REHEARSAL"
 
 _RUN_UNITS = ("fraction", "pp", "value")
-_PAPER_SCALE = {"%": 0.01, "pp": 0.01, "proportion": 1.0, "score": 1.0, "ratio": 1.0, "count": 1.0}
+_PAPER_SCALE = {"%": 0.01, "pp": 0.01, "proportion": 1.0, "score": 1.0, "ratio": 1.0, "count": 1.0, "layer": 1.0}
 MODALENS_SETTING = "MedGemma-27B on MIMIC-CXR"
 """The setting of every ModaLens number (its model and data)."""
 
@@ -134,6 +134,10 @@ MODALENS_ROWS: tuple[Comparison, ...] = (
        "Token family, instructed: flip rate, report present", "flip_rate"),
     _c("t5.instructed.family.absent.flip_rate", "t5.instr.family.A",
        "Token family, instructed: flip rate, report absent", "flip_rate"),
+    _c("t5.shift.lowercase.absent_pp", "t5.shift_lower", "Instruction shift of the report-absent flip rate, lowercase",
+       "paired_diff", "pp"),
+    _c("t5.shift.family.absent_pp", "t5.shift_family",
+       "Instruction shift of the report-absent flip rate, token family", "paired_diff", "pp"),
     _c("fig2.present.mean_abs_dm", "f2.mean_P", "Mean |Δm|, report present", "mean_abs_margin_change", "value"),
     _c("fig2.absent.mean_abs_dm", "f2.mean_A", "Mean |Δm|, report absent", "mean_abs_margin_change", "value"),
     _c("fig2.present.share_above", "f2.share_gt05_P", "Share of trials with |Δm| > 0.5, report present",
@@ -338,7 +342,7 @@ _METRIC_HINTS = (("flip_rate", "flip_rate"), ("fr_", "flip_rate"), ("balanced_ac
                  ("specificity", "specificity"), ("sensitivity", "sensitivity"), ("accuracy", "accuracy"),
                  ("abstain", "abstention_rate"))
 _UNIT_METRIC = {"%": "share", "pp": "paired_diff", "proportion": "proportion", "score": "value", "ratio": "ratio",
-                "count": "count"}
+                "count": "count", "layer": "value"}
 
 
 def _in_points(key: str) -> bool:
@@ -373,7 +377,7 @@ def rows_from_keys(keys: Mapping[str, str], *, paper: str = "modalens") -> tuple
             last = key.rsplit(".", 1)[-1]
             metric = next((m for hint, m in _METRIC_HINTS if hint in last), None)
         metric = metric or _UNIT_METRIC[item.unit]
-        unit = "pp" if _in_points(key) else "value" if item.unit in ("count", "proportion", "score", "ratio") \
+        unit = "pp" if _in_points(key) else "value" if item.unit in ("count", "proportion", "score", "ratio", "layer") \
             else "fraction"
         rows.append(Comparison(key, pid, item.desc[:1].upper() + item.desc[1:], metric, unit))
     return tuple(rows)
