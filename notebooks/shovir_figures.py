@@ -253,7 +253,10 @@ assert (target.frame["ci_l"] <= target.frame["median"]).all() and (target.frame[
 # for Pleural Effusion OCO covers more ({glue:text}`sv.area.OCO.Pleural_Effusion:.1%` against
 # {glue:text}`sv.area.RO.Pleural_Effusion:.1%`), yet RO lowers its mean F1
 # ({glue:text}`sv.fig3b.Pleural_Effusion.RO:.3f`) and OCO leaves it at the Baseline's
-# ({glue:text}`sv.fig3b.Pleural_Effusion.OCO:.3f`). The cross-model mean mixes
+# ({glue:text}`sv.fig3b.Pleural_Effusion.OCO:.3f`).
+
+# %% [markdown] tags=["profile:demo"]
+# On the demo the cross-model mean mixes
 # the reference models: the context model never reacts to OCO by construction, but on images without a
 # co-finding box its context region is the whole image outside the target's boxes, where the RO boxes land
 # (it loses {glue:text}`sv.checks.context.fr_ro_no_cofinding:.1%` of its calls there under RO, n =
@@ -296,7 +299,7 @@ if paper_dataset:
     book.show(side, runs=runs, name="sv-fig-paper", groups="section", intervals={"paper": ("paper_lo", "paper_hi")},
               missing={"run": "not run"})
 
-# %% [markdown]
+# %% [markdown] tags=["profile:demo"]
 # ## Validation: the reference models land where their construction says
 #
 # * `ref-blind-prior` writes its report from label priors and never looks at the image: Δ_FN = 0

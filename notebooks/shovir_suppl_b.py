@@ -117,8 +117,10 @@ book.glue("sb.n_checks_hold", int(sum(checks.values())), runs=runs)
 book.glue("sb.n_checks", int(len(checks)), runs=runs)
 
 # %% [markdown]
-# {glue:text}`sb.n_checks_hold` of the {glue:text}`sb.n_checks` planted expectations hold. For the context
-# model the largest FR_OCO against RO is {glue:text}`sb.ctx.worst_fr:.1%` (n = {glue:text}`sb.ctx.worst_n`,
+# {glue:text}`sb.n_checks_hold` of the {glue:text}`sb.n_checks` planted expectations hold.
+
+# %% [markdown] tags=["profile:demo"]
+# For the context model the largest FR_OCO against RO is {glue:text}`sb.ctx.worst_fr:.1%` (n = {glue:text}`sb.ctx.worst_n`,
 # {glue:text}`sb.ctx.worst_occluder`): there RO changed {glue:text}`sb.ctx.worst_ro_changed` calls of the
 # target, and against the clean image its FR_OCO is at most {glue:text}`sb.ctx.max_fr_clean:.1%` under every
 # occluder: OCO itself moved no call.
