@@ -199,7 +199,8 @@ class ShingleIndex:
 
 # --------------------------------------------------------------------------- project vocabulary
 _PACKAGE = Path(__file__).resolve().parent.parent
-_SOURCE_MODULES = ("tables", "protocols", "book/glue.py", "tables/result.py", "metrics/schema.py")
+_SOURCE_MODULES = ("tables", "protocols", "book/glue.py", "book/captions.py", "book/render.py", "tables/result.py",
+                   "metrics/schema.py")
 
 
 def _strings(node) -> Iterable[str]:
