@@ -147,7 +147,7 @@ book.show(tokens, runs=[], name="ml-appi-tokens")
 
 # %%
 assert tokens.values["n_models"] >= 2
-book.glue_values("ml.appi", tokens.values, runs=[])
+book.glue_values("ml.appi", tokens.values, runs=[], source="shovir_core/models/registry.py (the models' yes/no token ids)")
 
 # %% [markdown]
 # The prespecified-six design keeps the findings whose source yes-rate lies between
