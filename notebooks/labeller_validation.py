@@ -14,7 +14,7 @@
 # # Labeller validation
 #
 # F1_14, F1_5, μ-F1 and the ShoViR flip rates all rest on turning report text into the
-# {glue:text}`lv.n_classes`
+# {glue:text}`lv.n_chexpert_classes`
 # CheXpert labels. The project's default labeller works offline: mention phrases, negation and
 # uncertainty scoped by negspacy on a blank spaCy pipeline, and the CheXpert No Finding rule
 # (`shovir_core.labeling`). This chapter checks it against an independent reference — the MeSH
@@ -95,7 +95,7 @@ book.show(difference, runs=runs, name="lv-difference")
 # %%
 book.glue_values("lv", difference.values, runs=runs)
 book.glue("lv.f1_aim", float(f1_aim), runs=runs)
-book.glue("lv.n_classes", len(CHEXPERT_CLASSES), runs=runs)
+book.glue("lv.n_chexpert_classes", len(CHEXPERT_CLASSES), runs=runs)
 
 # %% [markdown]
 # ## What this page asserts
