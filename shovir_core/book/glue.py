@@ -8,13 +8,14 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..errors import ShovirError
 from .guard import assert_aggregate
 
 __all__ = ["glue", "glue_paper", "glue_values", "show", "runs_table", "GLUE_LOG_ENV", "ProvenanceError",
            "RUN_DERIVED_PAPER_KEYS"]
 
 
-class ProvenanceError(ValueError):
+class ProvenanceError(ShovirError, ValueError):
     """A value glued with provenance it does not have: the paper's number as a run's, or a run's
     (or a setting's) number with no record."""
 
