@@ -61,10 +61,11 @@ book.glue_values("rh", {**chapters.values, **records.values}, runs=runs)
 # the full-scale rehearsals are this chapter's `mimic` and `padchest` profiles.
 
 # %%
-book.show(chapters, runs=runs, name="rh-chapters")
+what = "data: synthetic trees in the credentialed layouts (planted sizes); models: CPU stand-ins of the paper's models"
+book.show(chapters, runs=runs, name="rh-chapters", what=what)
 
 # %%
-book.show(records, runs=runs, name="rh-records")
+book.show(records, runs=runs, name="rh-records", what=what)
 
 # %% [markdown]
 # To rehearse a profile yourself, and then run it for real:
@@ -77,3 +78,6 @@ book.show(records, runs=runs, name="rh-records")
 
 # %% [markdown]
 # ## Records read
+
+# %%
+book.show(book.runs_table(runs), runs=runs)

@@ -199,8 +199,31 @@ def _check_page(context, page_path: Path) -> list[str]:
     return problems
 
 
+PENDING = {
+    "labeller_validation.html": ("does not name its data and model(s)",),
+    "modalens_appd.html": ("breaks across lines", "glued with run provenance"),
+    "modalens_appf.html": ("breaks across lines",),
+    "modalens_appg.html": ("breaks across lines",),
+    "modalens_appm.html": ("breaks across lines",),
+    "modalens_no_report.html": ("does not name its data and model(s)",),
+    "modalens_s41.html": ("breaks across lines",),
+    "modalens_tables.html": ("does not name its data and model(s)",),
+    "shovir_figures.html": ("breaks across lines",),
+}
+"""Pages with known problems of issue 30 not yet fixed (the chapters that arrived or changed after the
+caption, provenance and line-break checks were written), by kind of problem. Any other problem on these
+pages, and every problem on every other page, fails; a page whose known problems are gone fails too
+until its entry is removed."""
+
+
 @pytest.mark.parametrize("page_name", [p.name for p in _pages()] or ["(book not built)"])
 def test_page_reads_well_at_1400px(browser_context, page_name):
     problems = _check_page(browser_context, HTML / "book" / page_name)
-    assert not problems, f"{page_name}:\n  " + "\n  ".join(problems)
+    kinds = PENDING.get(page_name, ())
+    known = [p for p in problems if any(k in p for k in kinds)]
+    rest = [p for p in problems if p not in known]
+    assert not rest, f"{page_name}:\n  " + "\n  ".join(rest)
+    if kinds:
+        assert known, f"{page_name}: its known problems are gone; remove its entry from PENDING"
+        pytest.xfail(f"{page_name}: {len(known)} known problem(s) of issue 30 left: " + "; ".join(known[:3]))
 

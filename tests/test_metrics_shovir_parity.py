@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 
 from shovir_core.labels import CHEXPERT_CLASSES
-from shovir_core.metrics.sensitivity import s_auc, sensitivity_deltas, sensitivity_scores
+from shovir_core.metrics.attack_sensitivity import s_auc, sensitivity_deltas, sensitivity_scores
 from shovir_core.metrics.target_class import PythonChoiceStream, target_class_f1
 
 BENCH = os.environ.get("SHOVIR_BENCH_REPO")

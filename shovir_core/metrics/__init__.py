@@ -23,7 +23,7 @@ from .report import ReportScores, report_metrics
 from .schema import MetricSpec, display_frame, format_metric, metric_schema, metric_spec
 from .shovir import (delta_fn, delta_x, flip_indicators, flip_rate_by_class, flip_rate_from_counts, mu_f1_from_counts,
                      pooled_flip_rate, shortcut_counts, shortcut_from_counts, shortcut_scores)
-from .sensitivity import s_auc, sensitivity_deltas, sensitivity_scores
+from .attack_sensitivity import s_auc, sensitivity_deltas, sensitivity_scores
 from .target_class import PythonChoiceStream, binarize_chexbert, target_class_f1
 from .text import bleu, bleu_parts, nlg_metrics, rouge_l
 

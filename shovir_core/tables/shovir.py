@@ -553,7 +553,7 @@ def attack_sensitivity(per_class_table, *, weighting: str = "mu", control: str =
                        exclude_models: Sequence[str] = ()) -> TableResult:
     """The authors' attack-sensitivity score per (model, arm) and its RO-corrected Δ
     (arco-group/ShoViR-Bench ``src/postprocessing/plots/sensitivity_score.py``@07a7a6d;
-    :mod:`shovir_core.metrics.sensitivity`): S_AUC = (1/100) ∫ [F(0) − F(p)] / F(0) dp by the trapezoid
+    :mod:`shovir_core.metrics.attack_sensitivity`): S_AUC = (1/100) ∫ [F(0) − F(p)] / F(0) dp by the trapezoid
     rule over the p grid, S_100 = [F(0) − F(1)] / F(0), Δ = S_AUC(X) − S_AUC(RO).
 
     ``weighting``: ``"mu"`` (F = μ-F1, the class-weighted mean the paper's figures use) or ``"unweighted"``
@@ -561,7 +561,7 @@ def attack_sensitivity(per_class_table, *, weighting: str = "mu", control: str =
     condition, s_auc, s_100, n_p, delta_s_auc, delta_s_100`` (Δ NaN for RO); ``values``:
     ``sens.<model>.<condition>.s_auc`` and ``.delta``. ``exclude_models``: left out (a pipeline check).
     """
-    from ..metrics.sensitivity import sensitivity_deltas, sensitivity_scores
+    from ..metrics.attack_sensitivity import sensitivity_deltas, sensitivity_scores
 
     t = frame_of(per_class_table)
     t = t[~t["model"].isin(list(exclude_models))]
