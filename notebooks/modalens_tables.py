@@ -299,7 +299,8 @@ assert (verdicts != pvr.NOT_RUN).all(), "every mapped Table 2-5 value has a run 
 if reproduces_paper:
     assert not pvr.not_held(vs_paper, ["t2.all14.diff_pp", "t3.instructed.generated.diff_pp"])
 else:
-    assert (verdicts == pvr.DIFFERENT_SETTING).all(), "no judgement against the paper's interval off its setting"
+    assert verdicts.isin([pvr.DIFFERENT_SETTING, pvr.REHEARSAL]).all(), \
+        "no judgement against the paper's interval off its setting"
 book.glue_values("ml.paper", vs_paper.values, runs=runs)  # the paper's values are glued as the paper's
 
 # %% [markdown] tags=["profile:demo"]

@@ -1,4 +1,4 @@
-"""A reduced rehearsal (1 % of the ModaLens cohort, one chapter) runs the real code path end to end:
+"""A reduced rehearsal (1 % of the ModaLens cohort, one chapter, §4.1's) runs the real code path end to end:
 the synthetic tree, the stand-ins, the chapter's records and notebook in a child process, the guard,
 the banner and the report. (The book's Rehearsal chapter runs a reduced PadChest-GR one.)"""
 import json
@@ -16,7 +16,7 @@ def report(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("SHOVIR_RUNS", str(runs))
     try:
-        yield rehearse("mimic", only=["modalens_tables"], scale=0.01, progress=False), runs, mp
+        yield rehearse("mimic", only=["modalens_s41"], scale=0.01, progress=False), runs, mp
     finally:
         mp.undo()
 

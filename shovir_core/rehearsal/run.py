@@ -129,13 +129,10 @@ def _child(profile: str, chapter: str, out_dir: str, shards: int | None) -> int:
     if shards:
         subprocess.run([sys.executable, "-m", "shovir_core.cli", "run", chapter, "--profile", profile, "--shards",
                         str(shards), "--executor", "local", "-q"], check=True)
-    from ..params import declared_parameters
-
     ids = make_records(chapter, profile=profile, progress=False)
-    # a stand-in does not reproduce the paper: the chapter runs its paper-setting code paths (comparisons,
-    # verdicts that read "rehearsal") but asserts none of the paper's findings of the stand-in
-    overrides = {"reproduces_paper": False} if "reproduces_paper" in (declared_parameters(chapter) or ()) else {}
-    path = execute_notebook(chapter, profile=profile, run_ids=ids, output_dir=Path(out_dir), parameters=overrides)
+    # the profile's own parameters, reproduces_paper included: its paper comparisons run, and their
+    # verdicts read "rehearsal" and hold nothing against the paper (tables.paper_vs_run)
+    path = execute_notebook(chapter, profile=profile, run_ids=ids, output_dir=Path(out_dir))
     # peak resident memory of this process and of the processes it waited for (the notebook's kernel,
     # local shards): Linux reports ru_maxrss in KiB
     peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
