@@ -80,4 +80,4 @@ book.show(records, runs=runs, name="rh-records", what=what)
 # ## Records read
 
 # %%
-book.show(book.runs_table(runs), runs=runs)
+book.show(book.runs_table(runs), runs=runs, what=what)
