@@ -291,7 +291,7 @@ book.show(sp.published_figures(), runs=runs, name="sv-fig-published", what=book.
 # the printed value within its rounding, or differs from it). Figure 3(b)'s values are means over the
 # paper's models, so they meet the run's mean over the models of the profile.
 
-# %% tags=["nbval-check-output"]
+# %%
 if paper_dataset:
     side = pvr.paper_vs_run({**fig2.values, **fig3a.values, **fig3b.values}, paper="shovir",
                             rows=pvr.shovir_figure_rows(paper_dataset, paper_models), same_setting=True,

@@ -143,7 +143,7 @@ assert checks["holds"].all(), checks[~checks["holds"]].to_string()
 # Where the profile reads the paper's dataset, each count the paper states for the funnel (§3.1) stands
 # beside the recomputed one; steps whose raw file is absent are shown as not run.
 
-# %% tags=["nbval-check-output"]
+# %%
 if paper_dataset:
     dataset_ids = {k: v for k, v in sup.FUNNEL_PAPER_IDS.items() if f".{paper_dataset.lower()}." in v}
     dataset_ids.update({"consistency_f1": "a1.mimic.consistency_f1"} if paper_dataset == "MIMIC" else

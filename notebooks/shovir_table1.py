@@ -158,7 +158,7 @@ if "ref-blind-prior" in table.index:
 # prints no intervals, so a run value either matches the printed value (within its rounding) or
 # differs from it (`shovir_core.tables.paper_vs_run`).
 
-# %% tags=["nbval-check-output"]
+# %%
 if paper_dataset:
     side = pvr.paper_vs_run(t1.values, paper="shovir", rows=pvr.shovir_table1_rows(paper_dataset, paper_models),
                             same_setting=True, setting=f"the paper's models on {paper_dataset}", runs=runs)

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -80,7 +81,8 @@ def build_pdf(*, pdf: Path | None = None, build: bool = True) -> Path:
     from .. import paths
 
     if build:
-        exe = shutil.which("jupyter-book") or "jupyter-book"
+        exe = (shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
+               or "jupyter-book")  # the environment's own first (make runs .venv/bin/python, not an activated venv)
         subprocess.run([exe, "build", str(paths.repo_root()), "--path-output", str(paths.book_root()),
                         "--builder", "singlehtml", "--keep-going"], cwd=paths.repo_root(), check=True)
     pdf = Path(pdf or paths.book_root() / "_build" / "pdf" / "book.pdf")
