@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .guard import runs_list
+
 __all__ = ["DATASET_NAMES", "what_ran", "with_what_ran", "names_data_and_model", "PAPER_ONLY"]
 
 DATASET_NAMES = {
@@ -27,16 +29,6 @@ PAPER_ONLY = "data: the paper's published numbers (no run)"
 """What a table of the paper's numbers alone (an audit's checks) shows."""
 
 _MAX_MODELS = 4
-
-
-def _runs(runs) -> list:
-    if runs is None:
-        return []
-    if isinstance(runs, Mapping):
-        return list(runs.values())
-    if isinstance(runs, (list, tuple, set, frozenset)):
-        return list(runs)
-    return [runs]
 
 
 def _model_of(manifest: Mapping) -> str | None:
@@ -75,7 +67,7 @@ def what_ran(runs) -> str:
     'demo: NIH boxes, NIH 64 px; models: x, y'
     """
     data, models = [], []
-    runs = _runs(runs)
+    runs = runs_list(runs)
     manifests = [getattr(r, "manifest", None) or {} for r in runs]
     if manifests and all(m.get("protocol") == "audit" for m in manifests):  # the audit reads the papers only
         return PAPER_ONLY

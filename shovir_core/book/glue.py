@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ShovirError
-from .guard import assert_aggregate
+from .guard import assert_aggregate, runs_list
 
 __all__ = ["glue", "glue_paper", "glue_values", "show", "runs_table", "GLUE_LOG_ENV", "ProvenanceError",
            "RUN_DERIVED_PAPER_KEYS"]
@@ -60,7 +60,7 @@ def glue(key: str, value, *, runs, source: str | None = None, display: bool = Fa
 
     _check_key(key)
     if isinstance(value, PaperNumber):
-        if _runs_of(runs):
+        if runs_list(runs):
             raise ProvenanceError(f"glue {key!r}: {float(value)!r} is the paper's value {value.paper}:{value.id}, "
                                   "glued with run records; glue it with book.glue_paper (or book.glue_values, which "
                                   "routes published values) so it is marked as the paper's")
@@ -68,11 +68,11 @@ def glue(key: str, value, *, runs, source: str | None = None, display: bool = Fa
         return
     value = _plain(value)
     assert_aggregate(value, runs, what=f"glue {key!r}")  # the credentialed-data guard speaks first
-    if not _runs_of(runs) and not source:
+    if not runs_list(runs) and not source:
         raise ProvenanceError(f"glue {key!r}: no run record given (runs=[]); a published value is glued with "
                               "book.glue_paper(key, paper_id), a setting with the records that used it, a value "
                               "read from a shipped file with source=<its path>")
-    if _runs_of(runs):
+    if runs_list(runs):
         _refuse_published(key, value)
     from myst_nb import glue as _glue
 
@@ -144,21 +144,11 @@ def _glue_source(key: str, value, source: dict, *, display: bool) -> None:
             fh.write(json.dumps({"key": key, "runs": [], "paper": source}) + "\n")
 
 
-def _runs_of(runs) -> list:
-    if runs is None:
-        return []
-    if isinstance(runs, Mapping):
-        return list(runs.values())
-    if isinstance(runs, (list, tuple, set, frozenset)):
-        return list(runs)
-    return [runs]
-
-
 def _log_glue(key: str, runs, *, source: str | None = None) -> None:
     log = os.environ.get(GLUE_LOG_ENV)
     if not log:
         return
-    entries = sorted({(r.run_id, r.manifest.get("spec_sha256")) for r in _runs_of(runs)})
+    entries = sorted({(r.run_id, r.manifest.get("spec_sha256")) for r in runs_list(runs)})
     entry = {"key": key, "runs": [{"run_id": rid, "spec_sha256": h} for rid, h in entries]}
     if source and not entries:
         entry["source"] = source

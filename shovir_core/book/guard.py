@@ -50,7 +50,8 @@ class CredentialedDataError(ShovirError, PermissionError):
 
 
 # --------------------------------------------------------------------------- which runs are credentialed
-def _runs_list(runs) -> list:
+def runs_list(runs) -> list:
+    """``runs`` as a list of records: ``None`` -> ``[]``, a ``{key: Run}`` dict -> its values, one run -> ``[run]``."""
     if runs is None:
         return []
     if isinstance(runs, Mapping):
@@ -61,7 +62,7 @@ def _runs_list(runs) -> list:
 
 
 def any_credentialed(runs) -> bool:
-    return any(getattr(r, "credentialed", False) for r in _runs_list(runs))
+    return any(getattr(r, "credentialed", False) for r in runs_list(runs))
 
 
 def _read_log_path() -> Path | None:
@@ -199,7 +200,7 @@ def index_for_reads(entries: Iterable[Mapping], *, what: str = "") -> shingles.S
 def session_index(runs=None) -> tuple[shingles.ShingleIndex | None, str]:
     """The report index for this session's credentialed reads (plus ``runs``): ``(index, why_not)``."""
     entries = list(credentialed_reads())
-    for r in _runs_list(runs):
+    for r in runs_list(runs):
         if getattr(r, "credentialed", False):
             if getattr(r, "path", None) is None:
                 return None, f"run {getattr(r, 'run_id', r)!r} has no record folder to read its dataset from"
@@ -393,7 +394,7 @@ def _frame(df: pd.DataFrame, where: str, depth: int):
 
 # --------------------------------------------------------------------------- the check
 def _credentialed_sources(runs) -> list[str]:
-    ids = [r.run_id for r in _runs_list(runs) if getattr(r, "credentialed", False)]
+    ids = [r.run_id for r in runs_list(runs) if getattr(r, "credentialed", False)]
     ids += [e.get("run_id") or f"dataset {e.get('source')!r}" for e in credentialed_reads()]
     return sorted(set(ids))
 
