@@ -103,9 +103,21 @@ def run(protocol: str, name: str, spec: dict, *, progress: bool = True, shard: S
         if shard.index != 0:
             return None
         shard = None
-    with writer_defaults(spec_passed=dict(spec or {}), shard=shard):
-        module.execute(name, resolved, progress=progress, execution=module.SPEC.execution(spec))
     path = record_dir(protocol, name, resolved)
+    if shard is not None and shard.sharded:  # shards of one record write side by side by design
+        with writer_defaults(spec_passed=dict(spec or {}), shard=shard):
+            module.execute(name, resolved, progress=progress, execution=module.SPEC.execution(spec))
+    else:
+        # one process makes a record; another that asks for it meanwhile waits, then reads it
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.parent / f".{path.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if is_complete(protocol, name, resolved, resolved=True):
+                return load_run(protocol, name, h)
+            with writer_defaults(spec_passed=dict(spec or {}), shard=shard):
+                module.execute(name, resolved, progress=progress, execution=module.SPEC.execution(spec))
     if Run(path).status == "complete":
         return load_run(protocol, name, h)
     return Run(path)
