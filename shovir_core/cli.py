@@ -161,7 +161,8 @@ def _cmd_book(args) -> int:
     from .book import build_book, execute_book
 
     if not args.no_execute:
-        for path in execute_book(profile=args.profile, only=args.only, progress=not args.quiet):
+        jobs = args.jobs if args.jobs is not None else (min(4, os.cpu_count() or 1) if args.profile == "demo" else 1)
+        for path in execute_book(profile=args.profile, only=args.only, progress=not args.quiet, jobs=jobs):
             print(f"executed {path}")
     if args.no_build:
         return 0
@@ -359,6 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "then build book/_build/html with Jupyter Book (warnings are errors).")
     p.add_argument("--profile", default="demo", help="params profile (default: demo)")
     p.add_argument("--only", nargs="+", metavar="NB", help="execute only these notebooks")
+    p.add_argument("-j", "--jobs", type=int, metavar="K",
+                   help="notebooks executed at once, each in its own process (default: the CPU count up to 4 on "
+                        "the demo profile, whose models run on one CPU thread each; 1 on other profiles, whose "
+                        "models share the GPU). Notebooks that read a common record run one after the other.")
     p.add_argument("--no-build", action="store_true", help="execute notebooks but do not build the HTML")
     p.add_argument("--no-execute", action="store_true", help="build the HTML from the notebooks already in book/")
     p.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")

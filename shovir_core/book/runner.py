@@ -21,7 +21,7 @@ from .render import OUTPUT_DIR_ENV
 from ..params import load_params, toc_notebooks
 from ..errors import ShovirError
 
-__all__ = ["make_records", "execute_notebook", "execute_book", "build_book", "BookError", "glue_index",
+__all__ = ["make_records", "execute_notebook", "execute_book", "book_schedule", "build_book", "BookError", "glue_index",
            "GLUE_INDEX", "RECORDS_DIR", "PROFILE_TAG", "unglued_references"]
 
 from .publish import GLUE_INDEX, book_lock, glue_index, publish, recover, watch_book
@@ -315,22 +315,117 @@ def _keep_failed_copy(executed: Path, output_dir: Path, notebook: str, *, creden
         return publish(output_dir, notebook, notebook_text=executed.read_text(encoding="utf-8"), files={})
 
 
-def execute_book(*, profile: str = "demo", only: list[str] | None = None, progress: bool = True) -> list[Path]:
-    """Make the records and execute every notebook the toc names (or ``only``)."""
+def execute_book(*, profile: str = "demo", only: list[str] | None = None, progress: bool = True,
+                 jobs: int = 1) -> list[Path]:
+    """Make the records and execute every notebook the toc names (or ``only``).
+
+    With ``jobs`` > 1 up to that many notebooks run at once, each in its own process, in the order
+    :func:`book_schedule` allows: notebooks that name a common record run one after the other (in toc
+    order) so that no record is made twice, and a notebook whose params say ``requires: all`` (the
+    reproduction map reads every chapter's records) runs after all the others. When a notebook fails, the
+    ones already running finish, none is started, and the first failure is raised.
+    """
     names = toc_notebooks()
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:
             raise BookError(f"not notebooks of the book: {unknown}; the toc names {names}")
         names = [n for n in names if n in only]
-    done = []
-    bar = tqdm(names, desc="notebooks", unit="nb", disable=not progress)
-    for name in bar:
-        bar.set_postfix_str(f"{name}: records")
-        ids = make_records(name, profile=profile, progress=progress)
-        bar.set_postfix_str(f"{name}: executing")
-        done.append(execute_notebook(name, profile=profile, run_ids=ids))
-    return done
+    if jobs <= 1 or len(names) <= 1:
+        done = []
+        bar = tqdm(names, desc="notebooks", unit="nb", disable=not progress)
+        for name in bar:
+            bar.set_postfix_str(f"{name}: records")
+            ids = make_records(name, profile=profile, progress=progress)
+            bar.set_postfix_str(f"{name}: executing")
+            done.append(execute_notebook(name, profile=profile, run_ids=ids))
+        return done
+    return _execute_parallel(names, profile=profile, progress=progress, jobs=jobs)
+
+
+def book_schedule(names: list[str], profile: str) -> dict[str, set[str]]:
+    """For each notebook, the notebooks that must finish before it starts.
+
+    Two notebooks whose params name the same record (same protocol and name) are chained in toc order;
+    ``requires: all`` waits for every other notebook without that flag; ``requires: [a, b]`` for those
+    named (when they are part of this build).
+    """
+    specs = {n: load_params(n, profile) for n in names}
+    after: dict[str, set[str]] = {n: set() for n in names}
+    last_user: dict[tuple[str, str], str] = {}
+    for n in names:
+        for r in specs[n]["runs"].values():
+            key = (r["protocol"], r["name"])
+            if key in last_user and last_user[key] != n:
+                after[n].add(last_user[key])
+            last_user[key] = n
+    everyone = [n for n in names if specs[n]["requires"] != "all"]
+    for n in names:
+        req = specs[n]["requires"]
+        if req == "all":
+            after[n].update(m for m in everyone if m != n)
+        elif req:
+            if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
+                raise BookError(f"{specs[n]['path']}: 'requires' must be 'all' or a list of notebook names, got {req!r}")
+            after[n].update(m for m in req if m in specs and m != n)
+    return after
+
+
+def _notebook_job(name: str, profile: str) -> Path:
+    """One notebook in a worker process of :func:`execute_book` (no progress bars of its own)."""
+    ids = make_records(name, profile=profile, progress=False)
+    return execute_notebook(name, profile=profile, run_ids=ids)
+
+
+def _execute_parallel(names: list[str], *, profile: str, progress: bool, jobs: int) -> list[Path]:
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    after = book_schedule(names, profile)
+    remaining = list(names)
+    finished: set[str] = set()
+    running: dict = {}
+    done: dict[str, Path] = {}
+    failures: list[tuple[str, BaseException]] = []
+
+    def weight(n: str) -> int:  # start the notebook that the most others wait for, then toc order
+        return -sum(n in after[m] for m in remaining)
+
+    bar = tqdm(total=len(names), desc=f"notebooks ({jobs} at once)", unit="nb", disable=not progress)
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        while remaining or running:
+            if not failures:
+                ready = sorted((n for n in remaining if after[n] <= finished), key=lambda n: (weight(n), names.index(n)))
+                for n in ready[:jobs - len(running)]:
+                    running[pool.submit(_notebook_job, n, profile)] = n
+                    remaining.remove(n)
+            if not running:
+                break
+            bar.set_postfix_str("running: " + ", ".join(sorted(running.values())))
+            completed, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in completed:
+                n = running.pop(fut)
+                try:
+                    done[n] = fut.result()
+                except Exception as exc:  # noqa: BLE001 - reported below, after the running ones finish
+                    failures.append((n, exc))
+                finished.add(n)
+                bar.update()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        bar.close()
+    pool.shutdown()
+    if failures:
+        name, exc = failures[0]
+        others = [n for n, _ in failures[1:]]
+        if others or remaining:
+            print(f"shovir book: {name} failed" + (f"; also failed: {others}" if others else "")
+                  + (f"; not started: {remaining}" if remaining else ""), file=sys.stderr)
+        raise exc
+    return [done[n] for n in names]
 
 
 def build_book(*, strict: bool = True) -> Path:
