@@ -197,8 +197,7 @@ book.show(fig, runs=runs, name="sv-fig3b",
           caption=f"ShoViR Figure 3(b) on the demo: per-class F1 at p = 1, the mean over "
                   f"{by_class['n_models'].max()} models (without the pipeline check "
                   f"{', '.join(pipeline_only) or '-'}); Baseline is OCO at p = 0."
-                  + (f" No DOCO bar for {', '.join(no_doco)}: no item of that class has a co-finding box that "
-                     f"passes the IoU rule, so DOCO has no eligible item there." if no_doco else ""),
+                  + sv.no_doco_note(no_doco),
           alt="Grouped bar chart of mean F1 per finding class for Baseline, RO, OCO and DOCO, on a 0 to 1 axis.")
 
 # %% tags=["nbval-check-output"]

@@ -8,7 +8,9 @@ and these places.
 Sources: ShoViR models, prompts and decoding from the authors' code (arco-group/ShoViR-Bench
 ``src/benchmark/prompts.py``@7dd01b7 and the wrappers ``src/benchmark/models/<model>/__init__.py``,
 ``src/benchmark/models/base.py``@f68059b; ShoViR §3.3); ModaLens models, revisions and answer-token
-ids from the paper (ModaLens §3; App. I).
+ids from the paper (ModaLens §3; App. I). Decoder-layer counts (``text_layers``, the layer count a
+rehearsal's tiny stand-in gets): MedGemma-27B's 62 from ModaLens §3; the others from the checkpoints'
+model cards (Gemma 3 4B 34, Qwen3.5-9B 32, Qwen3.5-27B 64, Mistral-7B and Vicuna-7B 32, Qwen2.5-VL-3B 36).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from .protocol import VLM
     from .remote import RemoteCodeVLM
 
-__all__ = ["ModelSpec", "REGISTRY", "ALIASES", "ModelNotAvailableError", "get_model", "list_models",
+__all__ = ["ModelSpec", "REGISTRY", "ALIASES", "ModelNotAvailableError", "get_model", "list_models", "tiny_dims",
            "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint", "register_remote_adapter", "ADAPTERS", "LOADERS"]
 
 _GEMMA_FAMILIES = {"yes_id": 4443, "no_id": 1904, "yes_family": (4443, 10784, 11262, 8438),
@@ -92,7 +94,7 @@ def _specs() -> dict[str, ModelSpec]:
                   notes="Libra-repo port, conv 'v1', two image slots [current, current]"),
         ModelSpec("maira-2", "remote-code", "microsoft/maira-2", paper="ShoViR", report_user="", max_new_tokens=450,
                   notes="processor.format_and_preprocess_reporting_input(current_frontal=img, indication='', ...)"),
-        ModelSpec("medgemma-1.5-4b", "hf", "google/medgemma-1.5-4b-it", paper="ShoViR",
+        ModelSpec("medgemma-1.5-4b", "hf", "google/medgemma-1.5-4b-it", paper="ShoViR", text_layers=34,
                   report_system="Describe this X-ray.", report_user="Analyze this image.", report_prompt_slot="system",
                   report_order="text_first", max_new_tokens=128, families=_GEMMA_FAMILIES,
                   processor_kwargs={"do_pan_and_scan": False},
@@ -106,31 +108,31 @@ def _specs() -> dict[str, ModelSpec]:
                   notes="LoRA on llava-v1.5-7b; findings from a CheXpert classifier checkpoint; BioViL transform; "
                         "the authors' wrapper names the repository Chantal/RaDialog-...; its Hugging Face id is "
                         "ChantalPellegrini/RaDialog-interactive-radiology-report-generation"),
-        ModelSpec("nv-reason-cxr", "hf", "nvidia/NV-Reason-CXR-3B", paper="ShoViR",
+        ModelSpec("nv-reason-cxr", "hf", "nvidia/NV-Reason-CXR-3B", paper="ShoViR", text_layers=36,
                   report_user="Find abnormalities and support devices.", max_new_tokens=2048,
                   notes="Qwen2_5_VLForConditionalGeneration; one user message [image, text]; the report is "
                         "batch_decode(new tokens, skip_special_tokens=True): chat markers and EOS are dropped, the "
                         "reasoning text (<think>/<answer> tags included) is kept, as the authors' BaseHFLM does"),
     ]
     modalens = [
-        ModelSpec("medgemma-27b", "hf", "google/medgemma-27b-it", revision="2d3e00e", paper="ModaLens",
+        ModelSpec("medgemma-27b", "hf", "google/medgemma-27b-it", revision="2d3e00e", paper="ModaLens", text_layers=62,
                   families=_GEMMA_FAMILIES, processor_kwargs={"do_pan_and_scan": False},
                   notes="896x896, 256 image tokens, pan-and-scan off, bf16"),
-        ModelSpec("medgemma-4b", "hf", "google/medgemma-4b-it", revision="290cda5e", paper="ModaLens",
+        ModelSpec("medgemma-4b", "hf", "google/medgemma-4b-it", revision="290cda5e", paper="ModaLens", text_layers=34,
                   families=_GEMMA_FAMILIES, processor_kwargs={"do_pan_and_scan": False}),
-        ModelSpec("qwen3.5-9b", "hf", "Qwen/Qwen3.5-9B", revision="c2022362", paper="ModaLens",
+        ModelSpec("qwen3.5-9b", "hf", "Qwen/Qwen3.5-9B", revision="c2022362", paper="ModaLens", text_layers=32,
                   families=_QWEN35_FAMILIES, chat_template_kwargs={"enable_thinking": False},
                   processor_kwargs={"max_pixels": 802816}, notes="thinking disabled; images capped at 802,816 px"),
-        ModelSpec("qwen3.5-27b", "hf", "Qwen/Qwen3.5-27B", paper="ModaLens", families=_QWEN35_FAMILIES,
+        ModelSpec("qwen3.5-27b", "hf", "Qwen/Qwen3.5-27B", paper="ModaLens", text_layers=64, families=_QWEN35_FAMILIES,
                   chat_template_kwargs={"enable_thinking": False}, processor_kwargs={"max_pixels": 802816},
                   notes="revision not stated in the paper"),
-        ModelSpec("llava-next-mistral-7b", "hf", "llava-hf/llava-v1.6-mistral-7b-hf", revision="2424fdd4",
+        ModelSpec("llava-next-mistral-7b", "hf", "llava-hf/llava-v1.6-mistral-7b-hf", revision="2424fdd4", text_layers=32,
                   paper="ModaLens", notes="LlavaNextForConditionalGeneration (anyres); token families from the "
                                           "Mistral tokenizer at load (the paper lists no ids)"),
-        ModelSpec("llava-1.5-7b", "hf", "llava-hf/llava-1.5-7b-hf", paper="ModaLens",
+        ModelSpec("llava-1.5-7b", "hf", "llava-hf/llava-1.5-7b-hf", paper="ModaLens", text_layers=32,
                   notes="cross-model probe only (App. N); LlavaForConditionalGeneration; revision not stated in "
                         "the paper (none pinned); families from the tokenizer at load"),
-        ModelSpec("gemma-3-27b", "hf", "google/gemma-3-27b-it", paper="ModaLens", families=_GEMMA_FAMILIES,
+        ModelSpec("gemma-3-27b", "hf", "google/gemma-3-27b-it", paper="ModaLens", text_layers=62, families=_GEMMA_FAMILIES,
                   processor_kwargs={"do_pan_and_scan": False},
                   notes="the obsolete run; Gemma 3 tokenizer (MedGemma's ids); revision not stated in the paper"),
     ]
@@ -187,6 +189,22 @@ def stand_in_for(name: str) -> str | None:
     return target
 
 
+def tiny_dims(name: str) -> dict | None:
+    """The text dimensions a tiny model's name asks for: ``tiny-gemma3@62`` has 62 decoder layers (a
+    rehearsal's stand-in of a 62-layer model); a bare name, the tiny default (``None``).
+
+    >>> tiny_dims("tiny-gemma3@62"), tiny_dims("tiny-gemma3")
+    ({'layers': 62}, None)
+    """
+    base, _, arg = ALIASES.get(name, name).partition("@")
+    if not arg:
+        return None
+    if not arg.isdigit() or int(arg) < 1:
+        raise UsageError(f"{name!r}: the number after '@' of a tiny model is its decoder-layer count (a positive "
+                         f"integer), e.g. {base}@62")
+    return {"layers": int(arg)}
+
+
 def get_model(name: str, *, local_path: str | Path | None = None, device: str | None = None,
               dtype: str | None = None, seed: int = 0) -> VLM:
     """Build the adapter registered as ``name``.
@@ -225,7 +243,7 @@ def get_model(name: str, *, local_path: str | Path | None = None, device: str | 
             use_demo_threads()
         return model
     if spec.adapter == "tiny":
-        model = build(spec.name, seed=seed, device=device, dtype=dtype)
+        model = build(spec.name, seed=seed, device=device, dtype=dtype, dims=tiny_dims(name))
     else:
         model = build(spec, local_path=local_path, device=device, dtype=dtype)
     if spec.adapter in ("tiny", "ref-vlm"):  # the demo transformers: one torch thread on the CPU (threads.py)

@@ -44,7 +44,9 @@ class ModelSpec:
     which one a replacement prompt (§C.3's shared ``radiology_minimal``) replaces: ``"user"`` (the
     default) or ``"system"`` (MedGemma: system = prompt, user = "Analyze this image.").
     ``max_new_tokens`` is the report length; ``families`` the paper's answer-token ids, checked
-    against the tokenizer at load time.
+    against the tokenizer at load time. ``text_layers`` is the number of decoder layers of the
+    checkpoint's language model (``None``: not recorded); a rehearsal builds its tiny stand-in with
+    as many layers, so that a design naming a layer of the real model names one of the stand-in's.
     """
 
     name: str
@@ -63,6 +65,7 @@ class ModelSpec:
     chat_template_kwargs: dict = field(default_factory=dict)
     processor_kwargs: dict = field(default_factory=dict)
     notes: str = ""
+    text_layers: int | None = None
 
     def __post_init__(self) -> None:
         if self.report_prompt_slot not in ("user", "system"):

@@ -59,10 +59,12 @@ def stand_ins(*, layers: bool, override: str | None = None) -> dict[str, str]:
 
     ``override`` replaces every stand-in by one model; otherwise a ShoViR model becomes
     ``ref-context-shortcut``, a ModaLens model ``ref-anchored@0.5``, and under ``layers`` each model
-    with a tiny transformer twin becomes that twin.
+    with a tiny transformer twin becomes that twin, built with the real model's decoder-layer count
+    (``text_layers`` of its registry entry: ``tiny-gemma3@62`` for MedGemma-27B), so that the layers a
+    design names (App. N: L16, L25, L46, L61) exist on the stand-in.
 
     >>> stand_ins(layers=False)["medgemma-27b"], stand_ins(layers=True)["medgemma-27b"]
-    ('ref-anchored@0.5', 'tiny-gemma3')
+    ('ref-anchored@0.5', 'tiny-gemma3@62')
     """
     from ..models.registry import REGISTRY
 
@@ -73,7 +75,7 @@ def stand_ins(*, layers: bool, override: str | None = None) -> dict[str, str]:
         if override:
             out[name] = override
         elif layers and name in _TINY_TWIN:
-            out[name] = _TINY_TWIN[name]
+            out[name] = _TINY_TWIN[name] + (f"@{spec.text_layers}" if spec.text_layers else "")
         else:
             out[name] = _REFERENCE.get(spec.paper, "ref-anchored@0.5")
     return out
@@ -162,7 +164,8 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
         raise UsageError(f"rehearse: profile must be 'mimic' or 'padchest', got {profile!r}")
     if shards is not None and shards < 1:
         raise UsageError(f"rehearse: --shards must be at least 1, got {shards}")
-    root = Path(root) if root else rehearsal_root()
+    # absolute: every chapter's notebook runs in a folder of its own, where a relative root would name nothing
+    root = (Path(root) if root else rehearsal_root()).resolve()
     chapters = _chapters(profile, only)
     tree_dir = root / "trees" / f"scale{scale:g}-seed{seed}-{pixels}"
     t0 = time.monotonic()

@@ -43,7 +43,7 @@ from .result import TableResult, frame_of, run_ids_of
 
 __all__ = [
     "trials_of", "image_level", "table1", "per_class", "mu_f1_curves",
-    "shortcut_items", "shortcut_metrics", "per_class_across_models", "occluded_area", "MIN_FR_ITEMS",
+    "shortcut_items", "shortcut_metrics", "per_class_across_models", "no_doco_note", "occluded_area", "MIN_FR_ITEMS",
     "attack_sensitivity", "target_class_intervals",
     "reference_checks", "external_metric_status",
     "TABLE1_METRICS", "UNCERTAIN", "pipeline_check", "bleu_breakdown", "run_counts", "doco_counts", "key_part", "text_convention",
@@ -517,6 +517,23 @@ def reference_checks(trials: pd.DataFrame, *, p: float = 1.0, min_items: int = M
                        labels={"check": "expected behaviour", "n": "n (fewest eligible items)"},
                        caption=f"The reference models' planted behaviour at p = {p:g}; a flip rate decides a check "
                                f"only over at least {min_items} eligible items.")
+
+
+def no_doco_note(classes: Sequence[str]) -> str:
+    """The Figure 3(b) caption's note on the classes without a DOCO bar ("" when there is none).
+
+    Each class name stands between label words ("without DOCO", "no DOCO item"): on credentialed data a
+    common word next to a class name ("for Lung Opacity") is a 3-word window of the reports ("Negative
+    for lung opacity") and the credentialed guard would refuse the caption
+    (:mod:`shovir_core.book.shingles`).
+
+    >>> no_doco_note(["Lung Opacity"])
+    ' Without DOCO: Lung Opacity (no DOCO item: no item of that class has a co-finding box that passes the IoU rule).'
+    """
+    if not classes:
+        return ""
+    return (f" Without DOCO: {', '.join(map(str, classes))} (no DOCO item: no item of that class has a co-finding box "
+            "that passes the IoU rule).")
 
 
 def per_class_across_models(per_class_table, *, p: float = 1.0, exclude_models: Sequence[str] = ()) -> TableResult:
