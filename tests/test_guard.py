@@ -281,3 +281,43 @@ def test_figure_helper_refuses_image_like_artists():
     ax3.plot(range(100))
     assert figures.image_like_artists(fig3) == []
     plt.close("all")
+
+
+# --------------------------------------------------------------------------- text that ships in the repository
+def _table8():
+    from shovir_core.tables.modalens_design import question_rows, questions_table
+
+    trials = pd.DataFrame([{"case_id": c, "question_id": qid, "target_c": float((c + k) % 2)}
+                           for c in range(3) for k, (qid, _, _) in enumerate(question_rows())])
+    return questions_table(trials)
+
+
+def test_table8_passes_and_a_table_holding_a_report_sentence_is_still_refused(credentialed_run):
+    """Table 8's questions are the paper's text: rendered (cells joined: "... show pleural effusion? | Is
+    pleural effusion present ...") they pass reports that say "Pleural effusion is small"; a report
+    sentence put in the same table is still refused, by the index and by the first line."""
+    from shovir_core.book.render import table_markdown
+
+    reports = REPORTS + ["Pleural effusion is small. Lung opacity is seen in the left base. Support devices is noted."]
+    idx = ShingleIndex(reports, label="the reports of 'fixture'")
+    t8 = _table8()
+    rendered = table_markdown(t8, name=None, write_csv=False).markdown
+    assert len(t8.frame) == 14 and not idx.hits(rendered) and not idx.hits(t8.frame.to_csv())
+    assert ShingleIndex(reports, label="x", allow=[]).hits(rendered), "without the allow-list the join would trip"
+    assert_aggregate(t8.frame, {"a": credentialed_run}, what="Table 8")
+    leaked = t8.frame.assign(question_l=[REPORT] + list(t8.frame["question_l"][1:]))
+    assert idx.leaks(table_markdown(t8.__class__(leaked, caption=t8.caption), name=None, write_csv=False).markdown)
+    with pytest.raises(CredentialedDataError):
+        assert_aggregate(leaked, {"a": credentialed_run}, what="Table 8 with a report sentence")
+    for sentence in reports[-1].split(". "):  # the new allow-list admits the join, not the reports' sentences
+        assert idx.leaks(sentence), sentence
+
+
+def test_no_doco_note_puts_class_names_between_label_words():
+    """Figure 3(b)'s caption note: "for Lung Opacity" would be a window of "Negative for lung opacity"."""
+    from shovir_core.tables.shovir import no_doco_note
+
+    idx = ShingleIndex(["Negative for lung opacity. Evaluate for pleural effusion is limited."], label="x")
+    note = no_doco_note(["Lung Opacity", "Pleural Effusion"])
+    assert note and not idx.hits(note) and no_doco_note([]) == ""
+    assert idx.hits("No DOCO bar for Lung Opacity"), "the former wording trips on such reports"

@@ -16,7 +16,8 @@ checked go through :func:`words` first:
 (:class:`ShingleIndex`), except windows that belong to the project's own vocabulary:
 
 * every 3-word window of the project's own texts (:func:`project_phrases`: the CheXpert class
-  names, ModaLens question texts, answer instructions, metric names/descriptions of
+  names, ModaLens question texts and the rows of Table 8 (the questions in both templates, cells
+  read in order, as a rendered table or its CSV joins them), answer instructions, metric names/descriptions of
   ``resources/metrics.yaml``, the papers' published-value descriptions, the shared vocabulary of
   :mod:`shovir_core.vocab`, and the string constants of the table builders ``shovir_core.tables``
   and the book's glue helpers -- column labels and captions -- and of the protocols, whose records
@@ -292,6 +293,9 @@ def project_phrases() -> tuple[str, ...]:
         for template in TEMPLATES:
             texts += [question_text(f, template=template) for f in _class_names()[:-1]]
             texts += list(TEMPLATES[template].values())
+        from ..tables.modalens_design import question_rows
+
+        texts += [" ".join(row) for row in question_rows()]  # Table 8's rows, their cells read in order
     for path in sorted((_PACKAGE / "papers" / "data").glob("*.yaml")):
         texts += list(_strings(yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.BaseLoader)))
     for path in _source_files():

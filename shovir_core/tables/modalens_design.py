@@ -15,7 +15,7 @@ import pandas as pd
 
 from .result import TableResult
 
-__all__ = ["view_pairs_table", "questions_table", "answer_token_table"]
+__all__ = ["view_pairs_table", "questions_table", "question_rows", "answer_token_table"]
 
 
 def _one_per_case(trials: pd.DataFrame) -> pd.DataFrame:
@@ -41,17 +41,26 @@ def view_pairs_table(trials: pd.DataFrame) -> TableResult:
                        caption="Pair composition by view position (Table 7): the substitute's view is not matched.")
 
 
+def question_rows() -> list[tuple[str, str, str]]:
+    """The text cells of Table 8, one row per question of the all-14 design: ``(question id, default
+    template, second template)`` -- public text of the paper (ModaLens §2, App. L, Table 8) that ships
+    in the repository, not data. The credentialed guard treats each row, its cells read in order, as the
+    project's own text (:func:`shovir_core.book.shingles.project_phrases`): a rendered table joins the
+    cells, and the join ("... show pleural effusion? | Is pleural effusion present ...") makes windows
+    ("pleural effusion is") that reports also hold."""
+    from ..protocols.modalens import COMPOSITE, FINDINGS_13, question_id, question_text
+
+    return [(question_id(f), question_text(f), question_text(f, template="alt")) for f in (*FINDINGS_13, COMPOSITE)]
+
+
 def questions_table(trials: pd.DataFrame) -> TableResult:
     """Table 8: each question of the all-14 design in the default and the second template, with the
     number of cases whose source-image target is yes and no (primary label policy)."""
-    from ..protocols.modalens import COMPOSITE, FINDINGS_13, question_id, question_text
-
     cases = trials.drop_duplicates(["case_id", "question_id"])
     rows, values = [], {}
-    for finding in (*FINDINGS_13, COMPOSITE):
-        qid = question_id(finding)
+    for qid, question, question_l in question_rows():
         t = cases[cases["question_id"] == qid]["target_c"].astype(float)
-        row = {"question_id": qid, "question": question_text(finding), "question_l": question_text(finding, template="alt"),
+        row = {"question_id": qid, "question": question, "question_l": question_l,
                "target_yes": int((t == 1).sum()), "target_no": int((t == 0).sum())}
         rows.append(row)
         values.update({f"{qid}.target_yes": row["target_yes"], f"{qid}.target_no": row["target_no"]})
