@@ -37,6 +37,7 @@ reader_coverage = None
 n_draws = None
 bootstrap_seed = None
 reproduces_paper = None
+reference_validation = None  # the model is a reference model and its planted behaviour is checked (demo)
 
 # %%
 import numpy as np
@@ -81,8 +82,9 @@ assert v12["t12.n_trials"] == 14 * v12["t12.n_pairs"], "all-14: every pair contr
 assert v12["t12.n_changed"] <= v12["t12.n_trials"]
 for k in ("agreement", "kappa", "P.acc_manual", "A.acc_manual", "A.sub_agree_changed"):
     assert v12[f"t12.{k}_lo"] <= v12[f"t12.{k}"] <= v12[f"t12.{k}_hi"], k
-assert v12["t12.P.flip_rate_changed"] < v12["t12.A.flip_rate_changed"], \
-    "the report effect keeps its direction on manual-label-changed trials (planted by ref-anchored@0.5)"
+if reference_validation:  # planted in the reference model; a real model's (or a stand-in's) answers are results
+    assert v12["t12.P.flip_rate_changed"] < v12["t12.A.flip_rate_changed"], \
+        "the report effect keeps its direction on manual-label-changed trials (planted by ref-anchored@0.5)"
 book.glue_values("mle", v12, runs=runs)
 
 # %% [markdown]

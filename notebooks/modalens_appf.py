@@ -34,6 +34,7 @@ six_models = None
 uninstructed = None
 second_model = None
 reference_model = None
+reference_validation = None  # the models are reference models and their planted behaviour is checked (demo)
 n_draws = None
 bootstrap_seed = None
 reproduces_paper = None
@@ -78,10 +79,11 @@ for m in lineage:
     for r in ("family", "generated"):
         assert np.isclose(v14[f"t14.{m}.{r}.diff_pp"],
                           100 * (v14[f"t14.{m}.{r}.A.flip_rate"] - v14[f"t14.{m}.{r}.P.flip_rate"]), equal_nan=True)
-assert v14[f"{ref}.family.P.flip_rate"] < v14[f"{ref}.family.A.flip_rate"], \
-    "the report lowers image sensitivity (planted in ref-anchored@0.5; the paper, every model)"
-assert v14[f"{ref}.family.diff_lo_pp"] > 0
-assert v14[f"{ref}.compliance.P"] == v14[f"{ref}.compliance.A"] == 1.0, "the reference model always answers Yes/No"
+if reference_validation:  # planted in the reference models; a real model's (or a stand-in's) answers are results
+    assert v14[f"{ref}.family.P.flip_rate"] < v14[f"{ref}.family.A.flip_rate"], \
+        "the report lowers image sensitivity (planted in ref-anchored@0.5; the paper, every model)"
+    assert v14[f"{ref}.family.diff_lo_pp"] > 0
+    assert v14[f"{ref}.compliance.P"] == v14[f"{ref}.compliance.A"] == 1.0, "the reference model always answers Yes/No"
 book.glue_values("mlf", v14, runs=runs)
 book.glue_paper("mlf.paper.b4_more_pp", "t4.b4.more")
 book.glue_paper("mlf.paper.cases", "design.cases")
@@ -124,7 +126,8 @@ for m in six_models:
     assert v13[f"t13.{m}.n_trials"] == len(six) * trials[six_models[m][0]]["case_id"].nunique()
 r6 = f"t13.{reference_model}"
 assert v13[f"{r6}.ba_orig_lo"] <= v13[f"{r6}.ba_orig"] <= v13[f"{r6}.ba_orig_hi"]
-assert v13[f"t13.{reference_model}.diff_pp"] > 0, "the report effect survives the change of design"
+if reference_validation:
+    assert v13[f"t13.{reference_model}.diff_pp"] > 0, "the report effect survives the change of design (planted)"
 book.glue_values("mlf", v13, runs=runs)
 book.glue_values("mlf", {"six_lo": six_range[0], "six_hi": six_range[1]}, runs=runs)
 
@@ -146,7 +149,7 @@ book.show(row.display(), runs=runs)
 # %%
 vr = row.values
 assert vr[f"t4.{second_model}.n_trials"] == len(trials["P"])
-if not reproduces_paper:
+if reference_validation:
     assert vr[f"t4.{second_model}.more_lo_pp"] > 0, "planted: less report weight, more flips with the report"
 book.glue_values("mlf", vr, runs=runs)
 book.glue_values("mlf.t4.second", {k.removeprefix(f"t4.{second_model}."): v for k, v in vr.items()}, runs=runs)
@@ -168,7 +171,7 @@ vs = second.values
 for design in ("one_q", "all14"):
     k = f"f.{second_model}.{design}"
     assert np.isclose(vs[f"{k}.diff_pp"], 100 * (vs[f"{k}.A.flip_rate"] - vs[f"{k}.P.flip_rate"]))
-    if not reproduces_paper:
+    if reference_validation:
         assert vs[f"{k}.diff_lo_pp"] > 0, "planted: the report lowers the flip rate"
 assert vs[f"f.{second_model}.all14.n_trials"] == len(trials["second_P"])
 book.glue_values("mlf", vs, runs=runs)

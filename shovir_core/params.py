@@ -150,6 +150,12 @@ def load_params(notebook: str, profile: str) -> dict:
         if not isinstance(spec, dict):
             raise ParamsError(f"{path}: run {key!r}: 'spec' must be a mapping of spec keys (omit it for the "
                               f"defaults), got {'null' if spec is None else repr(spec)}")
+    from .rehearsal.scaling import rehearsal_scale, scale_design
+
+    scale = rehearsal_scale()  # a reduced rehearsal: the designs' sample sizes scale with its tree
+    if scale is not None:
+        for r in runs.values():
+            r["spec"] = scale_design(r["protocol"], r["spec"], scale)
     defaults = profile_defaults(profile)
     declared = declared_parameters(notebook)
     if declared is not None:

@@ -117,5 +117,7 @@ def test_stand_ins_replace_real_models_and_say_so(monkeypatch):
 
 def test_layer_chapters_get_tiny_transformers():
     table = stand_ins(layers=True)
-    assert table["medgemma-27b"] == "tiny-gemma3" and table["llava-1.5-7b"] == "tiny-llava-1.5"
-    assert set(stand_ins(layers=False, override="ref-blind-prior").values()) == {"ref-blind-prior"}
+    assert table["medgemma-27b"] == "tiny-gemma3@62" and table["llava-1.5-7b"] == "tiny-llava-1.5@32"
+    override = stand_ins(layers=False, override="ref-blind-prior")
+    assert set(override.values()) == {"ref-blind-prior", "tiny-xrv-densenet"}
+    assert override["torchxrayvision"] == "tiny-xrv-densenet"

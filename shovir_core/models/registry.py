@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from .remote import RemoteCodeVLM
 
 __all__ = ["ModelSpec", "REGISTRY", "ALIASES", "ModelNotAvailableError", "get_model", "list_models", "tiny_dims",
+           "STAND_INS_ENV", "SURROGATE_STAND_INS", "stand_in_for",
            "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint", "register_remote_adapter", "ADAPTERS", "LOADERS"]
 
 _GEMMA_FAMILIES = {"yes_id": 4443, "no_id": 1904, "yes_family": (4443, 10784, 11262, 8438),
@@ -167,6 +168,16 @@ builds the stand-in in place of each named real model and :func:`model_fingerpri
 rehearsal record is never mistaken for, or reused as, a real model's record)."""
 
 
+SURROGATE_STAND_INS: dict[str, str] = {
+    "tiny-xrv-densenet": "torchxrayvision",
+}
+"""Stand-ins of the models outside this registry, by name -> the model they stand in for: the image
+classifier of ModaLens App. K (``torchxrayvision``, :mod:`shovir_core.protocols.modalens_surrogate`) becomes
+``tiny-xrv-densenet``, a small DenseNet with TorchXRayVision's 18 output slots and seeded random weights
+(:func:`shovir_core.models.xrv.tiny_xrv_densenet`) behind the paper's preprocessing and operating-point
+normalisation."""
+
+
 def stand_in_for(name: str) -> str | None:
     """The stand-in of ``name`` under ``$SHOVIR_STAND_INS`` (``None`` when there is none).
 
@@ -183,6 +194,10 @@ def stand_in_for(name: str) -> str | None:
     target = table.get(ALIASES.get(name, name))
     if target is None:
         return None
+    if target in SURROGATE_STAND_INS:
+        if SURROGATE_STAND_INS[target] != name:
+            raise UsageError(f"${STAND_INS_ENV}: {target!r} stands in for {SURROGATE_STAND_INS[target]!r}, not {name!r}")
+        return target
     base = ALIASES.get(target, target).partition("@")[0]
     if base not in REGISTRY or REGISTRY[base].adapter not in ("reference", "tiny", "ref-vlm"):
         raise UsageError(f"${STAND_INS_ENV}: stand-in {target!r} for {name!r} is not a reference or tiny model")

@@ -134,6 +134,7 @@ FINGERPRINT_FILES: dict[str, tuple[str, ...]] = {
     "reference": ("models/reference.py", "models/report_text.py", "models/cnn.py", "models/readouts.py",
                   "resources/ref_reference_models.json", "resources/ref_image_classifier.safetensors"),
     "tiny": ("models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py"),
+    "xrv-stand-in": ("models/xrv.py", "metrics/surrogate.py"),
     "ref-vlm": ("models/ref_vlm.py", "models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py",
                 "resources/ref_vlm.json", "resources/ref_vlm.safetensors"),
     "reference-vqa": ("models/reference_vqa.py", "models/protocol.py"),

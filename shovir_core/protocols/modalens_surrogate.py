@@ -8,7 +8,10 @@ substitutes -- is scored once by the surrogate:
 ``surrogate: torchxrayvision``
     the paper's TorchXRayVision ``densenet121-res224-chex`` from a local weight file
     (:func:`shovir_core.models.xrv.load_xrv`; ``xrv_weights`` or ``$SHOVIR_XRV_WEIGHTS``; never
-    downloaded); the file's SHA-256 is written into the manifest counts;
+    downloaded); the file's SHA-256 is written into the manifest counts. Under ``$SHOVIR_STAND_INS``
+    (``shovir rehearse``) a ``torchxrayvision`` entry replaces it by a CPU stand-in of the same interface
+    (``tiny-xrv-densenet``, :data:`shovir_core.models.registry.SURROGATE_STAND_INS`), named in the pinned
+    ``surrogate_id``;
 ``surrogate: reference``
     the demo's reference CNN with its own operating points (:class:`shovir_core.models.xrv.ReferenceSurrogate`).
 
@@ -59,8 +62,14 @@ def _surrogate_id(surrogate: str):
         from ..models import model_fingerprint
 
         return model_fingerprint("ref-image-classifier")
+    from ..models.registry import stand_in_for
+    from ..models.spec import code_sha256
     from ..models.xrv import XRV_WEIGHTS
 
+    stand_in = stand_in_for("torchxrayvision")
+    if stand_in is not None:  # a rehearsal: the record names its stand-in and is never the real surrogate's
+        return {"name": f"torchxrayvision:{XRV_WEIGHTS}",
+                "stand_in": {"name": stand_in, "sha256": code_sha256("xrv-stand-in"), "seed": 0}}
     return f"torchxrayvision:{XRV_WEIGHTS}"
 
 
@@ -80,6 +89,14 @@ def _classifier(spec: dict):
 
     if spec["surrogate"] == "reference":
         return ReferenceSurrogate(), {}
+    from ..models.registry import stand_in_for
+
+    stand_in = stand_in_for("torchxrayvision")
+    if stand_in is not None:  # $SHOVIR_STAND_INS (a rehearsal): the same interface, random weights, no file
+        from ..models.xrv import XRV_WEIGHTS, XRVSurrogate, tiny_xrv_densenet
+
+        net, ops = tiny_xrv_densenet(seed=0)
+        return XRVSurrogate(net, ops, name=f"{XRV_WEIGHTS} (stand-in: {stand_in})"), {"stand_in": stand_in}
     path = None if spec["xrv_weights"] is None else os.path.expandvars(spec["xrv_weights"])
     file = xrv_weights_path(path)
     digest = hashlib.sha256(file.read_bytes()).hexdigest()

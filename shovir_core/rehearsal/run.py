@@ -57,7 +57,7 @@ def rehearsal_root() -> Path:
 def stand_ins(*, layers: bool, override: str | None = None) -> dict[str, str]:
     """``{real model: stand-in}`` for every real model of the registry.
 
-    ``override`` replaces every stand-in by one model; otherwise a ShoViR model becomes
+    ``override`` replaces every registry model's stand-in by one model; otherwise a ShoViR model becomes
     ``ref-context-shortcut``, a ModaLens model ``ref-anchored@0.5``, and under ``layers`` each model
     with a tiny transformer twin becomes that twin, built with the real model's decoder-layer count
     (``text_layers`` of its registry entry: ``tiny-gemma3@62`` for MedGemma-27B), so that the layers a
@@ -65,10 +65,13 @@ def stand_ins(*, layers: bool, override: str | None = None) -> dict[str, str]:
 
     >>> stand_ins(layers=False)["medgemma-27b"], stand_ins(layers=True)["medgemma-27b"]
     ('ref-anchored@0.5', 'tiny-gemma3@62')
+    >>> stand_ins(layers=False)["torchxrayvision"]
+    'tiny-xrv-densenet'
     """
-    from ..models.registry import REGISTRY
+    from ..models.registry import REGISTRY, SURROGATE_STAND_INS
 
-    out = {}
+    # the models outside the registry (App. K's TorchXRayVision classifier) get theirs whatever the override
+    out = {real: stand_in for stand_in, real in SURROGATE_STAND_INS.items()}
     for name, spec in REGISTRY.items():
         if spec.adapter in ("reference", "tiny", "ref-vlm"):
             continue
@@ -180,7 +183,13 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
     env = dict(os.environ, SHOVIR_MIMIC=str(tree_dir / "mimic"), SHOVIR_MIMIC_JPG=str(tree_dir / "mimic"),
                SHOVIR_PADCHEST=str(tree_dir / "padchest-gr"), SHOVIR_RUNS=str(runs_root),
                SHOVIR_CHEXBERT_WEIGHTS=str(chexbert_weights), SHOVIR_CHEXBERT_BERT=str(chexbert_bert),
+               SHOVIR_WIKITEXT103=str(tree_dir / "wikitext-103"),
                **{REHEARSAL_ENV: tree["sha256"]})
+    from .scaling import REHEARSAL_SCALE_ENV
+
+    env.pop(REHEARSAL_SCALE_ENV, None)
+    if scale < 1:  # the designs' fixed sample sizes scale with the tree (rehearsal.scaling)
+        env[REHEARSAL_SCALE_ENV] = repr(float(scale))
     report = {"profile": profile, "report": str(root / f"report-{profile}.json"), "scale": scale, "seed": seed, "pixels": pixels, "tree": str(tree_dir),
               "tree_sha256": tree["sha256"], "tree_seconds": round(tree_seconds, 1), "planted": planted(scale).counts,
               "runs_root": str(runs_root), "book": str(book_dir), "chapters": []}

@@ -10,7 +10,11 @@ read, with **invented ids only** and small images by default:
 - the ImaGenome metadata of the ShoViR MIMIC adapter (``imagenome_annotations.json`` beside
   ``files/``, :func:`shovir_core.data.mimic.load_mimic_imagenome`);
 - PadChest-GR (``verified_samples.json``, ``metadata.csv``, ``images/``,
-  :func:`shovir_core.data.padchest.load_padchest_gr`).
+  :func:`shovir_core.data.padchest.load_padchest_gr`, and the grounded-reports release
+  ``grounded_reports_20240819.json`` the funnel starts from,
+  :func:`shovir_core.data.padchest.grounded_report_counts`);
+- a WikiText-103 folder (``wikitext-103/wiki.train.tokens``, the released format) of invented
+  paragraphs, the tuned lens's corpus on the ``mimic`` profile (ModaLens App. N.1).
 
 Labels and boxes are drawn so that the papers' funnels and cohort shapes come out at the stated
 sizes (:data:`PLANTED`): ModaLens §3 (3,199 cases from 293 test patients, 3,180 same-patient and 19
@@ -42,13 +46,15 @@ from PIL import Image
 
 from ..errors import UsageError
 from ..data.mimic_jpg import MIMIC_JPG_FILES, image_relpath, report_relpath
+from ..data.padchest import GROUNDED_REPORTS
 from ..data.template_reports import template_report
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 
-__all__ = ["PLANTED", "GENERATOR_VERSION", "Planted", "planted", "write_mimic", "write_padchest",
+__all__ = ["PLANTED", "PADCHEST_REMOVED_SHARE", "GENERATOR_VERSION", "Planted", "planted", "write_mimic",
+           "write_padchest", "write_wikitext",
            "write_tree", "PIXELS"]
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 """Bumped whenever the generator's output changes (part of the rehearsal cache key)."""
 
 PIXELS = {"small": 64, "full": 2048}
@@ -62,8 +68,12 @@ PLANTED: dict[str, int] = {
     "sv_test_images": 3858, "sv_without_imagenome": 1397, "sv_no_finding_only": 232, "sv_mimic_images": 2160,
     # ShoViR §3.1 (PadChest-GR)
     "sv_padchest_images": 1390, "sv_padchest_boxes": 1997, "sv_padchest_classes": 8,
+    "sv_padchest_studies": 4555, "sv_padchest_with_boxes": 3008,
 }
 """The papers' stated sizes at scale 1 (ModaLens §3, App. E, App. N.3; ShoViR §3.1)."""
+
+PADCHEST_REMOVED_SHARE = 0.353
+"""The share of candidate boxes ShoViR's CheXbert sentence validation removes on PadChest-GR (§3.1)."""
 
 _PADCHEST_CLASSES = ("Atelectasis", "Cardiomegaly", "Consolidation", "Lung Lesion", "Lung Opacity",
                      "Pleural Effusion", "Pneumonia", "Support Devices")
@@ -118,6 +128,11 @@ def planted(scale: float = 1.0) -> Planted:
     c["sv_padchest_images"] = max(c["sv_padchest_images"], per_class * c["sv_padchest_classes"])
     c["sv_padchest_boxes"] = max(c["sv_padchest_boxes"], c["sv_padchest_images"])
     c["ml_manual_studies"] = min(c["ml_manual_studies"], c["ml_cases"])
+    # the grounded-reports release (ShoViR §3.1: 4,555 studies, 3,008 with boxes) holds the verified images
+    c["sv_padchest_with_boxes"] = max(c["sv_padchest_with_boxes"], c["sv_padchest_images"] + 1)
+    c["sv_padchest_studies"] = max(c["sv_padchest_studies"], c["sv_padchest_with_boxes"] + 1)
+    # boxes kept by the negation rule: the CheXbert sentence validation removes 35.3 % of them (§3.1)
+    c["sv_padchest_kept_boxes"] = round(c["sv_padchest_boxes"] / (1 - PADCHEST_REMOVED_SHARE))
     return Planted(scale=float(scale), counts=c)
 
 
@@ -315,20 +330,81 @@ def write_padchest(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixel
                      "Projection": "PA"})
     (root / "verified_samples.json").write_text(json.dumps(samples), encoding="utf-8")
     pd.DataFrame(meta).to_csv(root / "metadata.csv", index=False)
+    (root / GROUNDED_REPORTS).write_text(json.dumps(_grounded_reports(rng, samples, p)), encoding="utf-8")
     return {"root": str(root), "images": n_img, "boxes": n_box, "classes": len(classes), "planted": p.counts}
+
+
+def _grounded_reports(rng: np.random.Generator, samples: dict, p: Planted) -> list[dict]:
+    """PadChest-GR's grounded-reports release (:data:`shovir_core.data.padchest.GROUNDED_REPORTS`) around the
+    verified samples: every verified image with its boxes, further studies with boxes whose (not negated)
+    findings the CheXbert sentence validation removed, so that it removes the planted share, studies whose
+    boxed findings are negated, and studies without boxes (ShoViR §3.1's funnel, planted)."""
+    def finding(label: str, *, boxes: list, negated: bool = False) -> dict:
+        sentence = f"No {label}." if negated else f"{label.capitalize()} is seen."
+        return {"abnormal": True, "sentence_en": sentence, "boxes": boxes, "labels": [label], "locations": []}
+
+    out = []
+    for image_id, s in samples.items():
+        out.append({"ImageID": image_id, "findings": [finding(r["findings"][0], boxes=r["bbox"]) for r in s["regions"]]})
+    from ..data.padchest import padchest_to_chexpert
+
+    labels = [label for label in _PADCHEST_LABEL.values() if padchest_to_chexpert(label)]
+    # verified boxes whose PadChest label maps to no CheXpert class (the authors' pipeline adds them from the
+    # text through CheXbert) are not candidates of the release's count: the removed boxes make up the rest
+    mapped = sum(len(r["bbox"]) for s in samples.values() for r in s["regions"] if padchest_to_chexpert(r["findings"][0]))
+    extra_boxes = p["sv_padchest_kept_boxes"] - mapped
+    others = p["sv_padchest_with_boxes"] - len(samples)
+    removed_in = rng.integers(0, others, size=max(extra_boxes, 0))
+    per_study = np.bincount(removed_in, minlength=others)
+    for k in range(p["sv_padchest_studies"] - len(samples)):
+        image_id = f"998{k:042d}_00-000-{k % 1000:03d}"
+        label = labels[int(rng.integers(len(labels)))]
+        if k < others:
+            n = int(per_study[k])
+            box = [[0.1, 0.1, 0.4, 0.4]]
+            findings = [finding(label, boxes=box) for _ in range(n)] or [finding(label, boxes=box, negated=True)]
+        else:
+            findings = [finding(label, boxes=[])]
+        out.append({"ImageID": image_id, "findings": findings})
+    return out
+
+
+_WIKI_WORDS = ("the", "river", "station", "album", "season", "company", "church", "village", "battle", "song",
+               "was", "is", "built", "released", "named", "after", "in", "of", "and", "a", "first", "new", "large")
+
+
+def write_wikitext(root: str | Path, *, scale: float = 1.0, seed: int = 0) -> dict:
+    """Write ``wiki.train.tokens`` of invented paragraphs in WikiText-103's released format (`` = Title = ``
+    headings, one paragraph a line, blank lines between, ``@-@`` joins): the tuned lens's corpus on the
+    ``mimic`` profile (ModaLens App. N.1) reads it. ``max(200, 50,000 x scale)`` paragraphs."""
+    rng = np.random.default_rng([seed, 3])
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    n = max(200, round(50000 * scale))
+    lines = []
+    for k in range(n):
+        if k % 20 == 0:
+            lines += ["", f" = Article {k // 20} = ", ""]
+        words = rng.choice(_WIKI_WORDS, size=int(rng.integers(8, 40)))
+        lines.append(" " + " ".join(words) + f" {int(rng.integers(1000, 2300))} @-@ year . ")
+    (root / "wiki.train.tokens").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"root": str(root), "paragraphs": n}
 
 
 def _tree_sha256(root: Path, key: dict) -> str:
     """SHA-256 over the generator key and every file's relative path and bytes (not where the tree lies)."""
     h = hashlib.sha256(json.dumps(key, sort_keys=True).encode())
-    for path in sorted(p for sub in ("mimic", "padchest-gr") for p in (root / sub).rglob("*") if p.is_file()):
+    for path in sorted(p for sub in _SUBTREES for p in (root / sub).rglob("*") if p.is_file()):
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 
 
+_SUBTREES = ("mimic", "padchest-gr", "wikitext-103")
+
+
 def write_tree(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixels: str = "small") -> dict:
-    """Write both trees under ``root`` (``mimic/`` and ``padchest-gr/``) unless already complete.
+    """Write the trees under ``root`` (``mimic/``, ``padchest-gr/``, ``wikitext-103/``) unless already complete.
 
     A tree is complete when its ``rehearsal-tree.json`` stamp (generator version, scale, seed,
     pixels) is present and matches; a partial or stale tree is rewritten from scratch.
@@ -354,11 +430,12 @@ def _write_tree_locked(root: Path, *, scale: float, seed: int, pixels: str) -> d
             return done
     import shutil
 
-    for sub in ("mimic", "padchest-gr"):
+    for sub in _SUBTREES:
         if (root / sub).exists():
             shutil.rmtree(root / sub)
     out = {"key": key, "mimic": write_mimic(root / "mimic", scale=scale, seed=seed, pixels=pixels),
-           "padchest": write_padchest(root / "padchest-gr", scale=scale, seed=seed, pixels=pixels)}
+           "padchest": write_padchest(root / "padchest-gr", scale=scale, seed=seed, pixels=pixels),
+           "wikitext": write_wikitext(root / "wikitext-103", scale=scale, seed=seed)}
     out["sha256"] = _tree_sha256(root, key)
     tmp = stamp.with_suffix(".tmp")
     tmp.write_text(json.dumps(out, indent=1, default=str), encoding="utf-8")

@@ -1,0 +1,80 @@
+"""A reduced rehearsal's designs: the fixed sample sizes of the papers' designs, scaled with the tree.
+
+A rehearsal at ``--scale s < 1`` writes a tree with the papers' cohort sizes times ``s``
+(:func:`shovir_core.rehearsal.synthetic.planted`). Some designs draw a fixed number of patients or
+cases from that cohort -- the reference-model validation's 40 patients (ModaLens §4.2), App. N.2's
+knockout sample of 400 cases from 282 patients with 300 decisive, App. N.3's 650 probe patients from
+the training pool and its 150 steering cases per finding -- and a fixed number cannot be drawn from a
+cohort of 1 % of the size. In a reduced rehearsal (and only there: ``$SHOVIR_REHEARSAL_SCALE``, set by
+``shovir rehearse`` in every chapter's process) :func:`shovir_core.params.load_params` scales each such
+size by the share the tree keeps of the population it is drawn from (:data:`DESIGN_SIZES`), so the
+reduced rehearsal runs the same design at the same proportions. At scale 1 nothing changes: the full
+rehearsal runs the papers' sizes, as the real run does.
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import UsageError
+
+__all__ = ["REHEARSAL_SCALE_ENV", "DESIGN_SIZES", "rehearsal_scale", "scale_design"]
+
+REHEARSAL_SCALE_ENV = "SHOVIR_REHEARSAL_SCALE"
+"""The scale of the rehearsal a process runs in (unset, or 1: the papers' sizes)."""
+
+DESIGN_SIZES: dict[str, dict[str, str]] = {
+    "modalens": {"n_patients": "ml_patients"},
+    "modalens-surrogate": {"n_patients": "ml_patients"},
+    "modalens-distance": {"n_patients": "ml_patients"},
+    "modalens-layers": {"n_patients": "ml_patients", "knockout_n_patients": "ml_patients",
+                        "knockout_n_cases": "ml_cases", "knockout_n_decisive": "ml_cases"},
+    "modalens-interventions": {"n_patients": "ml_patients", "steer_cases_per_finding": "ml_cases"},
+    "modalens-probes": {"n_patients": "ml_patients", "probe_n_patients": "ml_train_patients"},
+}
+"""Per protocol, the spec keys that are sample sizes, and the planted population each is drawn from
+(a key of :func:`shovir_core.rehearsal.synthetic.planted`)."""
+
+
+def rehearsal_scale() -> float | None:
+    """The scale of ``$SHOVIR_REHEARSAL_SCALE`` (``None`` when unset or 1)."""
+    raw = os.environ.get(REHEARSAL_SCALE_ENV)
+    if not raw:
+        return None
+    try:
+        scale = float(raw)
+    except ValueError:
+        raise UsageError(f"${REHEARSAL_SCALE_ENV} must be a number in (0, 1], got {raw!r}") from None
+    if not 0 < scale <= 1:
+        raise UsageError(f"${REHEARSAL_SCALE_ENV} must be in (0, 1], got {raw!r}")
+    return None if scale == 1 else scale
+
+
+def scale_design(protocol: str, spec: dict, scale: float) -> dict:
+    """``spec`` with its sample sizes scaled to a tree of ``scale`` (a new dict; other keys unchanged).
+
+    Each size becomes ``round(size x planted / paper)`` of its population, at least 1 and at most the
+    planted population; the knockout keeps its constraints (decisive <= cases, cases >= patients).
+
+    >>> scale_design("modalens", {"n_patients": 40, "model": "m"}, 0.01)
+    {'n_patients': 1, 'model': 'm'}
+    >>> scale_design("modalens-layers", {"knockout_n_patients": 282, "knockout_n_cases": 400,
+    ...                                  "knockout_n_decisive": 300}, 0.01)
+    {'knockout_n_patients': 3, 'knockout_n_cases': 4, 'knockout_n_decisive': 3}
+    """
+    from .synthetic import PLANTED, planted
+
+    sizes = DESIGN_SIZES.get(protocol)
+    if not sizes:
+        return dict(spec)
+    counts = planted(scale).counts
+    out = dict(spec)
+    for key, population in sizes.items():
+        value = out.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            share = counts[population] / PLANTED[population]
+            out[key] = max(1, min(counts[population], round(value * share)))
+    if isinstance(out.get("knockout_n_cases"), int) and isinstance(out.get("knockout_n_patients"), int):
+        out["knockout_n_cases"] = max(out["knockout_n_cases"], out["knockout_n_patients"])
+    if isinstance(out.get("knockout_n_decisive"), int) and isinstance(out.get("knockout_n_cases"), int):
+        out["knockout_n_decisive"] = min(out["knockout_n_decisive"], out["knockout_n_cases"])
+    return out
