@@ -125,8 +125,8 @@ v13 = t13.values
 for m in six_models:
     assert v13[f"t13.{m}.n_trials"] == len(six) * trials[six_models[m][0]]["case_id"].nunique()
 r6 = f"t13.{reference_model}"
-assert v13[f"{r6}.ba_orig_lo"] <= v13[f"{r6}.ba_orig"] <= v13[f"{r6}.ba_orig_hi"]
-if reference_validation:
+if reference_validation:  # the reference model is one of the six-question models on the demo (not on mimic)
+    assert v13[f"{r6}.ba_orig_lo"] <= v13[f"{r6}.ba_orig"] <= v13[f"{r6}.ba_orig_hi"]
     assert v13[f"t13.{reference_model}.diff_pp"] > 0, "the report effect survives the change of design (planted)"
 book.glue_values("mlf", v13, runs=runs)
 book.glue_values("mlf", {"six_lo": six_range[0], "six_hi": six_range[1]}, runs=runs)

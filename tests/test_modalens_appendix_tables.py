@@ -223,6 +223,22 @@ def test_regression_recovers_the_planted_odds_ratio_and_can_fail():
     assert not mb.planted_check(rows_s, dist_s, reg_s).values["planted.z_distance.within_ci"]
 
 
+def test_a_separated_regression_is_shown_as_not_estimable():
+    """One flip in 64 rows (the 1 % rehearsal's stand-in): the full-data fit separates; the table says so
+    with NaN estimates instead of failing after the records are made."""
+    rows, _ = _planted_rows(n=200, k=40)
+    rows = rows.head(64).copy()
+    rows["flip"] = 0
+    rows.loc[rows.index[(rows["label_changed"] == 1).to_numpy()][0], "flip"] = 1
+    reg = mb.flip_regression(rows, n_draws=20, seed=0)
+    assert reg.values["reg.converged"] is False and reg.values["reg.n_flips"] == 1
+    assert np.isnan(reg.values["reg.z_distance.odds_ratio"]) and "not estimable" in reg.caption
+    assert reg.display().columns.is_unique
+    rows["flip"] = 0
+    with pytest.raises(ValueError, match="same flip value"):
+        mb.flip_regression(rows, n_draws=20, seed=0)
+
+
 # --------------------------------------------------------------------------- params
 @pytest.mark.parametrize("notebook", ["modalens_appg", "modalens_ablation", "modalens_appb"])
 @pytest.mark.parametrize("profile", ["demo", "mimic"])

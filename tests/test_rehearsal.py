@@ -121,3 +121,107 @@ def test_layer_chapters_get_tiny_transformers():
     override = stand_ins(layers=False, override="ref-blind-prior")
     assert set(override.values()) == {"ref-blind-prior", "tiny-xrv-densenet"}
     assert override["torchxrayvision"] == "tiny-xrv-densenet"
+
+
+def test_padchest_release_and_wikitext_have_the_planted_funnel(tree):
+    """The grounded-reports release the PadChest-GR funnel starts from (ShoViR §3.1) and the tuned lens's
+    WikiText-103 corpus (ModaLens App. N.1) are written in their released formats."""
+    from shovir_core.data.padchest import grounded_report_counts
+    from shovir_core.models.tuned_lens import wikitext_texts
+    from shovir_core.rehearsal.synthetic import PADCHEST_REMOVED_SHARE
+
+    root, _ = tree
+    p = planted(SCALE)
+    ds = load_padchest_gr(root / "padchest-gr", metadata_csv="metadata.csv")
+    counts = grounded_report_counts(root / "padchest-gr", ds)
+    assert (counts["studies"], counts["with_boxes"]) == (p["sv_padchest_studies"], p["sv_padchest_with_boxes"])
+    assert counts["kept_boxes"] == p["sv_padchest_kept_boxes"]
+    assert abs(counts["boxes_removed_share"] - PADCHEST_REMOVED_SHARE) < 0.01
+    raw = json.loads((root / "padchest-gr" / "grounded_reports_20240819.json").read_text())
+    assert all(s["ImageID"].startswith("999") for s in raw)  # invented ids only
+    full = planted(1.0)
+    assert (full["sv_padchest_studies"], full["sv_padchest_with_boxes"]) == (4555, 3008)
+    texts = wikitext_texts(root / "wikitext-103")
+    assert len(texts) >= 200 and not any(t.startswith("=") for t in texts)
+
+
+def test_layer_stand_ins_have_the_real_models_layer_count(monkeypatch):
+    """App. N's designs name layers up to 61 of MedGemma-27B's 62: the stand-in has them all."""
+    from shovir_core.models.registry import REGISTRY, tiny_dims
+
+    assert REGISTRY["medgemma-27b"].text_layers == 62
+    monkeypatch.setenv(STAND_INS_ENV, json.dumps(stand_ins(layers=True)))
+    model = get_model("medgemma-27b")
+    assert model.model.config.get_text_config().num_hidden_layers == 62
+    assert model_fingerprint("medgemma-27b")["stand_in"]["name"] == "tiny-gemma3@62"
+    assert tiny_dims("tiny-gemma3") is None
+    with pytest.raises(UsageError, match="decoder-layer count"):
+        tiny_dims("tiny-gemma3@x")
+
+
+def test_the_surrogate_stand_in_has_the_classifiers_interface(monkeypatch):
+    """App. K's TorchXRayVision classifier: a CPU stand-in with its 18 slots, named in the record's spec."""
+    import numpy as np
+
+    from shovir_core.protocols import modalens_surrogate as ms
+
+    with pytest.raises(Exception, match="not found locally|torchxrayvision"):
+        ms._classifier({"surrogate": "torchxrayvision", "xrv_weights": None})
+    real_id = ms._surrogate_id("torchxrayvision")
+    monkeypatch.setenv(STAND_INS_ENV, json.dumps(stand_ins(layers=False)))
+    surrogate, extra = ms._classifier({"surrogate": "torchxrayvision", "xrv_weights": None})
+    assert extra == {"stand_in": "tiny-xrv-densenet"} and "stand-in" in surrogate.name
+    scores = surrogate.scores([np.full((64, 64), 128, dtype=np.uint8), np.zeros((64, 64), dtype=np.uint8)])
+    assert set(scores) == {"raw", "normalised"} and len(scores["raw"]) == 12
+    stand_in_id = ms._surrogate_id("torchxrayvision")
+    assert stand_in_id != real_id and stand_in_id["stand_in"]["name"] == "tiny-xrv-densenet"
+    monkeypatch.setenv(STAND_INS_ENV, json.dumps({"medgemma-27b": "tiny-xrv-densenet"}))
+    with pytest.raises(UsageError, match="stands in for 'torchxrayvision'"):
+        get_model("medgemma-27b")
+
+
+def test_a_reduced_rehearsal_scales_the_designs_sample_sizes(monkeypatch):
+    """Fixed sample sizes (App. N.2's 400 cases / 282 patients / 300 decisive, §4.2's 40 patients, N.3's 650
+    probe patients and 150 steering cases) shrink with a reduced tree, and only in a reduced rehearsal."""
+    from shovir_core.params import load_params
+    from shovir_core.rehearsal.scaling import REHEARSAL_SCALE_ENV, scale_design
+
+    def spec(chapter, key):
+        return load_params(chapter, "mimic")["runs"][key]["spec"]
+
+    monkeypatch.delenv(REHEARSAL_SCALE_ENV, raising=False)
+    assert spec("modalens_appn", "ko_report")["knockout_n_cases"] == 400
+    assert spec("modalens_ablation", "blind_full")["n_patients"] == 40
+    monkeypatch.setenv(REHEARSAL_SCALE_ENV, "1")
+    assert spec("modalens_appn", "ko_report")["knockout_n_patients"] == 282  # a full rehearsal: the paper's
+    monkeypatch.setenv(REHEARSAL_SCALE_ENV, "0.01")
+    p = planted(0.01)
+    ko = spec("modalens_appn", "ko_report")
+    assert ko["knockout_n_patients"] <= p["ml_patients"] and ko["knockout_n_cases"] <= p["ml_cases"]
+    assert ko["knockout_n_patients"] <= ko["knockout_n_cases"] and ko["knockout_n_decisive"] <= ko["knockout_n_cases"]
+    assert spec("modalens_ablation", "blind_full")["n_patients"] <= p["ml_patients"]
+    assert spec("modalens_appn_probes", "probe")["probe_n_patients"] <= p["ml_train_patients"]
+    assert 1 <= spec("modalens_appn_interventions", "steer")["steer_cases_per_finding"] < 150
+    assert spec("modalens_appn", "ko_report")["knockout_layers"][-1] == 60  # layers are not sizes
+    assert scale_design("cohort", {"n": 5}, 0.01) == {"n": 5}
+    monkeypatch.setenv(REHEARSAL_SCALE_ENV, "2")
+    with pytest.raises(UsageError, match="SHOVIR_REHEARSAL_SCALE"):
+        spec("modalens_appn", "ko_report")
+
+
+def test_planted_checks_of_reference_models_sit_under_reference_validation():
+    """App. E and F assert what the reference models plant only when the profile validates reference models;
+    a real model's (or a rehearsal stand-in's) answers are results, not checks."""
+    import ast
+    from pathlib import Path
+
+    for name in ("modalens_appe", "modalens_appf"):
+        tree = ast.parse((Path(__file__).parents[1] / "notebooks" / f"{name}.py").read_text())
+        guarded = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "reference_validation":
+                guarded |= {id(n) for n in ast.walk(node)}
+        planted_asserts = [n for n in ast.walk(tree) if isinstance(n, ast.Assert) and n.msg is not None
+                           and "planted" in ast.unparse(n.msg) and "second reader" not in ast.unparse(n.msg)]
+        assert planted_asserts, name
+        assert all(id(n) in guarded for n in planted_asserts), name

@@ -147,10 +147,13 @@ class _LogitsOnly:
         return self.net.classifier(F.adaptive_avg_pool2d(feats, (1, 1)).flatten(1))
 
 
-def tiny_xrv_densenet(*, seed: int = 0, growth: int = 4, blocks: tuple[int, ...] = (2, 2)):
+def tiny_xrv_densenet(*, seed: int = 0, growth: int = 4, blocks: tuple[int, ...] = (2, 2), head_scale: float = 0.1):
     """A small DenseNet-shaped network (dense blocks of BN-ReLU-conv layers with concatenation,
     transitions, global pooling, an 18-way linear head) with seeded random weights, plus
-    random operating points for the 11 heads (NaN for the blank slots)."""
+    random operating points for the 11 heads (NaN for the blank slots). ``head_scale`` multiplies the
+    head's random weights: the default keeps the logits near 0; a rehearsal's stand-in
+    (:mod:`shovir_core.protocols.modalens_surrogate`) takes a larger one so that its probabilities spread
+    across the operating points and its calls differ between images, as a trained classifier's do."""
     import torch
     from torch import nn
 
@@ -174,7 +177,7 @@ def tiny_xrv_densenet(*, seed: int = 0, growth: int = 4, blocks: tuple[int, ...]
             elif pname.endswith("bias"):
                 p.zero_()
         features[0].weight.mul_(1.0 / 1024.0)  # inputs span [-1024, 1024]: keep the random logits unsaturated
-        classifier.weight.mul_(0.1)
+        classifier.weight.mul_(head_scale)
     net.eval()
     rng = np.random.default_rng(seed)
     ops = np.array([rng.uniform(0.05, 0.35) if h else np.nan for h in XRV_PATHOLOGIES])

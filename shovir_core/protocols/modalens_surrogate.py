@@ -37,6 +37,10 @@ __all__ = ["PROTOCOL", "SPEC", "SURROGATES", "resolve_spec", "execute"]
 
 PROTOCOL = "modalens-surrogate"
 SURROGATES = ("reference", "torchxrayvision")
+STAND_IN_HEAD_SCALE = 30.0
+"""Head-weight scale of the rehearsal's TorchXRayVision stand-in (:func:`shovir_core.models.xrv.tiny_xrv_densenet`):
+its probabilities spread over (0, 1) on the synthetic images, so Table 24's calls are not all inside the
+abstention band (with the default scale every raw probability is 0.5 +- 0.01 and every trial is excluded)."""
 
 SPEC = SpecSchema(PROTOCOL, [
     Field("dataset", str, "demo-64px", doc="dataset name or adapter:path, as in the modalens protocol"),
@@ -69,7 +73,8 @@ def _surrogate_id(surrogate: str):
     stand_in = stand_in_for("torchxrayvision")
     if stand_in is not None:  # a rehearsal: the record names its stand-in and is never the real surrogate's
         return {"name": f"torchxrayvision:{XRV_WEIGHTS}",
-                "stand_in": {"name": stand_in, "sha256": code_sha256("xrv-stand-in"), "seed": 0}}
+                "stand_in": {"name": stand_in, "sha256": code_sha256("xrv-stand-in"), "seed": 0,
+                             "head_scale": STAND_IN_HEAD_SCALE}}
     return f"torchxrayvision:{XRV_WEIGHTS}"
 
 
@@ -95,7 +100,7 @@ def _classifier(spec: dict):
     if stand_in is not None:  # $SHOVIR_STAND_INS (a rehearsal): the same interface, random weights, no file
         from ..models.xrv import XRV_WEIGHTS, XRVSurrogate, tiny_xrv_densenet
 
-        net, ops = tiny_xrv_densenet(seed=0)
+        net, ops = tiny_xrv_densenet(seed=0, head_scale=STAND_IN_HEAD_SCALE)
         return XRVSurrogate(net, ops, name=f"{XRV_WEIGHTS} (stand-in: {stand_in})"), {"stand_in": stand_in}
     path = None if spec["xrv_weights"] is None else os.path.expandvars(spec["xrv_weights"])
     file = xrv_weights_path(path)

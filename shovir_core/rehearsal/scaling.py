@@ -7,8 +7,9 @@ knockout sample of 400 cases from 282 patients with 300 decisive, App. N.3's 650
 the training pool and its 150 steering cases per finding -- and a fixed number cannot be drawn from a
 cohort of 1 % of the size. In a reduced rehearsal (and only there: ``$SHOVIR_REHEARSAL_SCALE``, set by
 ``shovir rehearse`` in every chapter's process) :func:`shovir_core.params.load_params` scales each such
-size by the share the tree keeps of the population it is drawn from (:data:`DESIGN_SIZES`), so the
-reduced rehearsal runs the same design at the same proportions. At scale 1 nothing changes: the full
+size by the share the tree keeps of the population it is drawn from (:data:`DESIGN_SIZES`), keeping
+at least :data:`MIN_SIZE` units where there are so many, so the reduced rehearsal runs the same design
+at about the same proportions. At scale 1 nothing changes: the full
 rehearsal runs the papers' sizes, as the real run does.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 
 from ..errors import UsageError
 
-__all__ = ["REHEARSAL_SCALE_ENV", "DESIGN_SIZES", "rehearsal_scale", "scale_design"]
+__all__ = ["REHEARSAL_SCALE_ENV", "DESIGN_SIZES", "MIN_SIZE", "rehearsal_scale", "scale_design"]
 
 REHEARSAL_SCALE_ENV = "SHOVIR_REHEARSAL_SCALE"
 """The scale of the rehearsal a process runs in (unset, or 1: the papers' sizes)."""
@@ -49,17 +50,25 @@ def rehearsal_scale() -> float | None:
     return None if scale == 1 else scale
 
 
+MIN_SIZE = 20
+"""A reduced design keeps at least this many of the units it draws (or all the reduced tree has, or the
+paper's size when smaller): at 1 % a proportional share of 40 patients is one patient, on whom a macro
+average over findings with both targets, a probe's fit or a per-finding steering sample has nothing
+to work on. (Found by the 1 % rehearsal: §4.2's validation on one patient gave NaN macro effects.)"""
+
+
 def scale_design(protocol: str, spec: dict, scale: float) -> dict:
     """``spec`` with its sample sizes scaled to a tree of ``scale`` (a new dict; other keys unchanged).
 
-    Each size becomes ``round(size x planted / paper)`` of its population, at least 1 and at most the
-    planted population; the knockout keeps its constraints (decisive <= cases, cases >= patients).
+    Each size becomes ``round(size x planted / paper)`` of its population, at least
+    ``min(size, population, MIN_SIZE)`` and at most the planted population; the knockout keeps its
+    proportions and constraints (cases >= patients, decisive = cases x paper's decisive / cases).
 
     >>> scale_design("modalens", {"n_patients": 40, "model": "m"}, 0.01)
-    {'n_patients': 1, 'model': 'm'}
+    {'n_patients': 3, 'model': 'm'}
     >>> scale_design("modalens-layers", {"knockout_n_patients": 282, "knockout_n_cases": 400,
     ...                                  "knockout_n_decisive": 300}, 0.01)
-    {'knockout_n_patients': 3, 'knockout_n_cases': 4, 'knockout_n_decisive': 3}
+    {'knockout_n_patients': 3, 'knockout_n_cases': 20, 'knockout_n_decisive': 15}
     """
     from .synthetic import PLANTED, planted
 
@@ -72,9 +81,11 @@ def scale_design(protocol: str, spec: dict, scale: float) -> dict:
         value = out.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             share = counts[population] / PLANTED[population]
-            out[key] = max(1, min(counts[population], round(value * share)))
-    if isinstance(out.get("knockout_n_cases"), int) and isinstance(out.get("knockout_n_patients"), int):
+            floor = max(1, min(value, counts[population], MIN_SIZE))
+            out[key] = min(counts[population], max(floor, round(value * share)))
+    cases, patients, decisive = (spec.get(k) for k in ("knockout_n_cases", "knockout_n_patients", "knockout_n_decisive"))
+    if isinstance(cases, int) and isinstance(patients, int):
         out["knockout_n_cases"] = max(out["knockout_n_cases"], out["knockout_n_patients"])
-    if isinstance(out.get("knockout_n_decisive"), int) and isinstance(out.get("knockout_n_cases"), int):
-        out["knockout_n_decisive"] = min(out["knockout_n_decisive"], out["knockout_n_cases"])
+    if isinstance(decisive, int) and isinstance(cases, int) and cases:
+        out["knockout_n_decisive"] = min(out["knockout_n_cases"], round(out["knockout_n_cases"] * decisive / cases))
     return out

@@ -357,7 +357,7 @@ def _grounded_reports(rng: np.random.Generator, samples: dict, p: Planted) -> li
     removed_in = rng.integers(0, others, size=max(extra_boxes, 0))
     per_study = np.bincount(removed_in, minlength=others)
     for k in range(p["sv_padchest_studies"] - len(samples)):
-        image_id = f"998{k:042d}_00-000-{k % 1000:03d}"
+        image_id = f"999{500000 + k:042d}_00-000-{k % 1000:03d}"  # invented, after the verified ids
         label = labels[int(rng.integers(len(labels)))]
         if k < others:
             n = int(per_study[k])

@@ -28,7 +28,7 @@ from scipy import stats as _st
 
 from ..metrics.distance import centred_cosine_distance, cohort_mean, quartile_bins
 from ..stats import cluster_bootstrap, logistic_regression_cluster_robust
-from ..stats.logistic import fractional_logistic, logistic_cluster_bootstrap
+from ..stats.logistic import design_matrices, fractional_logistic, logistic_cluster_bootstrap, logistic_fit
 from .modalens import answers
 from .result import TableResult
 
@@ -235,13 +235,19 @@ def flip_regression(rows: pd.DataFrame, *, n_draws: int, seed: int, formula: str
     (sandwich) covariance, and the percentile interval of the odds ratio over ``n_draws``
     patient-clustered bootstrap refits. Values ``reg.<term>.odds_ratio``, ``.lo``, ``.hi``,
     ``.boot_lo``, ``.boot_hi``, ``.p_value``; ``reg.n_rows``, ``reg.n_clusters``,
-    ``reg.boot_failed`` (resamples whose fit separated), ``reg.converged``.
+    ``reg.boot_failed`` (resamples whose fit separated), ``reg.converged``. When the full-data fit
+    separates (too few flips in a cell of the design: the 1 % rehearsal's stand-in flips once in 64
+    rows) the table says so, every estimate is NaN and ``reg.converged`` is False, rather than failing
+    after the records are made.
     """
     for col in ("flip", "z_distance", "label_changed", "report_present", "patient_id"):
         if col not in rows.columns:
             raise ValueError(f"flip_regression: rows lack {col!r} (use regression_rows)")
     if rows["flip"].nunique() < 2:
         raise ValueError("flip_regression: every row has the same flip value; the model is not identified")
+    y, X, terms = design_matrices(rows, formula)
+    if not logistic_fit(X, y).converged:
+        return _separated(rows, terms, n_draws=n_draws, n_flips=int(y.sum()))
     fit = logistic_regression_cluster_robust(rows, formula, cluster="patient_id")
     boot = logistic_cluster_bootstrap(rows, formula, cluster="patient_id", n_draws=n_draws,
                                       rng=np.random.default_rng(seed))
@@ -263,6 +269,27 @@ def flip_regression(rows: pd.DataFrame, *, n_draws: int, seed: int, formula: str
                        labels={"term": "term", "key": "key", "lo": "robust lo", "hi": "robust hi",
                                "boot_lo": "bootstrap lo", "boot_hi": "bootstrap hi", "p_value": "p"},
                        caption="Logistic regression of flip on distance, label change and report presence (App. B).")
+
+
+def _separated(rows: pd.DataFrame, terms: list[str], *, n_draws: int, n_flips: int) -> TableResult:
+    """The regression's table when the full-data fit does not converge (separation: e.g. no flip at all in
+    one cell of the design): every estimate NaN, ``reg.converged`` False, and the caption says why."""
+    keys = [t.lower() for t in terms]
+    frame = pd.DataFrame({"term": [_TERMS.get(t, t) for t in terms], "key": terms,
+                          **{c: np.nan for c in ("odds_ratio", "lo", "hi", "boot_lo", "boot_hi", "p_value")}})
+    values = {"reg.n_rows": int(len(rows)), "reg.n_clusters": int(rows["patient_id"].nunique()),
+              "reg.converged": False, "reg.boot_failed": int(n_draws), "reg.n_draws": int(n_draws),
+              "reg.coef_agrees": False, "reg.n_flips": n_flips}
+    for k in keys:
+        values.update({f"reg.{k}.{q}": float("nan") for q in ("odds_ratio", "lo", "hi", "boot_lo", "boot_hi", "p_value")})
+    return TableResult(frame, values,
+                       metrics={"odds_ratio": "odds_ratio", "lo": "odds_ratio", "hi": "odds_ratio",
+                                "boot_lo": "odds_ratio", "boot_hi": "odds_ratio"},
+                       labels={"term": "term", "key": "key", "lo": "robust lo", "hi": "robust hi",
+                               "boot_lo": "bootstrap lo", "boot_hi": "bootstrap hi", "p_value": "p"},
+                       caption=f"Logistic regression of flip on distance, label change and report presence (App. B): "
+                               f"not estimable on these rows, the full-data fit separates ({n_flips} flips of "
+                               f"{len(rows)} rows).")
 
 
 def planted_check(rows: pd.DataFrame, distance_trials: pd.DataFrame, regression: TableResult, *,
