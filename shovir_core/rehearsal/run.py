@@ -7,7 +7,8 @@ every real model by a CPU stand-in of the same interface (and CheXbert by a tiny
 :mod:`shovir_core.rehearsal.chexbert_stand_in`) (:data:`shovir_core.models.registry.STAND_INS_ENV`;
 reference models, and a tiny transformer where a chapter's protocol needs layers), and runs every
 chapter of the profile -- records, notebook, the credentialed guard -- each in its own process, so
-its wall time and peak memory are measured. Records live under the rehearsal's own runs root, their
+its wall time and peak memory are measured. A reduced rehearsal (``scale < 1``) shrinks the designs'
+fixed sample sizes with the tree (:mod:`shovir_core.rehearsal.scaling`, ``$SHOVIR_REHEARSAL_SCALE``). Records live under the rehearsal's own runs root, their
 model fingerprints name the stand-in, and every executed notebook starts with a rehearsal banner:
 nothing made here can be mistaken for a result.
 
