@@ -334,14 +334,18 @@ book.show(fig, runs=runs, name="ml-appn-knockout",
 # [{glue:text}`mln.ko.report_all.L0.lo:.2%`, {glue:text}`mln.ko.report_all.L0.hi:.2%`],
 # blocking only the answer position's {glue:text}`mln.ko.report_answer.L0.flip_rate:.2%`; the
 # matched image-token control gives {glue:text}`mln.ko.image_matched.L0.flip_rate:.2%` and the
-# question-line control {glue:text}`mln.ko.question.L0.flip_rate:.2%`. The restoration is partial on
+# question-line control {glue:text}`mln.ko.question.L0.flip_rate:.2%`.
+
+# %% [markdown] tags=["profile:demo"]
+# The restoration is partial on
 # `ref-vlm`: blocking the report from layer 0 takes the substitute's answers off the report's label
 # (agreement {glue:text}`mln.ko.report_answer.L0.report_label_agreement:.1%` against
 # {glue:text}`mln.ko.report_answer.L3.report_label_agreement:.1%` from layer 3), but the image
 # sensitivity comes back only part of the way to the report-absent rate, and from layer 1 on the
 # knockout has almost no effect: this small model moves the report's content into the later token
 # positions in its first layer.
-#
+
+# %% [markdown]
 # **Overlap of the flipped cases.** Do the arms flip the same cases? Per start layer, Jaccard and φ of
 # the two arms' flip indicators on the same trials, with φ's p-value against a pairing shuffled within
 # finding.
