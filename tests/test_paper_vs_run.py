@@ -45,6 +45,13 @@ def test_a_rehearsal_judges_nothing_even_in_the_papers_setting(monkeypatch):
     t = pvr.paper_vs_run(values, paper="modalens", rows=rows, same_setting=True, setting="s")
     assert set(t.frame["verdict"]) == {pvr.REHEARSAL} and "rehearsal" in t.caption
     assert pvr.not_held(t, ["t2.all14.diff_pp"]) == []
+    # a value the stand-ins leave undefined reads "not run" and holds in a rehearsal, not in the paper's setting
+    undefined = {"t2.all14.diff_pp": float("nan"), "t2.all14.present.flip_rate": 0.06}
+    t = pvr.paper_vs_run(undefined, paper="modalens", rows=rows, same_setting=True, setting="s")
+    assert t.values["verdict.t2.all14.diff_pp"] == pvr.NOT_RUN and pvr.not_held(t, ["t2.all14.diff_pp"]) == []
+    monkeypatch.delenv(pvr.REHEARSAL_ENV)
+    t = pvr.paper_vs_run(undefined, paper="modalens", rows=rows, same_setting=True, setting="s")
+    assert pvr.not_held(t, ["t2.all14.diff_pp"]) == ["t2.all14.diff_pp"]
 
 
 def test_other_models_and_data_are_shown_for_scale_only():
