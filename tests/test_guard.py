@@ -321,3 +321,26 @@ def test_no_doco_note_puts_class_names_between_label_words():
     note = no_doco_note(["Lung Opacity", "Pleural Effusion"])
     assert note and not idx.hits(note) and no_doco_note([]) == ""
     assert idx.hits("No DOCO bar for Lung Opacity"), "the former wording trips on such reports"
+
+
+def test_manifests_are_scanned_key_by_key_and_value_by_value(tmp_path):
+    """A spec key next to its value ("six_findings": ["Enlarged Cardiomediastinum", ...]) is the record's
+    structure: it passes reports that open "FINDINGS: Enlarged cardiomediastinum ..."; a report in a value,
+    split over a list's items or not, and a pixel dump are still refused."""
+    from shovir_core.book.scan import scan_manifests
+
+    idx = ShingleIndex(REPORTS + ["FINDINGS: Enlarged cardiomediastinum is present."], label="the reports of 'fixture'")
+
+    def leaks(manifest: dict) -> list:
+        folder = tmp_path / f"r{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+        return scan_manifests([{"run_id": "modalens/x/abc", "path": str(folder)}], index=idx, notebook="nb")
+
+    spec = {"spec": {"design": "six", "six_findings": ["Enlarged Cardiomediastinum", "Lung Lesion", "Consolidation"]}}
+    assert leaks(spec) == []
+    assert ShingleIndex(REPORTS + ["FINDINGS: Enlarged cardiomediastinum is present."], label="x").hits(
+        json.dumps(spec)), "read as one text, the key and the value make a report window"
+    assert [lk.kind for lk in leaks({"counts": {"note": REPORT}})] == ["report text"]
+    assert [lk.kind for lk in leaks({"counts": {"notes": ["The heart is", "enlarged."]}})] == ["report text"]
+    assert [lk.kind for lk in leaks({"counts": {"values": list(range(100, 200))}})] == ["pixel values"]

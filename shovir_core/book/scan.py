@@ -280,9 +280,40 @@ def scan_manifests(entries: list[dict], *, index: ShingleIndex, notebook: str) -
     scanner = _Scanner(notebook, index, "")
     for entry in entries:
         path = Path(entry.get("path", "")) / "manifest.json"
-        if "run_id" in entry and path.is_file():
-            scanner.text(path.read_text(encoding="utf-8"), f"manifest of {entry['run_id']}")
+        if "run_id" not in entry or not path.is_file():
+            continue
+        text, where = path.read_text(encoding="utf-8"), f"manifest of {entry['run_id']}"
+        try:
+            data = json.loads(text)
+        except ValueError:  # not JSON: scanned as text
+            scanner.text(text, where)
+            continue
+        # report text: every key and string value on its own -- a window across a key and its value
+        # ('"six_findings": ["Enlarged Cardiomediastinum"' -> "findings enlarged cardiomediastinum") is the
+        # record's structure, not a report -- and pixel dumps over the whole file
+        for string in _json_strings(data):
+            scanner.text(string, where)
+        longest = _integer_run(text)
+        if longest >= INTEGER_RUN:
+            scanner.add(where, "pixel values", f"a run of {longest} integers (looks like pixel values)")
     return scanner.leaks
+
+
+def _json_strings(node):
+    """Every key and string value of a parsed JSON document; a list of strings as one text (its items
+    read in order, so a report split over the items is still one text)."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield str(k)
+            yield from _json_strings(v)
+    elif isinstance(node, list):
+        if node and all(isinstance(v, str) for v in node):
+            yield " ".join(node)
+            return
+        for v in node:
+            yield from _json_strings(v)
 
 
 def format_leaks(notebook: str, leaks: list[Leak], *, limit: int = 12) -> str:
