@@ -38,6 +38,7 @@ band = None
 n_draws = None
 bootstrap_seed = None
 reproduces_paper = None
+reference_validation = None  # the model and the surrogate are reference models sharing a CNN (demo)
 
 # %%
 from shovir_core import book
@@ -78,8 +79,8 @@ v, vr = primary.values, raw.values
 for t, k in ((v, "t24"), (vr, "t24raw")):
     assert t[f"{k}.n_change"] + t[f"{k}.n_preserve"] + t[f"{k}.n_excluded"] == t[f"{k}.n_trials"]
     assert t[f"{k}.n_trials"] + t[f"{k}.n_unmapped"] == len(present)
-assert v["t24.A.diff_lo_pp"] > 0, "A flips more on predicted changes than on preservations"
-if not reproduces_paper:
+if reference_validation:  # planted: the demo's surrogate shares the reference model's CNN
+    assert v["t24.A.diff_lo_pp"] > 0, "A flips more on predicted changes than on preservations (planted)"
     assert v["t24.a_minus_p_lo_pp"] > 0, "planted: the report-absent answer is the CNN's call, P is half report"
 book.glue_values("mlk", {**v, **vr}, runs=runs)
 

@@ -215,7 +215,7 @@ def test_planted_checks_of_reference_models_sit_under_reference_validation():
     import ast
     from pathlib import Path
 
-    for name in ("modalens_appe", "modalens_appf"):
+    for name in ("modalens_appe", "modalens_appf", "modalens_appk"):
         tree = ast.parse((Path(__file__).parents[1] / "notebooks" / f"{name}.py").read_text())
         guarded = set()
         for node in ast.walk(tree):
