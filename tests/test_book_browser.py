@@ -106,7 +106,8 @@ _MEASURE = """() => {
   const math = article.querySelectorAll('.math').length;
   const typeset = article.querySelectorAll('mjx-container').length;
   // a number with its unit and interval ("+12.37 pp [+11.19, +13.57]") must sit on one line
-  const numberRe = /[+\-\u2212]?\d[\d,.]*(?:[ \u00a0]?(?:pp|%))?(?:[ \u00a0]\[[^\]]*\])?/g;
+  // (an interval starts with a number: a caption's note of what ran, "Figure 1. [demo: ...]", is not one)
+  const numberRe = /[+\-\u2212]?\d[\d,.]*(?:[ \u00a0]?(?:pp|%))?(?:[ \u00a0]\[[+\-\u2212]?\d[^\]]*\])?/g;
   const broken = [];
   const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
