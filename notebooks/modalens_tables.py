@@ -143,7 +143,8 @@ book.glue_values("ml.t8", v8, runs=runs)
 
 # %% tags=["nbval-check-output"]
 tokens = design.answer_token_table()
-book.show(tokens, runs=[], name="ml-appi-tokens")
+book.show(tokens, runs=[], name="ml-appi-tokens",
+          what="data: the model registry shovir_core/models/registry.py, no run; models: the ModaLens models listed")
 
 # %%
 assert tokens.values["n_models"] >= 2
