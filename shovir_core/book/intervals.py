@@ -18,7 +18,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["GluedInterval", "glued_values", "glued_intervals", "interval_conflicts"]
+__all__ = ["GluedInterval", "glued_values", "glued_intervals", "interval_conflicts", "CONTRASTS"]
+
+CONTRASTS = r"diff|minus|effect|interaction"
+"""Glue keys of contrasts (A − P, order effects, interactions): the estimates the book test holds to one
+interval (``interval_conflicts(book, only=CONTRASTS)``)."""
 
 _LO = re.compile(r"_lo(?=_|$)|(?<=\.)lo$")
 
@@ -86,15 +90,18 @@ def glued_intervals(notebook: dict, name: str) -> list[GluedInterval]:
     return out
 
 
-def interval_conflicts(book_dir: Path) -> list[str]:
+def interval_conflicts(book_dir: Path, *, only: str | None = None) -> list[str]:
     """Estimates glued with two different intervals in the executed notebooks of ``book_dir``.
 
     Two glued intervals belong to one estimate when their estimates are the same non-zero number and
-    their records overlap; they conflict when a bound differs (beyond float noise).
+    their records overlap; they conflict when a bound differs (beyond float noise). ``only`` (a
+    regular expression) keeps the estimates whose glue key it matches (:data:`CONTRASTS`).
     """
     found: list[GluedInterval] = []
     for path in sorted(Path(book_dir).glob("*.ipynb")):
         found += glued_intervals(json.loads(path.read_text(encoding="utf-8")), path.stem)
+    if only is not None:
+        found = [g for g in found if re.search(only, g.key)]
     by_estimate: dict[float, list[GluedInterval]] = {}
     for g in found:
         if g.estimate != 0 and math.isfinite(g.estimate) and g.records:
