@@ -108,11 +108,7 @@ def typed_numbers(line: str) -> list[str]:
     return re.findall(r"(?<![\w])[-−+]?\d[\d,]*(?:\.\d+)?", text) if _NUMERAL.search(text) else []
 
 
-PENDING = {
-    name: "typed numbers not yet glued (issue 29, item 4)" for name in (
-        "notebooks/modalens_appk.py", "notebooks/modalens_appn.py", "notebooks/modalens_appn_probes.py",
-    )
-}
+PENDING: dict[str, str] = {}
 """Chapters that still type numbers in prose: expected to fail, strictly (a chapter that passes must leave)."""
 
 
