@@ -13,7 +13,7 @@
 # %% [markdown]
 # # ModaLens Appendix K: an image classifier as a surrogate label source (Table 24)
 #
-# The label-changed split of the main text says whether the two studies' *reports* disagree. An
+# The label-changed split of the main text says whether the source and substitute studies' *reports* disagree. An
 # image classifier asks whether the *images* do: on trials where the classifier predicts a change
 # between the source and the substitute image, a model that reads the image should flip far more
 # often than where it predicts preservation. The paper uses TorchXRayVision's CheXpert DenseNet

@@ -363,7 +363,7 @@ book.show(fig, runs=runs, name="ml-appn-knockout",
 # positions in its first layer.
 #
 # **Overlap of the flipped cases.** Do the arms flip the same cases? Per start layer, Jaccard and φ of
-# the two arms' flip indicators on the same trials, with φ's p-value against a pairing shuffled within
+# both arms' flip indicators on the same trials, with φ's p-value against a pairing shuffled within
 # finding.
 
 # %% tags=["nbval-check-output"]
@@ -384,7 +384,7 @@ book.glue_values("mln.overlap", ov, runs=runs)
 # {glue:text}`mln.overlap.report_all.report_answer.L0.phi:+.2f`, shuffled-pairing p =
 # {glue:text}`mln.overlap.report_all.report_answer.L0.phi_p:.2g`); the question-line control's flips are
 # unrelated to the wide block's (φ {glue:text}`mln.overlap.report_all.question.L0.phi:+.2f`). Cells without a
-# value are layers at which one arm flips no case.
+# value are layers at which an arm flips no case.
 #
 # ## N.4 Image-token knockout and its random-token control
 #
