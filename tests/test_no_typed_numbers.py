@@ -78,13 +78,15 @@ _UNITS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirte
           "seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand")
 _NUMBER_WORD = re.compile(rf"\b(?:{_UNITS})(?:(?:[- ]|\s+and\s+)(?:{_UNITS}))*\b", re.I)
 """A number written as words, compounds included ("twenty-two", "one hundred and fifty")."""
+_NOT_A_NUMBER = rf"(?!(?:{_UNITS})\b)"
 _WORDS_ALLOWED = [
     re.compile(r"\bone[- ]questions?\b", re.I),                                 # the paper's design name
     re.compile(r"\b(?:one of|one another|at least one|no one)\b", re.I),         # idioms, not counts
-    re.compile(rf"\b(?:a|an|the|each|every|any|its|their)\s+(?:[\w*-]+\s+)?one\b(?!\s*(?:-|and\b)?\s*(?:{_UNITS}))",
+    re.compile(rf"\b(?:a|an|the|each|every|any|its|their)\s+(?:{_NOT_A_NUMBER}[\w*-]+\s+)?one\b"
+               rf"(?!\s*(?:-|and\b)?\s*(?:{_UNITS}))",
                re.I),                                                               # the pronoun: "a different one"
     re.compile(r"\b(?:without|when|if)\s+one\b", re.I),                            # the pronoun: "without one"
-    re.compile(r"\bone\s+(?:[\w-]+\s+){0,3}?per\b", re.I),                       # a per-unit rate
+    re.compile(rf"\bone\s+(?:{_NOT_A_NUMBER}[\w-]+\s+){{0,3}}?per\b", re.I),       # a per-unit rate
     re.compile(r"\btwo-sided\b", re.I),                                          # a test's sidedness
     re.compile(r"\bthe\s+two\s+images\b", re.I),                                 # the pair a swap compares
 ]
@@ -184,3 +186,6 @@ def test_the_check_finds_numbers_written_as_words():
     assert typed_number_words("one of the two images, a different one, without one, one question per case") == []
     assert typed_number_words("the one hundred cases; two arms; three seeds") == ["one hundred", "two", "three"]
     assert typed_number_words("{glue:text}`ml.n:,` cases, `two` in code, <!-- three -->") == []
+    # the allowed phrasings do not hide a number word inside them
+    assert typed_number_words("the sixty one cases; one hundred cases per finding; the one thousand") == [
+        "sixty one", "one hundred", "one thousand"]
