@@ -64,7 +64,7 @@ for k, i in (("still_apart_if", "n1.still_apart_if"), ("flips_if", "n1.still_apa
 # %% [markdown]
 # ## Table 27 counts and the order effects, one-question design
 #
-# Lowercase readout; {glue:text}`ml.h.n_draws` patient-clustered draws with the four arms on the same
+# Lowercase readout; {glue:text}`ml.h.n_draws` patient-clustered draws with every arm on the same
 # draws.
 
 # %% tags=["nbval-check-output"]
@@ -83,7 +83,7 @@ book.glue_values("ml", v1, runs=runs)
 # ## All-14 design
 #
 # {glue:text}`ml.h.n_draws_primary` draws, as every all-14 estimate of the book, so an estimate shown on
-# several pages has one interval; per finding {glue:text}`ml.h.n_draws`.
+# several pages has a single interval; per finding {glue:text}`ml.h.n_draws`.
 
 # %% tags=["nbval-check-output"]
 h14 = apph.order_counts(all14, n_draws=n_draws_primary, seed=bootstrap_seed, key="h.all14").with_runs(runs)
@@ -107,7 +107,7 @@ book.glue_values("ml", {**v14, **vpf}, runs=runs)
 # ## Validation: the reference models never see the order
 #
 # (This section checks behaviour planted in the reference models, so it runs only where the
-# primary model is one, as in the demo profile; in a profile with a real model, such as `mimic`,
+# primary model is a reference model, as in the demo profile; in a profile with a real model, such as `mimic`,
 # it is skipped and the numbers in its sentences are not computed (they print as nan).)
 
 # %%
