@@ -75,7 +75,7 @@ def browser_context():
             shutil.rmtree(profile, ignore_errors=True)
 
 
-_MEASURE = """() => {
+_MEASURE = r"""() => {
   document.querySelectorAll('details').forEach(d => { d.open = true; });
   const article = document.querySelector('article.bd-article') || document.querySelector('main');
   const col = article.getBoundingClientRect();
