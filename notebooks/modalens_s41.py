@@ -13,12 +13,12 @@
 # %% [markdown]
 # # ModaLens §4.1 companions: the design without the composite question and the substitute redraws
 #
-# Two robustness checks of the headline that §4.1 reports in a sentence each. The composite
+# Robustness checks of the headline that §4.1 reports in a sentence each. The composite
 # "any acute cardiopulmonary finding" question is derived from the {glue:text}`ml.s41.f13.n_questions` others, so the paper's
 # analysis of record drops it: on the design without it MedGemma-27B flips on
 # {glue:text}`ml.s41.paper.s41.f13.lowercase.P.flip_rate:.2%` of trials with the report and
 # {glue:text}`ml.s41.paper.s41.f13.lowercase.A.flip_rate:.2%` without. And each case's substitute is
-# one random draw: redrawing it under two further seeds changes the one-question report effect by
+# a single random draw: redrawing it under further seeds changes the one-question report effect by
 # at most {glue:text}`ml.s41.paper.s41.seed.max_change_pp:.2f` points, inside an interval that
 # resamples patients and the draw jointly (published values).
 #
@@ -31,6 +31,7 @@
 profile = "demo"
 run_ids = None
 n_draws = None
+n_draws_primary = None
 bootstrap_seed = None
 reproduces_paper = None
 reference_validation = None  # the records include the reference models' arms (demo profile)
@@ -45,6 +46,7 @@ from shovir_core.tables import modalens_s41 as s41
 runs = book.load_runs("modalens_s41", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
 book.glue("ml.s41.n_draws", n_draws, runs=runs)
+book.glue("ml.s41.n_draws_primary", n_draws_primary, runs=runs)
 seed_runs = [runs[f"P_seed{s}"] for s in (0, 1, 2)]
 book.glue("ml.s41.seed.seeds", ", ".join(str(r.manifest["spec"]["substitute_seed"]) for r in seed_runs), runs=seed_runs)
 
@@ -52,11 +54,13 @@ book.glue("ml.s41.seed.seeds", ", ".join(str(r.manifest["spec"]["substitute_seed
 # ## All-14 beside the design without the composite
 #
 # Lowercase readout on the plain prompt; the generated answer under "Answer with exactly Yes or
-# No."; A − P on identical trials, {glue:text}`ml.s41.n_draws` patient-clustered draws.
+# No."; A − P on identical trials, patient-clustered draws: {glue:text}`ml.s41.n_draws_primary` for the
+# all-14 rows (as in the Tables chapter, so each estimate has a single interval) and
+# {glue:text}`ml.s41.n_draws` for the rows without the composite.
 
 # %% tags=["nbval-check-output"]
 td = s41.design_comparison({k: trials[k] for k in ("P", "A", "P_instr", "A_instr")}, n_draws=n_draws,
-                           seed=bootstrap_seed).with_runs(runs)
+                           n_draws_primary=n_draws_primary, seed=bootstrap_seed).with_runs(runs)
 book.show(td.display().set_index(["design", "readout"]), runs=runs)
 
 # %%
@@ -77,7 +81,7 @@ book.glue_values("ml", vd, runs=runs)
 # ## Substitute redraws
 #
 # Same cases, reports, questions and source images; only the substitute is redrawn. The joint
-# interval resamples patients and, for every sampled patient copy, one of the three draws.
+# interval resamples patients and, for every sampled patient copy, one of the draws.
 
 # %% tags=["nbval-check-output"]
 seeds = {s: (trials[f"P_seed{s}"], trials[f"A_seed{s}"]) for s in (0, 1, 2)}
@@ -105,11 +109,11 @@ else:  # the primary model is not a reference model: its planted checks do not a
     book.glue_values("ml", dict.fromkeys(["s41.blind.any_flips"], float("nan")), runs=runs)
 
 # %% [markdown]
-# Over the three draws the demo model's report effect ranges over
+# Over the draws the demo model's report effect ranges over
 # {glue:text}`ml.s41.seed.effect_spread_pp:.2f` points; the joint interval is
 # [{glue:text}`ml.s41.seed.joint.effect_pp_lo:+.2f`, {glue:text}`ml.s41.seed.joint.effect_pp_hi:+.2f`].
 # With the report {glue:text}`ml.s41.seed.any_P` cases flip under at least one seed and
-# {glue:text}`ml.s41.seed.all_P` under all three; without it {glue:text}`ml.s41.seed.any_A` and
+# {glue:text}`ml.s41.seed.all_P` under every seed; without it {glue:text}`ml.s41.seed.any_A` and
 # {glue:text}`ml.s41.seed.all_A`. `ref-blind-prior` flips on {glue:text}`ml.s41.blind.any_flips`
 # cases under any seed.
 #

@@ -27,7 +27,7 @@ import pandas as pd
 from .. import vocab
 from ..labels import FINDINGS_13
 from ..metrics import modalens as mm
-from ..stats import cluster_bootstrap, paired_rates
+from ..stats import bootstrap_rates, cluster_bootstrap
 from ..protocols.modalens import SIX_RANGE, prespecified_findings, primary_finding
 from ..vocab import COMPOSITE, TIERS
 from .result import TableResult
@@ -167,11 +167,14 @@ def compare_arms(arm_1: pd.DataFrame, arm_2: pd.DataFrame, *, readout: str = "lo
         out.update({"flips_1": 0, "flips_2": 0, "n_trials": 0, "n_excluded": int((~valid).sum()),
                     "n_patients": 0, "n_draws": int(n_draws), "seed": int(seed)})
         return out
-    res = _boot(frame, {"n": 1, "f1": "f1", "f2": "f2"}, paired_rates("f1", "f2", names=("fr_1", "fr_2")),
-                n_draws=n_draws, seed=seed)
+    # the one path for rates of arms and their contrasts (stats.bootstrap_rates, as
+    # modalens_arms.flip_rate_rows): the same arms and draws print the same interval on every page
+    res = bootstrap_rates(frame, rates={"fr_1": "f1", "fr_2": "f2"},
+                          contrasts={"diff": ("diff", "fr_1", "fr_2"), "ratio": ("ratio", "fr_1", "fr_2")},
+                          n_draws=n_draws, seed=seed)
     out: dict[str, float] = {}
     for stat in ("fr_1", "fr_2", "diff", "ratio"):
-        est, lo, hi = res.interval(stat)
+        est, lo, hi = res[stat]
         out.update({stat: est, f"{stat}_lo": lo, f"{stat}_hi": hi})
     out.update({"flips_1": int(frame["f1"].sum()), "flips_2": int(frame["f2"].sum()),
                 "n_trials": int(len(frame)), "n_excluded": int((~valid).sum()),
@@ -321,7 +324,10 @@ def instruction_table(arms: Mapping[str, pd.DataFrame], *, n_draws_primary: int,
     ``arms``: ``P_instr``, ``A_instr`` (instructed) and ``P``, ``A`` (plain prompt). Rows: each
     readout under the instruction, each readout under the plain prompt, with format compliance
     (share of generations opening with Yes or No) and the agreement of the lowercase readout with
-    the generated answer.
+    the generated answer. Every all-14 row is bootstrapped with ``n_draws_primary`` draws, as Table 2's
+    all-14 rows and §4.1's are (the paper: 10,000 for the all-14 rows), so one estimate prints one
+    interval wherever it appears (a reference model that ignores the instruction gives every readout
+    the same A − P); the one-question rows (Table 5) with ``n_draws``.
     """
     for k in ("P", "A", "P_instr", "A_instr"):
         if k not in arms:
@@ -331,8 +337,7 @@ def instruction_table(arms: Mapping[str, pd.DataFrame], *, n_draws_primary: int,
     rows, values = [], {}
     for prompt, (kp, ka) in (("instructed", ("P_instr", "A_instr")), ("plain", ("P", "A"))):
         for readout in ("generated", "family", "lowercase"):
-            headline = prompt == "plain" and readout == "lowercase"
-            draws = n_draws_primary if headline else n_draws
+            draws = n_draws_primary if design == "all14" else n_draws
             r = compare_arms(sel[ka], sel[kp], readout=readout, n_draws=draws, seed=seed)
             prefix = f"{tab}.{prompt}.{readout}"
             _put(values, prefix, r, ("absent", "present"))
