@@ -196,6 +196,7 @@ def test_a_reduced_rehearsal_scales_the_designs_sample_sizes(monkeypatch):
     assert spec("modalens_appn", "ko_report")["knockout_n_patients"] == 282  # a full rehearsal: the paper's
     monkeypatch.setenv(REHEARSAL_SCALE_ENV, "0.01")
     p = planted(0.01)
+    assert p["ml_patients"] >= 5, "App. N.3's five patient-grouped probe folds need five patients"
     ko = spec("modalens_appn", "ko_report")
     assert ko["knockout_n_patients"] <= p["ml_patients"] and ko["knockout_n_cases"] <= p["ml_cases"]
     assert ko["knockout_n_patients"] <= ko["knockout_n_cases"] and ko["knockout_n_decisive"] <= ko["knockout_n_cases"]

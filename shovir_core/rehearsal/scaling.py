@@ -65,10 +65,10 @@ def scale_design(protocol: str, spec: dict, scale: float) -> dict:
     proportions and constraints (cases >= patients, decisive = cases x paper's decisive / cases).
 
     >>> scale_design("modalens", {"n_patients": 40, "model": "m"}, 0.01)
-    {'n_patients': 3, 'model': 'm'}
+    {'n_patients': 10, 'model': 'm'}
     >>> scale_design("modalens-layers", {"knockout_n_patients": 282, "knockout_n_cases": 400,
     ...                                  "knockout_n_decisive": 300}, 0.01)
-    {'knockout_n_patients': 3, 'knockout_n_cases': 20, 'knockout_n_decisive': 15}
+    {'knockout_n_patients': 10, 'knockout_n_cases': 20, 'knockout_n_decisive': 15}
     """
     from .synthetic import PLANTED, planted
 

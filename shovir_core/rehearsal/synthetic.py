@@ -50,11 +50,11 @@ from ..data.padchest import GROUNDED_REPORTS
 from ..data.template_reports import template_report
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 
-__all__ = ["PLANTED", "PADCHEST_REMOVED_SHARE", "GENERATOR_VERSION", "Planted", "planted", "write_mimic",
+__all__ = ["PLANTED", "MIN_PATIENTS", "PADCHEST_REMOVED_SHARE", "GENERATOR_VERSION", "Planted", "planted", "write_mimic",
            "write_padchest", "write_wikitext",
            "write_tree", "PIXELS"]
 
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 """Bumped whenever the generator's output changes (part of the rehearsal cache key)."""
 
 PIXELS = {"small": 64, "full": 2048}
@@ -71,6 +71,10 @@ PLANTED: dict[str, int] = {
     "sv_padchest_studies": 4555, "sv_padchest_with_boxes": 3008,
 }
 """The papers' stated sizes at scale 1 (ModaLens §3, App. E, App. N.3; ShoViR §3.1)."""
+
+MIN_PATIENTS = 10
+"""Fewest ModaLens test patients of a reduced tree (a 1 % tree would have 3: fewer than App. N.3's 5
+patient-grouped probe folds). The planted cases are spread over them, so a reduced tree is no larger."""
 
 PADCHEST_REMOVED_SHARE = 0.353
 """The share of candidate boxes ShoViR's CheXbert sentence validation removes on PadChest-GR (§3.1)."""
@@ -99,8 +103,8 @@ def planted(scale: float = 1.0) -> Planted:
 
     >>> planted(1.0)["ml_cases"], planted(1.0)["ml_same_patient"]
     (3199, 3180)
-    >>> p = planted(0.02); p["ml_patients"], p["ml_cases"] >= 2 * (p["ml_patients"] - p["ml_cross_patient"])
-    (6, True)
+    >>> p = planted(0.02); p["ml_patients"], p["ml_cases"], p["ml_cases"] >= 2 * (p["ml_patients"] - p["ml_cross_patient"])
+    (10, 64, True)
     """
     if not (isinstance(scale, (int, float)) and 0 < scale <= 1):
         raise UsageError(f"scale must be in (0, 1], got {scale!r}")
@@ -111,7 +115,9 @@ def planted(scale: float = 1.0) -> Planted:
     c = {k: s(k) for k in PLANTED}
     c["sv_padchest_classes"] = PLANTED["sv_padchest_classes"]
     c["ml_cross_patient"] = s("ml_cross_patient")
-    c["ml_patients"] = max(c["ml_cross_patient"] + 2, c["ml_patients"])
+    # at least MIN_PATIENTS test patients: patient-grouped folds (App. N.3's 5-fold probe) and
+    # patient-clustered bootstraps need patients to group by; the cases are spread over them, not added
+    c["ml_patients"] = max(c["ml_cross_patient"] + 2, c["ml_patients"], min(MIN_PATIENTS, PLANTED["ml_patients"]))
     multi = c["ml_patients"] - c["ml_cross_patient"]
     c["ml_cases"] = max(c["ml_cases"], c["ml_cross_patient"] + 2 * multi)
     c["ml_same_patient"] = c["ml_cases"] - c["ml_cross_patient"]
