@@ -178,7 +178,8 @@ for ax, (stat, label, scale) in zip(axes, [("delta", "Δ_X = μ-F1(RO) − μ-F1
         bars = ax.barh(y, scale * sub[stat], height=width, xerr=np.nan_to_num(err), label=arm, capsize=2,
                        color=sns.color_palette()[k])
         if stat == "fr":
-            for bar, yy, n, hi in zip(bars, y, sub["n_eligible"], np.nan_to_num(scale * sub["fr_hi"])):
+            # a model without items in this arm (reindexed: NaN) has n = 0 eligible items
+            for bar, yy, n, hi in zip(bars, y, sub["n_eligible"].fillna(0), np.nan_to_num(scale * sub["fr_hi"])):
                 ax.text(hi + 1, yy, f"n={int(n)}", va="center", fontsize=9)
                 if n < sv.MIN_FR_ITEMS:  # too few eligible items for a rate: hatched and pale
                     bar.set_hatch("//")
