@@ -62,13 +62,13 @@ def scale_design(protocol: str, spec: dict, scale: float) -> dict:
 
     Each size becomes ``round(size x planted / paper)`` of its population, at least
     ``min(size, population, MIN_SIZE)`` and at most the planted population; the knockout keeps its
-    proportions and constraints (cases >= patients, decisive = cases x paper's decisive / cases).
+    constraints (cases >= patients; its non-decisive cases scale with the tree, the rest are decisive).
 
     >>> scale_design("modalens", {"n_patients": 40, "model": "m"}, 0.01)
     {'n_patients': 10, 'model': 'm'}
     >>> scale_design("modalens-layers", {"knockout_n_patients": 282, "knockout_n_cases": 400,
     ...                                  "knockout_n_decisive": 300}, 0.01)
-    {'knockout_n_patients': 10, 'knockout_n_cases': 20, 'knockout_n_decisive': 15}
+    {'knockout_n_patients': 10, 'knockout_n_cases': 20, 'knockout_n_decisive': 19}
     """
     from .synthetic import PLANTED, planted
 
@@ -87,5 +87,8 @@ def scale_design(protocol: str, spec: dict, scale: float) -> dict:
     if isinstance(cases, int) and isinstance(patients, int):
         out["knockout_n_cases"] = max(out["knockout_n_cases"], out["knockout_n_patients"])
     if isinstance(decisive, int) and isinstance(cases, int) and cases:
-        out["knockout_n_decisive"] = min(out["knockout_n_cases"], round(out["knockout_n_cases"] * decisive / cases))
+        # the non-decisive cases scale with the tree and the rest are decisive: a small tree has few
+        # non-decisive cases (the 1 % tree: 3 of 32), so a proportional 25 % of 20 cases cannot be drawn
+        non_decisive = round((cases - decisive) * counts["ml_cases"] / PLANTED["ml_cases"])
+        out["knockout_n_decisive"] = max(0, out["knockout_n_cases"] - non_decisive)
     return out
