@@ -66,7 +66,7 @@ book.glue_values("ml.abl", {"n_draws_primary": n_draws_primary, "n_draws": n_dra
 
 # %% tags=["nbval-check-output"]
 t20 = ab.modality_ablation(cells, n_draws=n_draws, seed=bootstrap_seed).with_runs(primary_runs)
-book.show(t20.display().drop(columns="key").set_index("cell"), runs=primary_runs)
+book.show(t20.drop(["key"]), runs=primary_runs)
 
 # %%
 v20 = t20.values
@@ -105,7 +105,7 @@ book.glue_values("ml.abl", v20, runs=primary_runs)
 
 # %% tags=["nbval-check-output"]
 t15 = ab.modality_ablation(cells, n_draws=n_draws, seed=bootstrap_seed, design="f13", key="t15").with_runs(primary_runs)
-book.show(t15.display().drop(columns="key").set_index("cell"), runs=primary_runs)
+book.show(t15.drop(["key"]), runs=primary_runs)
 
 # %%
 v15 = t15.values
@@ -120,7 +120,7 @@ book.glue_values("ml.abl", v15, runs=primary_runs)
 
 # %% tags=["nbval-check-output"]
 t23 = ab.one_question_ablation(cells, n_draws=n_draws_primary, seed=bootstrap_seed).with_runs(primary_runs)
-book.show(t23.display().drop(columns="key").set_index("cell"), runs=primary_runs)
+book.show(t23.drop(["key"]), runs=primary_runs)
 
 # %%
 v23 = t23.values
@@ -148,11 +148,10 @@ book.glue_values("ml.abl", v23, runs=primary_runs)
 # %% tags=["nbval-check-output"]
 instructed_runs = {**primary_runs, "P_instr": runs["P_instr"], "A_instr": runs["A_instr"]}
 pf = ab.per_finding_table(cells, instructed={"P": trials["P_instr"], "A": trials["A_instr"]}).with_runs(instructed_runs)
-shown = pf.display().set_index("finding")
-book.show(shown.iloc[:, :14], runs=instructed_runs)
+book.show(pf.select(ab.AGREEMENT_COLUMNS), runs=instructed_runs)
 
 # %% tags=["nbval-check-output"]
-book.show(shown.iloc[:, 14:], runs=instructed_runs)
+book.show(pf.drop(ab.AGREEMENT_COLUMNS), runs=instructed_runs)
 
 # %%
 f = pf.frame

@@ -67,7 +67,7 @@ for k, i in (("still_apart_if", "n1.still_apart_if"), ("flips_if", "n1.still_apa
 
 # %% tags=["nbval-check-output"]
 h1 = apph.order_counts(oneq, n_draws=n_draws, seed=bootstrap_seed, key="h.oneq").with_runs(runs)
-book.show(h1.display().set_index("arm"), runs=runs)
+book.show(h1, runs=runs)
 
 # %%
 v1 = h1.values
@@ -82,9 +82,9 @@ book.glue_values("ml", v1, runs=runs)
 
 # %% tags=["nbval-check-output"]
 h14 = apph.order_counts(all14, n_draws=n_draws, seed=bootstrap_seed, key="h.all14").with_runs(runs)
-book.show(h14.display().set_index("arm"), runs=runs)
+book.show(h14, runs=runs)
 pf = apph.per_finding_order_effects(all14["A"], all14["A_tf"], n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(pf.display().set_index("question"), runs=runs)
+book.show(pf, runs=runs)
 
 # %%
 v14, vpf = h14.values, pf.values
@@ -130,7 +130,7 @@ else:  # the primary model is not a reference model: its planted checks do not a
 # %% tags=["nbval-check-output"]
 if len(tiny) == 4:
     ht = apph.order_counts(tiny, n_draws=200, seed=bootstrap_seed, key="h.tiny").with_runs(runs)
-    book.show(ht.display().set_index("arm"), runs=runs)
+    book.show(ht, runs=runs)
     changed = (tiny["P"].set_index("trial_id")["input_hash_c"]
                != tiny["P_tf"].set_index("trial_id").loc[tiny["P"]["trial_id"], "input_hash_c"]).mean()
     assert changed == 1.0, "text first is a different model input for every trial"

@@ -62,7 +62,7 @@ book.glue("ml.l.template.alt", ml.TEMPLATES["alt"]["finding"], runs=runs)
 
 # %% tags=["nbval-check-output"]
 tl = appl.template_table(arms, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(tl.display().set_index(["template", "report"]), runs=runs)
+book.show(tl, runs=runs)
 
 # %%
 v = tl.values
@@ -90,7 +90,7 @@ book.glue_values("ml", v, runs=runs)
 
 # %% tags=["nbval-check-output"]
 ta = appl.template_accuracy(arms, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(ta.display().set_index("arm"), runs=runs)
+book.show(ta, runs=runs)
 
 # %%
 va = ta.values

@@ -71,7 +71,7 @@ book.glue_values("ml", {"m.abstain_band.lo": appm.ABSTAIN_BAND[0], "m.abstain_ba
 
 # %% tags=["nbval-check-output"]
 to = appm.option_order_table(order_arms, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(to.display().set_index(["readout", "option order", "report"]), runs=runs)
+book.show(to, runs=runs)
 
 # %%
 v = to.values
@@ -84,7 +84,7 @@ book.glue_values("ml", v, runs=runs)
 
 # %% tags=["nbval-check-output"]
 tsh = appm.option_order_shifts(order_arms).with_runs(runs)
-book.show(tsh.display().set_index(["report", "readout", "image"]), runs=runs)
+book.show(tsh, runs=runs)
 
 # %%
 vsh = tsh.values

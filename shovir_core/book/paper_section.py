@@ -83,7 +83,7 @@ def paper_section(namespace: str, values: Mapping, keys: Mapping[str, str], *, r
         from ..tables.modalens_arms import audit_rows
 
         audit = audit_rows(prefixes).with_runs(runs)
-        show(audit.display(), runs=runs, name=f"{name}-audit", what=PAPER_ONLY)
+        show(audit, runs=runs, name=f"{name}-audit", what=PAPER_ONLY)
         status = audit.frame["status"]
         glue(f"{namespace}.audit.n_checks", int(len(status)), runs=runs)
         glue(f"{namespace}.audit.n_flagged", int((status == "flagged").sum()), runs=runs)

@@ -220,7 +220,7 @@ def fr_by_quartile(rows: pd.DataFrame, *, n_draws: int, seed: int) -> TableResul
                        f"byq.{arm}.n_trials": int(len(r))})
     values["byq.n_draws"] = int(n_draws)
     return TableResult(pd.DataFrame(out), values,
-                       metrics={"flip_rate": "flip_rate", "lo": "flip_rate", "hi": "flip_rate",
+                       index=("report", "quartile"), metrics={"flip_rate": "flip_rate", "lo": "flip_rate", "hi": "flip_rate",
                                 "distance_max": "cosine_distance"},
                        labels={"report": "report", "quartile": "distance quartile", "flips": "flips",
                                "trials": "trials", "distance_max": "upper edge", "flip_rate": "flip rate", "lo": "lo",
@@ -258,7 +258,7 @@ def flip_regression(rows: pd.DataFrame, *, n_draws: int, seed: int, formula: str
                        f"reg.{k}.boot_lo": r["boot_lo"], f"reg.{k}.boot_hi": r["boot_hi"],
                        f"reg.{k}.p_value": r["p_value"]})
     return TableResult(frame, values,
-                       metrics={"odds_ratio": "odds_ratio", "lo": "odds_ratio", "hi": "odds_ratio",
+                       index=("term",), metrics={"odds_ratio": "odds_ratio", "lo": "odds_ratio", "hi": "odds_ratio",
                                 "boot_lo": "odds_ratio", "boot_hi": "odds_ratio"},
                        labels={"term": "term", "key": "key", "lo": "robust lo", "hi": "robust hi",
                                "boot_lo": "bootstrap lo", "boot_hi": "bootstrap hi", "p_value": "p"},
@@ -298,7 +298,7 @@ def planted_check(rows: pd.DataFrame, distance_trials: pd.DataFrame, regression:
     values["planted.mean_flip_probability"] = float(p.mean())
     values["planted.observed_flip_rate"] = float(rows["flip"].mean())
     return TableResult(pd.DataFrame(out), values,
-                       metrics={"planted": "odds_ratio", "odds_ratio": "odds_ratio", "lo": "odds_ratio",
+                       index=("term",), metrics={"planted": "odds_ratio", "odds_ratio": "odds_ratio", "lo": "odds_ratio",
                                 "hi": "odds_ratio"},
                        labels={"term": "term", "key": "key", "planted": "planted OR", "odds_ratio": "estimated OR",
                                "lo": "robust lo", "hi": "robust hi", "within_ci": "planted inside CI"},

@@ -120,7 +120,7 @@ def lens_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int, tv:
             f"{arm}.settling_mean": float(settle.mean()), f"{arm}.majority_floor": floor,
         })
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values=values,
+    return TableResult(frame, index=("arm", "layer"), values=values,
                        metrics={"disagreement": "flip_rate", "mean_abs_delta_margin": "mean_abs_margin_change",
                                 "agreement_final": "accuracy", "majority_floor": "majority_baseline",
                                 "balanced_agreement": "balanced_accuracy"},
@@ -209,7 +209,7 @@ def knockout_overlap(arms: Mapping[str, pd.DataFrame], pairs, *, n_perm: int, se
             key = f"{a}.{b}.L{layer}"
             values.update({f"{key}.jaccard": j, f"{key}.phi": ph, f"{key}.phi_p": p, f"{key}.both": int((x & y).sum())})
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values=values, metrics={"jaccard": "share", "phi": "phi", "phi_p": "p_value"},
+    return TableResult(frame, index=("pair", "start_layer"), values=values, metrics={"jaccard": "share", "phi": "phi", "phi_p": "p_value"},
                        labels={"pair": "arms", "start_layer": "start layer", "n_trials": "n",
                                "flips_a": "flips (first)", "flips_b": "flips (second)", "both": "flip in both",
                                "jaccard": "Jaccard", "phi": "φ", "phi_p": "φ p (shuffled pairing)"},

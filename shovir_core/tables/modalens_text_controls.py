@@ -97,7 +97,7 @@ def text_control_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: 
         values["tc.n_section_excluded"] = int(values["tc.n_cases"] - values["tc.n_section_cases"])
     frame = pd.DataFrame(rows)
     return TableResult(frame, values,
-                       metrics={"flip_rate": "flip_rate", "flip_rate_lo": "flip_rate_lo", "flip_rate_hi": "flip_rate_hi",
+                       index=("arm",), metrics={"flip_rate": "flip_rate", "flip_rate_lo": "flip_rate_lo", "flip_rate_hi": "flip_rate_hi",
                                 "diff": "paired_diff", "diff_lo": "paired_diff_lo", "diff_hi": "paired_diff_hi"},
                        labels={"arm": "report condition", "key": "arm", "trials": "trials", "flips": "flips",
                                "agree_c": "source-label agreement, original", "agree_d": "source-label agreement, substitute"},
