@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from shovir_core import book
+from shovir_core.metrics.arms import answers
 from shovir_core.tables import modalens_ablation as ab
 from shovir_core.book.paper_section import paper_section
 
@@ -79,7 +80,7 @@ assert v20["t20.n_trials"] == 14 * int(trials["full"]["case_id"].nunique())
 assert v20["t20.n_macro_findings"] + v20["t20.n_ba_undefined"] == v20["t20.n_findings"]
 # question only sees no case input: where it answers every finding the same way throughout, its
 # balanced accuracy is exactly 0.5 on each finding with both classes, so the macro average is 0.5
-q_yes = pd.Series(ab.answers(trials["q"], "lowercase")[0]).groupby(trials["q"]["finding"].to_numpy()).nunique()
+q_yes = pd.Series(answers(trials["q"], "lowercase")[0]).groupby(trials["q"]["finding"].to_numpy()).nunique()
 if (q_yes == 1).all():
     assert np.isclose(v20["t20.macro.q"], 0.5) and np.isclose(v20["t20.macro.q_lo"], 0.5), \
         "a constant responder has balanced accuracy 0.5 wherever it is defined"

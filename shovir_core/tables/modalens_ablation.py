@@ -30,9 +30,10 @@ import pandas as pd
 from ..labels import FINDINGS_13
 from ..metrics import modalens as mm
 from ..metrics.agreement import agreement_summary
+from ..metrics.arms import answers, pair_arms
 from ..stats import cluster_bootstrap
 from ..vocab import COMPOSITE
-from .modalens import answers, design_subset, pair_arms
+from .modalens import design_subset
 from .result import TableResult
 
 __all__ = ["CELLS", "CELL_LABELS", "modality_ablation", "one_question_ablation", "per_finding_table",

@@ -26,10 +26,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+from ..metrics.arms import answers
 from ..metrics.distance import centred_cosine_distance, cohort_mean, quartile_bins
 from ..stats import cluster_bootstrap, logistic_regression_cluster_robust
 from ..stats.logistic import fractional_logistic, logistic_cluster_bootstrap
-from .modalens import answers
 from .result import TableResult
 
 __all__ = ["FORMULA", "ssim_summary", "pair_distances", "distance_summary", "regression_rows", "fr_by_quartile",

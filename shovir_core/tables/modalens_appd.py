@@ -25,11 +25,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..metrics.prompt_variants import chronology, gap_bins, signed_gap
 from ..vocab import COMPOSITE
 from ..stats import bootstrap_rates
-from .modalens import answers
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["chronology_table", "framing_table", "framing_sides", "framing_strata", "framing_validation", "PAPER_KEYS",

@@ -26,9 +26,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, compare_arms, pair_arms
 from ..stats import clustered_balanced_accuracy
 from ..protocols.modalens import SIX_RANGE
-from .modalens import answers, compare_arms, design_subset, pair_arms, six_findings
+from .modalens import design_subset, six_findings
 from .result import TableResult
 
 __all__ = ["compliance", "generated_family_agreement", "balanced_accuracy_interval", "lineage_table",

@@ -25,9 +25,10 @@ import pandas as pd
 
 from ..labels import POLICIES
 from ..metrics import modalens as mm
+from ..metrics.arms import answers, compare_arms, pair_arms
 from ..stats import cluster_bootstrap, paired_rates
 from ..vocab import COMPOSITE
-from .modalens import DESIGN_LABELS, answers, compare_arms, design_subset, pair_arms
+from .modalens import DESIGN_LABELS, design_subset
 from .result import TableResult
 
 __all__ = ["WEIGHTINGS", "POLICY_LABELS", "PAPER_POLICIES", "weighting_table", "policy_table",

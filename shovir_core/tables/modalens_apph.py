@@ -13,10 +13,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..metrics.prompt_variants import TV_THRESHOLD, still_apart
 from ..stats import bootstrap_rates
-from .modalens import answers
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["ARMS", "order_counts", "per_finding_order_effects", "PAPER_KEYS", "AUDIT_PREFIXES"]

@@ -13,9 +13,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..stats import clustered_balanced_accuracy, bootstrap_rates
-from .modalens import answers
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["ARMS", "template_table", "template_accuracy", "PAPER_KEYS", "AUDIT_PREFIXES"]

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..metrics.prompt_variants import abstained, uncertain_flips
 from ..stats import bootstrap_rates
-from .modalens import READOUTS, answers
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
+from ..vocab import READOUTS
 from .result import TableResult
 
 __all__ = ["ORDER_ARMS", "UNCERTAIN_ARMS", "option_order_table", "option_order_shifts", "abstention_table",

@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import layers as ly
+from ..metrics.arms import rate_interval
 from ..metrics.modalens import balanced_accuracy
 from ..protocols.modalens_layers import lens_array
 from ..stats import nulls
 from ..stats.overlap import jaccard, phi
-from .modalens import rate_interval
 from .result import TableResult
 
 __all__ = ["planted_facts", "lens_table", "knockout_table", "KNOCKOUT_ARM_LABELS", "knockout_overlap", "settling_table",

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..stats import bootstrap_rates
-from .modalens import DESIGN_LABELS, answers, design_subset
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
+from .modalens import DESIGN_LABELS, design_subset
 from .result import TableResult
 
 __all__ = ["design_comparison", "seed_table", "PAPER_KEYS", "AUDIT_PREFIXES"]

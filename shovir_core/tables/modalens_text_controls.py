@@ -19,10 +19,9 @@ import numpy as np
 import pandas as pd
 
 from ..data.text_controls import SECTION_CONTROLS, TEXT_CONTROLS
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..vocab import COMPOSITE
 from ..stats import bootstrap_rates
-from .modalens import answers
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["ARMS", "text_control_table", "reader_checks", "rerun_table", "PAPER_KEYS", "AUDIT_PREFIXES", "ARM_LABELS"]
@@ -166,7 +165,7 @@ def rerun_table(original: pd.DataFrame, rerun: pd.DataFrame, *, n_draws: int, se
     patient-clustered interval and flips per run, and the cases whose flip differs between the runs.
     ModaLens Table 18's full-report row is such a re-run: 1.38 % (44 flips) against Table 2's 1.41 % (45),
     "a one-case difference between two runs of the same arm"."""
-    from .modalens import rate_interval
+    from ..metrics.arms import rate_interval
 
     a, b = original.set_index("trial_id"), rerun.set_index("trial_id")
     common = a.index.intersection(b.index)
