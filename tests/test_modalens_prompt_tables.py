@@ -218,3 +218,26 @@ def test_text_control_table_and_reader_checks_detect_a_failure():
     assert not failed["neutral prose: answers equal the report-absent answers"]
     with pytest.raises(ValueError, match="full"):
         tct.text_control_table({"absent": arms["absent"]}, n_draws=10, seed=0)
+
+
+# --------------------------------------------------------------------------- the chapters' shared opening
+def test_variant_chapter_arms_and_the_blind_arms_only_where_validated():
+    from shovir_core.book.variant_chapter import VariantChapter
+
+    trials = {"P": _arm(FLIPS_P), "A": _arm(FLIPS_A), "blind_P": _arm([0] * 10), "blind_A": _arm([0] * 10),
+              "tiny_P": _arm(FLIPS_P)}
+    chapter = VariantChapter(runs={}, trials=trials, reference_validation=True)
+    assert chapter.arms(["P", "A"])["A"] is trials["A"] and chapter.blind(["P", "A"])["P"] is trials["blind_P"]
+    assert list(chapter.arms(["P", "A"], prefix="tiny_", optional=True)) == ["P"]
+    with pytest.raises(KeyError):
+        chapter.arms(["P", "A"], prefix="tiny_")
+    assert VariantChapter(runs={}, trials=trials, reference_validation=False).blind(["P", "A"]) == {}
+
+
+def test_variant_changes_by_arm_names_the_group_and_report_that_moved():
+    p, a = _arm(FLIPS_P), _arm(FLIPS_A)
+    same = {"P": p, "P_tf": p.iloc[::-1], "A": a, "A_tf": a}
+    assert pv.variant_changes_by_arm({"ref": same}, variant="tf") == []
+    moved = {**same, "A_tf": a.assign(readout_d=a["readout_c"])}
+    (line,) = pv.variant_changes_by_arm({"ref": same, "other": moved}, variant="tf", margins=())
+    assert line.startswith("other, report A: readout_d differs on 7 of 10 trials")
