@@ -340,7 +340,7 @@ def execute_book(*, profile: str = "demo", only: list[str] | None = None, progre
             bar.set_postfix_str(f"{name}: executing")
             done.append(execute_notebook(name, profile=profile, run_ids=ids))
         return done
-    return _execute_parallel(names, profile=profile, progress=progress, jobs=jobs)
+    return execute_parallel(names, profile=profile, progress=progress, jobs=jobs)
 
 
 def book_schedule(names: list[str], profile: str) -> dict[str, set[str]]:
@@ -377,11 +377,14 @@ def _notebook_job(name: str, profile: str) -> Path:
     return execute_notebook(name, profile=profile, run_ids=ids)
 
 
-def _execute_parallel(names: list[str], *, profile: str, progress: bool, jobs: int) -> list[Path]:
+def execute_parallel(names: list[str], *, profile: str, progress: bool, jobs: int, job=_notebook_job,
+                     after: dict[str, set[str]] | None = None) -> list:
+    """Run ``job(name, profile)`` for each notebook in up to ``jobs`` processes, none before the ones
+    ``after[name]`` names (default: :func:`book_schedule`) have finished; ``job`` must be importable."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    after = book_schedule(names, profile)
+    after = book_schedule(names, profile) if after is None else after
     remaining = list(names)
     finished: set[str] = set()
     running: dict = {}
@@ -398,7 +401,7 @@ def _execute_parallel(names: list[str], *, profile: str, progress: bool, jobs: i
             if not failures:
                 ready = sorted((n for n in remaining if after[n] <= finished), key=lambda n: (weight(n), names.index(n)))
                 for n in ready[:jobs - len(running)]:
-                    running[pool.submit(_notebook_job, n, profile)] = n
+                    running[pool.submit(job, n, profile)] = n
                     remaining.remove(n)
             if not running:
                 break
