@@ -8,11 +8,9 @@ unformatted), a flat dict of values whose keys are the glue keys without the ``m
 their clustered intervals) are :mod:`shovir_core.metrics.arms`; :func:`design_subset` picks a design's
 trials.
 
-Readouts (ModaLens §2, "Prompt and readout"; App. I): ``lowercase`` (argmax of the lowercase ``yes``/``no`` logits; columns
-``readout_c``/``readout_d``), ``family`` (log-sum-exp of the token families; ``family_readout_*``)
-and ``generated`` (the parsed greedy answer; ``answer_*``). Under ``generated`` a trial counts only
-when the answer on both images -- and, for paired arms, in both arms -- opens with Yes or No;
-format compliance is the share of generations that do.
+Readouts (``lowercase``, ``family``, ``generated``; ModaLens §2, App. I) are read as
+:mod:`shovir_core.metrics.arms` describes; format compliance is the share of generations that open
+with Yes or No.
 
 Intervals are patient-clustered percentile bootstraps (:func:`shovir_core.stats.cluster_bootstrap`)
 with rates, paired differences and ratios computed inside each draw; every call draws from
