@@ -47,7 +47,7 @@ labellers = runs["iu"].manifest["spec"]["labellers"]
 # %% [markdown]
 # ## Reports and reference
 #
-# Reports with findings or impression text and MeSH indexing; MeSH terms map to nine CheXpert
+# Reports with findings or impression text and MeSH indexing; MeSH terms map to CheXpert
 # classes (`shovir_core/resources/iu_mesh_chexpert.yaml`). Terms whose CheXpert reading is
 # ambiguous (borderline heart size, blunted costophrenic angles, surgical clips...) exclude the
 # report from that class. Positive counts per split:

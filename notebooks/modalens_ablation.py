@@ -26,8 +26,8 @@
 # corrects for (support devices: agreement {glue:text}`ml.abl.paper.pf.support_devices.agreement_P:.3f`,
 # κ {glue:text}`ml.abl.paper.pf.support_devices.kappa_P:.3f`).
 #
-# **What the demo profile runs.** The 64-px NIH cohort with **template reports** and four cell
-# records of the reference model `ref-anchored@0.5`. It then validates the ablation with reference
+# **What the demo profile runs.** The 64-px NIH cohort with **template reports** and one record per
+# cell of the reference model `ref-anchored@0.5`. It then validates the ablation with reference
 # models whose dependence on each input is known by construction: `ref-blind-prior` and
 # `ref-report-reader` never read the image, so every image effect must be exactly 0, no swap may
 # flip them, and their chance agreement must equal the floor; `ref-image-classifier` never reads the
@@ -59,7 +59,7 @@ book.glue_values("ml.abl", {"n_draws_primary": n_draws_primary, "n_draws": n_dra
                             "n_cases": int(trials["full"]["case_id"].nunique())}, runs=primary_runs)
 
 # %% [markdown]
-# ## Table 20: the four cells, all questions
+# ## Table 20: the 2×2 cells, all questions
 #
 # Balanced accuracy of the answer on the original image against the source study's label, pooled
 # over trials and macro-averaged over the {glue:text}`ml.abl.t20.n_findings` questions, with patient-clustered intervals
@@ -173,7 +173,7 @@ book.glue_values("ml.abl", vpf, runs=instructed_runs)
 #
 # ## Validation: models whose inputs are known
 #
-# The four cells of three reference models on a {glue:text}`ml.abl.validation.n_patients`-patient
+# The 2×2 cells of each reference model on a {glue:text}`ml.abl.validation.n_patients`-patient
 # subset ({glue:text}`ml.abl.validation.n_trials` all-14 trials per cell). By construction
 # `ref-blind-prior` reads neither image nor report and `ref-report-reader` reads only the report:
 # every image effect and the interaction must be exactly 0, no cell may flip, the two images'
@@ -219,7 +219,7 @@ if has_validation:
     book.glue("ml.abl.validation.reader.n_constant", validation["ref-report-reader"]["n_constant"], runs=runs)
 
 # %% [markdown]
-# All three behave as constructed: the image-blind models have image effects, interactions and flip
+# The reference models behave as constructed: the image-blind models have image effects, interactions and flip
 # rates of exactly 0, with κ = 1 wherever their answers vary and undefined on the
 # {glue:text}`ml.abl.validation.reader.n_constant` questions the report reader answers the same way
 # throughout; the image classifier's report effects are exactly 0 while the image adds

@@ -89,7 +89,7 @@ book.glue_values("ml.b", vs, runs=primary_runs)
 # Each image's vector is the model's vision-tower output averaged over patches
 # (`VLM.vision_embedding`, computed through the inference cache and stored in the
 # `modalens-distance` record); a pair's distance is the cosine distance after subtracting the mean
-# over the cohort's distinct images. The time gap is the absolute difference of the two studies'
+# over the cohort's distinct images. The time gap is the absolute difference of the source and substitute studies'
 # times on same-patient pairs ({glue:text}`ml.b.dist.gap_unit` on this dataset).
 
 # %% tags=["nbval-check-output"]
@@ -164,14 +164,14 @@ book.glue("ml.b.reg.width_ratio", float(width_ratio), runs=primary_runs)
 # %% [markdown]
 # Per SD of distance the odds of a flip change by {glue:text}`ml.b.reg.z_distance.odds_ratio:.2f`
 # [{glue:text}`ml.b.reg.z_distance.lo:.2f`, {glue:text}`ml.b.reg.z_distance.hi:.2f`] (bootstrap
-# [{glue:text}`ml.b.reg.z_distance.boot_lo:.2f`, {glue:text}`ml.b.reg.z_distance.boot_hi:.2f`]; the two
+# [{glue:text}`ml.b.reg.z_distance.boot_lo:.2f`, {glue:text}`ml.b.reg.z_distance.boot_hi:.2f`]; the
 # intervals' widths differ by a factor {glue:text}`ml.b.reg.width_ratio:.2f`); a label change gives
 # {glue:text}`ml.b.reg.label_changed.odds_ratio:.2f` and the report
 # {glue:text}`ml.b.reg.report_present.odds_ratio:.2f`.
 #
 # ## Validation: a model whose flips follow the distance by construction
 #
-# `ref-distance-planted` (its docstring states the construction) answers from a two-dimensional code
+# `ref-distance-planted` (its docstring states the construction) answers from a low-dimensional code
 # of each image, which is also its vision embedding. On a pair whose codes are θ apart it flips
 # with probability $\varepsilon + (1 - 2\varepsilon)\,\theta/\pi$, whatever the report and the labels. The odds ratios this
 # plants in the regression are the logistic projection of those probabilities on the same rows;

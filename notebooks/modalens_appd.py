@@ -13,9 +13,9 @@
 # %% [markdown]
 # # ModaLens Appendix D: chronology, the historical framing and the reliability warning
 #
-# The model is never told that the report may be stale. Appendix D asks three things of the
+# The model is never told that the report may be stale. Appendix D asks of the
 # report-present arm: whether agreement with the report's label depends on the substitute being a
-# later or an earlier study (Table 11, a retrospective stratification); whether one sentence before
+# later or an earlier study (Table 11, a retrospective stratification); whether a sentence before
 # the report, framing it as an earlier study's ("historical") or warning that it may not describe
 # the image and may be wrong, restores image sensitivity; and whether the historical framing does
 # better on the pairs where it is true. The paper finds neither framing restores it: under the
@@ -68,7 +68,7 @@ book.glue("ml.d.paper.multi_study_patients", int(published_value("modalens", id=
           source="shovir_core/papers/data/modalens.yaml: design.patients − design.single_study_patients")
 
 # %% [markdown]
-# The two sentences, placed on the line before `Report:`:
+# The sentences, placed on the line before `Report:`:
 #
 # * historical — "{glue:text}`ml.d.framing_sentence.historical`"
 # * warning — "{glue:text}`ml.d.framing_sentence.warning`"
@@ -226,7 +226,7 @@ book.glue_values("ml.d", vs, runs=runs)
 # patient can contribute to both). Unit: {glue:text}`ml.d.strata.n_patients` patients
 # ({glue:text}`ml.d.strata.n_patients_both` with pairs in both strata); on the paper's cohort this
 # unit is the {glue:text}`ml.d.paper.patients` − {glue:text}`ml.d.paper.single_study_patients` =
-# {glue:text}`ml.d.paper.multi_study_patients` patients with at least two studies, while the paper states
+# {glue:text}`ml.d.paper.multi_study_patients` patients with more than a single study, while the paper states
 # {glue:text}`ml.d.paper.strata_patients` — the
 # audit flags that discrepancy (check `d.strata_patients` below).
 

@@ -14,7 +14,7 @@
 # # ModaLens Appendix F: other models (Tables 13, 14 and Table 4's second-model row)
 #
 # Does the report-anchoring effect belong to MedGemma, or to image-text models in general? The
-# paper reruns the audit on MedGemma-4B, two Qwen3.5 models and LLaVA-NeXT-Mistral-7B: the report
+# paper reruns the audit on MedGemma-4B, Qwen3.5-9B, Qwen3.5-27B and LLaVA-NeXT-Mistral-7B: the report
 # effect replicates in every lineage (LLaVA-NeXT {glue:text}`mlf.paper.llava_P:.2f`% with the report
 # against {glue:text}`mlf.paper.llava_A:.2f`% without),
 # while no model reads the substituted image above chance on the one-question set.
@@ -100,10 +100,10 @@ book.glue_values("mlf.ref", {k[len(ref) + 1:]: v for k, v in v14.items() if k.st
 # patients: their flip rates and intervals (including any that exclude 0) test the code path, not
 # an effect, and are not read as significant.
 #
-# ## Table 13: the six prespecified questions
+# ## Table 13: the prespecified questions
 #
 # The one-question design asks a finding question of positive cases and the composite of negative
-# ones, so a rule that always says yes to findings scores perfectly. The six-question design asks
+# ones, so a rule that always says yes to findings scores perfectly. The prespecified-question design asks
 # every case the prespecified findings (the rule and its window are defined once, with Table 1 of
 # the main tables: source yes-rate in [{glue:text}`mlf.six_lo:.0%`, {glue:text}`mlf.six_hi:.0%`] on
 # this cohort) with generated answers; here it selects {glue:text}`mlf.t13.n_questions`
@@ -154,7 +154,7 @@ book.glue_values("mlf.t4.second", {k.removeprefix(f"t4.{second_model}."): v for 
 # %% [markdown]
 # ## The second model on both designs
 #
-# The paper's MedGemma-4B paragraph: the same four one-question cells and the all-14 unit, with
+# The paper's MedGemma-4B paragraph: the same one-question cells and the all-14 unit, with
 # and without the report, lowercase readout, no instruction. On the demo, `ref-anchored@0.25`: its
 # report-absent answers are the CNN's, so it must flip more without the report on both designs.
 
@@ -199,7 +199,7 @@ book.glue("mlf.uninstructed_model", uninstructed[0], runs=runs)
 # ## The paper's numbers and their checks
 #
 # The audit's consistency checks of Appendix F (differences and ratios from the stated rates, the
-# counts implied by rates over {glue:text}`mlf.paper.cases:,d` cases, the six questions' yes-rates inside the rule), then the
+# counts implied by rates over {glue:text}`mlf.paper.cases:,d` cases, the prespecified questions' yes-rates inside the rule), then the
 # paper's values beside this run's where this run has the same model.
 
 # %% tags=["nbval-check-output"]

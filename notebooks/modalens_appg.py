@@ -29,7 +29,7 @@
 # report present and absent, all {glue:text}`ml.g.n_questions` questions. The demo checks the identities the appendix rests
 # on, which must hold on any records: every policy row's label-changed and label-unchanged trials
 # add up to the trials it retains, and on label-unchanged trials a change of correctness is exactly
-# a flip. NIH labels carry no uncertain value, so the three "uncertain" policies coincide here.
+# a flip. NIH labels carry no uncertain value, so the "uncertain" policies coincide here.
 
 # %% tags=["parameters"]
 profile = "demo"
@@ -66,7 +66,7 @@ book.glue_values("ml.g", {"n_draws": n_draws, "n_cases": n_cases, "n_trials": le
 #
 # The paired report effect FR_A − FR_P ({glue:text}`ml.g.n_trials` all-14 trials,
 # {glue:text}`ml.g.n_patients` patients) under each weighting; weighted rates are Σ w·flip / Σ w,
-# every row resampled over patients with {glue:text}`ml.g.n_draws` draws on one seed.
+# every row resampled over patients with {glue:text}`ml.g.n_draws` draws on a single seed.
 
 # %% tags=["nbval-check-output"]
 weights = g.weighting_table(P, A, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
@@ -92,10 +92,10 @@ book.glue_values("ml.g", wv, runs=runs)
 # ## Label policies
 #
 # A trial is retained when the policy labels the asked finding on both studies and label-changed
-# when the two labels differ. Per policy and arm: the flip rate on label-changed and -unchanged
+# when the source and substitute labels differ. Per policy and arm: the flip rate on label-changed and -unchanged
 # trials with their clustered difference (two-sided, no equivalence margin), concordant balanced
 # accuracy and the mean target-aligned margin change on label-changed trials. The paper reports
-# the first four policies.
+# the policies its appendix names (`u-negative`, `u-positive`, `u-excluded`, `u-negative_b-excluded`).
 
 # %% tags=["nbval-check-output"]
 policies = g.policy_table(P, A, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
@@ -168,7 +168,7 @@ book.glue("ml.g.second_model", second_model, runs=runs)
 #
 # ## Transitions (Table 16)
 #
-# On label-changed trials an unchanged answer changes correctness, so the two flip cells are
+# On label-changed trials an unchanged answer changes correctness, so the flip cells are
 # correct→correct and wrong→wrong; on label-unchanged trials a change of correctness is exactly a
 # flip. Shares are of the label-changed trials; the conditional share is correct→wrong among the
 # trials answered correctly on the original image.
@@ -198,7 +198,7 @@ book.glue_values("ml.g", v16, runs=runs)
 # with the report and {glue:text}`ml.g.t16.absent.cond_correct_to_wrong:.3f` without. On the
 # {glue:text}`ml.g.t16.present.n_unchanged` label-unchanged trials, correctness changes on
 # {glue:text}`ml.g.t16.present.unchanged_correctness_changes` trials with the report, the same
-# trials as its {glue:text}`ml.g.t16.present.unchanged_flips` flips, and the four flip cells add up
+# trials as its {glue:text}`ml.g.t16.present.unchanged_flips` flips, and the flip cells add up
 # to all {glue:text}`ml.g.t16.present.flips` flips.
 #
 # ## Margins (Table 17, Figure 4)
@@ -264,7 +264,7 @@ book.show(fig, runs=runs, name="ml-appg-fig4",
 #
 # Each published check of these tables (e.g. {glue:text}`ml.g.paper.changed:,d` +
 # {glue:text}`ml.g.paper.unchanged:,d` = {glue:text}`ml.g.paper.all14:,d` trials;
-# the four flip cells sum to the headline flips) with the audit's verdict on the published numbers,
+# the flip cells sum to the headline flips) with the audit's verdict on the published numbers,
 # and the same identity recomputed from this run's records.
 
 # %% tags=["nbval-check-output"]

@@ -61,7 +61,7 @@ for k, i in (("still_apart_if", "n1.still_apart_if"), ("flips_if", "n1.still_apa
 # %% [markdown]
 # ## Table 27 counts and the order effects, one-question design
 #
-# Lowercase readout; {glue:text}`ml.h.n_draws` patient-clustered draws with the four arms on the same
+# Lowercase readout; {glue:text}`ml.h.n_draws` patient-clustered draws with every arm on the same
 # draws.
 
 # %% tags=["nbval-check-output"]
@@ -101,7 +101,7 @@ book.glue_values("ml", {**v14, **vpf}, runs=runs)
 # ## Validation: the reference models never see the order
 #
 # (This section checks behaviour planted in the reference models, so it runs only where the
-# primary model is one, as in the demo profile; in a profile with a real model, such as `mimic`,
+# primary model is a reference model, as in the demo profile; in a profile with a real model, such as `mimic`,
 # it is skipped and the numbers in its sentences are not computed (they print as nan).)
 
 # %%

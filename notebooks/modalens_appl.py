@@ -13,7 +13,7 @@
 # %% [markdown]
 # # ModaLens Appendix L: a second question template
 #
-# Is the report effect a property of one wording? Appendix L reruns the one-question design with
+# Is the report effect a property of a single wording? Appendix L reruns the one-question design with
 # `Is {finding} present on this chest X-ray?` (`Is any acute cardiopulmonary finding present on
 # this chest X-ray?` for the composite) in place of `Does this chest X-ray show {finding}?`, report
 # present and absent, no answer instruction. For MedGemma-27B the report-presence difference
@@ -58,7 +58,7 @@ book.glue("ml.l.template.alt", ml.TEMPLATES["alt"]["finding"], runs=runs)
 # ## Flip rates per template and report arm
 #
 # Lowercase first-token readout, both images, {glue:text}`ml.l.n_draws` patient-clustered draws with
-# all four arms on the same draws.
+# all arms on the same draws.
 
 # %% tags=["nbval-check-output"]
 tl = appl.template_table(arms, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
@@ -103,7 +103,7 @@ book.glue_values("ml", va, runs=runs)
 # ## Validation: the reference models ignore the wording
 #
 # (This section checks behaviour planted in the reference models, so it runs only where the
-# primary model is one, as in the demo profile; in a profile with a real model, such as `mimic`,
+# primary model is a reference model, as in the demo profile; in a profile with a real model, such as `mimic`,
 # it is skipped and the numbers in its sentences are not computed (they print as nan).)
 #
 # `ref-anchored@0.5` and `ref-blind-prior` must give identical answers and margins under both
@@ -123,7 +123,7 @@ else:  # the primary model is not a reference model: its planted checks do not a
     book.glue_values("ml", dict.fromkeys(["l.blind.max_flip_rate"], float("nan")), runs=runs)
 
 # %% [markdown]
-# Both reference models answer identically under the two templates (interaction
+# Both reference models answer identically under both templates (interaction
 # {glue:text}`ml.l.template_x_report.interaction_pp:+.2f` points); `ref-blind-prior` flips on
 # {glue:text}`ml.l.blind.max_flip_rate:.2%` of trials.
 #

@@ -13,7 +13,7 @@
 # %% [markdown]
 # # ModaLens Appendix M: option order and an explicit abstention option
 #
-# Two checks of the answer instruction. Reversing the options ("Answer with exactly No or Yes.")
+# Checks of the answer instruction. Reversing the options ("Answer with exactly No or Yes.")
 # tests whether the report effect is an artefact of listing Yes first; adding an Uncertain option
 # ("Answer with exactly Yes, No or Uncertain.") tests whether the model, given a way out, abstains
 # instead of following the report. For MedGemma-27B neither explains the effect: the order × report
@@ -67,7 +67,7 @@ book.glue_values("ml", {"m.abstain_band.lo": appm.ABSTAIN_BAND[0], "m.abstain_ba
 # ## Option order: flip rates per arm and readout
 #
 # Each arm paired case by case with the default order; {glue:text}`ml.m.n_draws` patient-clustered
-# draws, all four arms of a readout on the same draws.
+# draws, all arms of a readout on the same draws.
 
 # %% tags=["nbval-check-output"]
 to = appm.option_order_table(order_arms, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
@@ -135,7 +135,7 @@ book.glue_values("ml", vu, runs=runs)
 # ## Validation: the reference models ignore the option order
 #
 # (This section checks behaviour planted in the reference models, so it runs only where the
-# primary model is one, as in the demo profile; in a profile with a real model, such as `mimic`,
+# primary model is a reference model, as in the demo profile; in a profile with a real model, such as `mimic`,
 # it is skipped and the numbers in its sentences are not computed (they print as nan).)
 
 # %%

@@ -15,20 +15,20 @@
 #
 # ModaLens Appendix N asks where, inside the decoder, the answer stops depending on the image when
 # the report is in the prompt. The logit lens (N.1) reads the answer position of every layer through
-# the final norm and the unembedding of the two answer tokens; the per-layer disagreement between the
+# the final norm and the unembedding of the answer tokens (`yes`, `no`); the per-layer disagreement between the
 # source and the substitute image ends, at the output layer, exactly at the flip rate. Attention
 # knockout (N.2) blocks the answer's attention to the report from a start layer on and asks whether
 # the image sensitivity of the report-absent prompt comes back; a question-span and an image-span
 # knockout of matched size are the controls.
 #
 # **What the demo profile runs.** `ref-vlm`, a small `Gemma3ForConditionalGeneration` (MedGemma's
-# class: SigLIP vision tower, projector, 6-layer Gemma-3 decoder, Gemma turn template) **trained in
+# class: SigLIP vision tower, projector, Gemma-3 decoder, Gemma turn template) **trained in
 # this repository** on the demo patients outside this chapter's cohort
 # (`python -m shovir_core.training.ref_vlm`; see `shovir_core.models.ref_vlm`), with template
 # reports. Its curriculum plants the ModaLens behaviour: with a report it answers from the report,
 # without one from the image. Its numbers validate the code, not the paper; the `mimic` profile runs
 # MedGemma-27B on MIMIC-CXR-JPG. Residual patching and steering (N.2-N.3, Table 25) and the probe and
-# tuned lens (Tables 26, 34) are the next two chapters; N.4's image-token knockout runs here on the chest
+# tuned lens (Tables 26, 34) are the following chapters; N.4's image-token knockout runs here on the chest
 # X-rays, while its other datasets (VQA-RAD, SLAKE, OmniMedVQA) are not in this repository.
 
 # %% tags=["parameters"]
@@ -55,13 +55,19 @@ from shovir_core.tables import modalens_appn as an
 
 runs = book.load_runs("modalens_appn", profile=profile, run_ids=run_ids)
 trials = {key: run.trials for key, run in runs.items()}
+for key, paper_id in (("n_layers", "setup.layers"), ("excursion_layer", "n1.excursion_layer"),
+                      ("calibration_arms", "n1.calibration_arms"), ("diff_layer", "n2.diff_layer"),
+                      ("question_region_lo", "n2.question_region_lo"), ("question_region_hi", "n2.question_region_hi")):
+    book.glue_paper(f"mln.paper.design.{key}", paper_id)
 
 # %% [markdown]
 # ## The reference model's planted facts
 #
 # Stated in `ref-vlm`'s docstring before any of these records existed: (1) with the report the
-# image-swap flip rate is far below the rate without it (less than a third); (2) without the report
-# the answer comes from the image, with a balanced accuracy above chance on these held-out patients;
+# image-swap flip rate is far below the rate without it (below
+# {glue:text}`mln.facts.planted_flip_ratio:.2f` times it); (2) without the report the answer comes from the
+# image, with a balanced accuracy above chance ({glue:text}`mln.facts.planted_balanced_accuracy`) on these
+# held-out patients;
 # (3) with the report the answer agrees with the report's label on more than
 # {glue:text}`mln.facts.planted_label_agreement:.0%` of trials.
 
@@ -72,12 +78,15 @@ book.show(facts, runs=runs)
 # %%
 fv = facts.values
 if not reproduces_paper:
-    assert fv["present.flip_rate"] < fv["absent.flip_rate"] / 3, "planted: report-present flips far below absent"
-    assert fv["absent.balanced_accuracy"] > 0.5, "planted: image-only answers above chance on held-out patients"
+    assert fv["present.flip_rate"] < fv["absent.flip_rate"] * PLANTED_FACTS["flip_ratio"], \
+        "planted: report-present flips far below absent"
+    assert fv["absent.balanced_accuracy"] > PLANTED_FACTS["balanced_accuracy"], \
+        "planted: image-only answers above chance on held-out patients"
     assert fv["present.label_agreement"] > PLANTED_FACTS["label_agreement"], \
         "planted: with the report the answer follows the report"
 book.glue_values("mln.facts", fv, runs=runs)
-book.glue("mln.facts.planted_label_agreement", PLANTED_FACTS["label_agreement"], runs=runs)
+book.glue_values("mln.facts", {f"planted_{k}": v for k, v in PLANTED_FACTS.items()}, runs=runs)
+book.glue("mln.model", model, runs=runs)
 
 # %% [markdown]
 # On {glue:text}`mln.facts.present.n_trials` trials per arm the flip rate is
@@ -94,8 +103,10 @@ book.glue("mln.facts.planted_label_agreement", PLANTED_FACTS["label_agreement"],
 #
 # ## N.1 Logit lens: Figure 6 and Table 36 (disagreement by layer), Figure 3 (Δ margin, agreement)
 #
-# Layer 0 reads the embeddings; layer L the residual after decoder layer L. The last layer's entry is
-# the model's own readout, so its disagreement must equal the record's flip rate exactly.
+# Layer 0 reads the embeddings; layer L the residual after decoder layer L, of the
+# {glue:text}`mln.lens.present.n_layers` decoder layers of {glue:text}`mln.model` (the paper's MedGemma-27B has
+# {glue:text}`mln.paper.design.n_layers`). The last layer's entry is the model's own readout, so its disagreement
+# must equal the record's flip rate exactly.
 
 # %% tags=["nbval-check-output"]
 lens = an.lens_table({"present": trials["lens_P"], "absent": trials["lens_A"]}, n_draws=n_draws, seed=bootstrap_seed,
@@ -122,10 +133,11 @@ assert sv["paired_mean_diff_lo"] <= sv["paired_mean_diff"] <= sv["paired_mean_di
 book.glue_values("mln.settle", sv, runs=runs)
 
 # %% [markdown]
-# **Two layers with intervals.** The paper reads the lens at two depths: the disagreement between the two
-# images at its layer-25 excursion, with and without the report and as a paired difference, and the
-# balanced agreement of the projection with the model's own output at layer 46, the first layer that
-# clears the constant baseline. This profile reads layers {glue:text}`mln.at.disagreement_layer` and
+# **Layers with intervals.** The paper reads the lens at a shallow and a deep layer: the disagreement between
+# the two images at its brief excursion at layer {glue:text}`mln.paper.design.excursion_layer`, with and without
+# the report and as a paired difference, and the balanced agreement of the projection with the model's own
+# output at layer {glue:text}`mln.paper.lens.present.calibration_depth`, the first layer that clears the constant
+# baseline. This profile reads layers {glue:text}`mln.at.disagreement_layer` and
 # {glue:text}`mln.at.agreement_layer` (the chapter's parameters `disagreement_layer`, `agreement_layer`;
 # the `mimic` profile sets the paper's) on the all-14 trials, with patient-clustered intervals.
 
@@ -155,10 +167,11 @@ book.glue_values("mln.at", atv, runs=runs)
 # [{glue:text}`mln.at.absent.balanced_agreement_lo:.3f`, {glue:text}`mln.at.absent.balanced_agreement_hi:.3f`]
 # without it.
 #
-# **Calibration over every lens arm.** The paper finds the same first informative layer in all eight
-# arms (all-14 and one-question, with and without the report, image first and text first). The demo runs
-# the one-question arms in both orders and the all-14 arms image first only (to stay fast); the `mimic`
-# profile runs all eight.
+# **Calibration over every lens arm.** The paper finds the same first informative layer in all
+# {glue:text}`mln.paper.design.calibration_arms` arms (all-14 and one-question, with and without the report,
+# image first and text first). This profile runs {glue:text}`mln.calib.n_arms` of them: the demo the
+# one-question arms in both orders and the all-14 arms image first only (to stay fast), the `mimic` profile
+# all of the paper's.
 
 # %% tags=["nbval-check-output"]
 lens_arms = {key.removeprefix("lens_"): t for key, t in trials.items() if key.startswith("lens_")}
@@ -199,8 +212,8 @@ book.show(fig, runs=runs, name="ml-appn-lens",
 # With the report the projected answers of the two images disagree on at most
 # {glue:text}`mln.lens.present.max_disagreement:.2%` of trials at any layer, without it up to
 # {glue:text}`mln.lens.absent.max_disagreement:.2%` (peak at layer {glue:text}`mln.lens.absent.peak_layer`).
-# The projected answer first agrees with the model's own forced choice better than a constant (balanced
-# agreement > 0.5) at layer {glue:text}`mln.lens.present.calibration_depth` with the report
+# The projected answer first agrees with the model's own forced choice better than a constant answer does
+# (a higher balanced agreement) at layer {glue:text}`mln.lens.present.calibration_depth` with the report
 # [{glue:text}`mln.lens.present.calibration_depth_lo:.0f`, {glue:text}`mln.lens.present.calibration_depth_hi:.0f`]
 # and at layer {glue:text}`mln.lens.absent.calibration_depth` without it
 # [{glue:text}`mln.lens.absent.calibration_depth_lo:.0f`, {glue:text}`mln.lens.absent.calibration_depth_hi:.0f`];
@@ -248,16 +261,21 @@ book.glue_values("mln.t27", t27v, runs=runs)
 # (`image_matched`); and the wide block at its start layer only (`report_single`). Intervals are
 # patient-clustered bootstraps.
 #
-# **The paper's design.** ModaLens runs the knockout on a case sample of the one-question cohort (its
-# case, patient and decisive counts are glued below from this run) at a subset of the decoder layers, with
-# the explicit answer instruction in the prompt (the question control blocks the question and the
-# instruction). The paper names neither the draw nor the layers; the `mimic` profile chooses, as options of
-# the `modalens-layers` protocol (`knockout_n_patients`, `knockout_n_cases`, `knockout_n_decisive`,
-# `knockout_case_seed`, `knockout_layers`): the patients are drawn first, each gives one case (a decisive
-# one where it has any), the rest are filled in a seeded order; a case is **decisive** when the swap changes
-# the asked finding's label (the right answer changes with the image); the layers are every fourth from the
-# first to the sixtieth plus every layer of the region the paper discusses (twenty-two to twenty-seven). The
-# one-question lens arms run the same sample, so Table 27 and the in-run endpoints are on the knockout's cases.
+# **The paper's design.** ModaLens runs the knockout on {glue:text}`mln.paper.ko.n_cases:,` cases of the
+# one-question cohort from {glue:text}`mln.paper.ko.n_patients:,` patients,
+# {glue:text}`mln.paper.ko.n_decisive:,` of them decisive, at {glue:text}`mln.paper.ko.n_layers` of its
+# {glue:text}`mln.paper.design.n_layers` decoder layers (published values), with the explicit answer
+# instruction in the prompt (the question control blocks the question and the instruction). The paper
+# names neither the draw nor the layers; the profiles choose them, as options of the `modalens-layers`
+# protocol (`knockout_n_patients`, `knockout_n_cases`, `knockout_n_decisive`, `knockout_case_seed`,
+# `knockout_layers`, set in the chapter's params files): the patients are drawn first, each gives a single
+# case (a decisive one where it has any), the rest are filled in a seeded order; a case is **decisive** when
+# the swap changes the asked finding's label (the right answer changes with the image). The `mimic`
+# profile's layers are a regular stride from layer 0 plus every layer of the region where the paper's
+# question control restores flips (layers {glue:text}`mln.paper.design.question_region_lo` to
+# {glue:text}`mln.paper.design.question_region_hi`); this profile's are {glue:text}`mln.design.layer_list`.
+# The one-question lens arms run the same sample, so Table 27 and the in-run endpoints are on the knockout's
+# cases.
 
 # %% tags=["nbval-check-output"]
 arms = {"report_answer": trials["ko_report"], "report_all": trials["ko_report_all"],
@@ -281,6 +299,7 @@ design = {"n_cases": wide["case_id"].nunique(), "n_patients": wide["patient_id"]
           "n_decisive": int((wide.groupby("case_id")["label_changed"].max() == 1).sum()),
           "n_layers": len(set(ko.frame["start_layer"]))}
 book.glue_values("mln.design", design, runs=runs)
+book.glue("mln.design.layer_list", ", ".join(str(int(x)) for x in sorted(set(ko.frame["start_layer"]))), runs=runs)
 
 # %% [markdown]
 # The knockout runs {glue:text}`mln.design.n_cases` cases of {glue:text}`mln.design.n_patients` patients,
@@ -288,7 +307,8 @@ book.glue_values("mln.design", design, runs=runs)
 #
 # **Report-specific?** The report arm's flip rate minus each control's, paired by trial (wide scope,
 # cumulative), on all cases and on the decisive ones (ModaLens App. N.2 reads the paired difference at
-# its layer sixteen; this profile compares at `difference_layer`, {glue:text}`mln.ko_diff.layer`).
+# its layer {glue:text}`mln.paper.design.diff_layer`; this profile compares at `difference_layer`,
+# {glue:text}`mln.ko_diff.layer`).
 
 # %% tags=["nbval-check-output"]
 controls = {"question": trials["ko_question"], "image_matched": trials["ko_image"]}
@@ -343,7 +363,7 @@ book.show(fig, runs=runs, name="ml-appn-knockout",
 # positions in its first layer.
 #
 # **Overlap of the flipped cases.** Do the arms flip the same cases? Per start layer, Jaccard and φ of
-# the two arms' flip indicators on the same trials, with φ's p-value against a pairing shuffled within
+# both arms' flip indicators on the same trials, with φ's p-value against a pairing shuffled within
 # finding.
 
 # %% tags=["nbval-check-output"]
@@ -364,7 +384,7 @@ book.glue_values("mln.overlap", ov, runs=runs)
 # {glue:text}`mln.overlap.report_all.report_answer.L0.phi:+.2f`, shuffled-pairing p =
 # {glue:text}`mln.overlap.report_all.report_answer.L0.phi_p:.2g`); the question-line control's flips are
 # unrelated to the wide block's (φ {glue:text}`mln.overlap.report_all.question.L0.phi:+.2f`). Cells without a
-# value are layers at which one arm flips no case.
+# value are layers at which an arm flips no case.
 #
 # ## N.4 Image-token knockout and its random-token control
 #

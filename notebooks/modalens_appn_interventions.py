@@ -13,9 +13,9 @@
 # %% [markdown]
 # # ModaLens Appendix N.2-N.3: residual patching and steering (Table 25)
 #
-# Two interventions ask whether the report's hold on the answer sits in a place one can reach.
+# Interventions ask whether the report's hold on the answer sits in a place that can be reached.
 # **Cross-condition residual patching** (App. N.2) replaces the report-present run's residual stream
-# after a decoder layer with the report-absent run's, at the answer position or over the two prompts'
+# after a decoder layer with the report-absent run's, at the answer position or over both prompts'
 # longest common token suffix, against a wrong donor (the report-absent run on another patient's
 # images): on MedGemma-27B it is a null, the wrong donor reaching
 # {glue:text}`mln.iv.paper.patch.wrong.max_flip_rate:.2%` against the correct donor's maximum of
@@ -62,9 +62,9 @@ trials = {key: run.trials for key, run in runs.items()}
 # ## N.2 Residual patching
 #
 # Recipient: the report-present prompt of each image side. Donor: the report-absent prompt of the
-# same image and question (*correct*), or of the same question on the two images of a case of
+# same image and question (*correct*), or of the same question on both images of a case of
 # another patient (*wrong*, drawn once per case with a fixed seed). The output of decoder layer L is
-# replaced at the answer position (*answer*) or over the longest common token suffix of the two
+# replaced at the answer position (*answer*) or over the longest common token suffix of both
 # prompts (*suffix*: the question line and the turn markers). *Flips restored* is the share of the
 # restorable trials -- those that flip without the report but not with it -- that flip once patched;
 # *= own report-absent answer* the share of image sides whose patched answer is the trial's own
@@ -126,9 +126,9 @@ book.show(fig, runs=runs, name="ml-appn-patch-fig",
 #
 # ## N.3 Steering: Table 25
 #
-# The held-out patients are split in two with a fixed seed. On the *fit* half, the direction at layer L is
+# The held-out patients are split into halves with a fixed seed. On the *fit* half, the direction at layer L is
 # the difference of the mean answer-position residuals after layer L between report-present runs answered
-# yes and those answered no. On the *test* half's same-answer trials (the unsteered answers agree on the two
+# yes and those answered no. On the *test* half's same-answer trials (the unsteered answers agree on both
 # images, the paper's trial set), `scale x s x direction` is added at the answer position of each image,
 # with `s = +1` when that image's answer key is yes and `-1` when it is no: each side is pushed toward its
 # own key. The paper does not print its sign rule; this is the repository's reading. *Tracks-substitute*:
@@ -149,13 +149,16 @@ if not reproduces_paper:
 book.glue_values("mln.iv.steer", sv, runs=runs)
 unsteered = trials["steer"][trials["steer"]["scale"] == 0.0].drop_duplicates("base_trial_id")
 per_finding = unsteered.groupby("finding")["case_id"].nunique()
+book.glue_paper("mln.iv.paper_design.n_findings", "n3.findings")
+book.glue_paper("mln.iv.paper_design.cases_per_finding", "n3.cases_per_finding")
 book.glue_values("mln.iv.steer_design", {"n_findings": int(len(per_finding)), "max_cases": int(per_finding.max()),
                                          "n_trials": int(len(unsteered))}, runs=runs)
 
 # %% [markdown]
 # The steered test trials cover {glue:text}`mln.iv.steer_design.n_findings` findings with at most
 # {glue:text}`mln.iv.steer_design.max_cases` cases each ({glue:text}`mln.iv.steer_design.n_trials` trials
-# before the same-answer filter). The paper steered twelve findings with one hundred and fifty cases each; the
+# before the same-answer filter). The paper steered {glue:text}`mln.iv.paper_design.n_findings` findings with
+# {glue:text}`mln.iv.paper_design.cases_per_finding` cases each; the
 # `mimic` profile does the same (`steer_findings`, `steer_cases_per_finding`). It does not name the finding it
 # left out: the profile leaves out Pleural Other, the rarest class of the MIMIC-CXR test split, too rare to
 # fit a difference of means -- a choice, and an option.

@@ -13,8 +13,8 @@
 # %% [markdown]
 # # ModaLens Appendix N: a frozen-protocol probe (Table 26) and the tuned lens (Table 34)
 #
-# Two of the paper's layerwise instruments are negative results. A linear probe of swap-induced answer
-# change, read off the residual stream at one layer, was fitted under a protocol frozen by its SHA-256
+# A probe and the tuned lens, layerwise instruments of the paper, are negative results. A linear probe of
+# swap-induced answer change, read off the residual stream at a single layer, was fitted under a protocol frozen by its SHA-256
 # before the run and run once on a patient cohort disjoint from the evaluation patients: it fell to
 # chance, and no row of Table 26 kept its test-split value. The tuned lens (Belrose et al., 2023),
 # per-layer affine translators trained on text to match the final layer's distribution, scored below
@@ -67,6 +67,7 @@ fz = frozen.values
 assert fz["round_trip"], "the recorded protocol hash is the stored configuration's and every row's"
 book.glue_values("mlnp.protocol", fz, runs=runs)
 book.glue_paper("mlnp.paper_protocol_prefix", "n3.protocol_prefix")
+book.glue_paper("mlnp.paper_probe_findings", "n3.probe_findings")
 
 # %% [markdown]
 # The protocol hash begins {glue:text}`mlnp.protocol.recorded_prefix` (the paper's began
@@ -81,10 +82,10 @@ book.glue_paper("mlnp.paper_protocol_prefix", "n3.protocol_prefix")
 # Each baseline is the test split's value, fixed before the disjoint cohort is scored: the
 # unchanged-answer rate, the swap-change probe's AUROC (out-of-fold on the test split, the frozen probe
 # on the disjoint cohort), the area under the risk-coverage curve (AURC; abstaining first on the trials
-# a score rates most likely to change) of the probe's score and of two saliency scores of the source
-# image (the answer position's attention mass on the image tokens, the norm of the margin's gradient at
-# the image embeddings), and the median settling layer of the logit lens. The last two rows are this
-# repository's reference checks: a probe of the substitute image's label at the last layer, and the
+# a score rates most likely to change) of the probe's score and of the source image's saliency scores
+# (the answer position's attention mass on the image tokens, the norm of the margin's gradient at
+# the image embeddings), and the median settling layer of the logit lens. The rows after the baselines are
+# this repository's reference checks: a probe of the substitute image's label at the last layer, and the
 # model's own final margin, both scored by AUROC within each question (on the one-question design the
 # question asked is fixed by the source's labels, so a pooled AUROC could read the question instead of
 # the image).
@@ -119,11 +120,11 @@ book.glue_values("mlnp.t26", {k: v for k, v in pv.items() if not isinstance(v, b
 # disjoint patients. It does not: the label probe's within-question AUROC is
 # {glue:text}`mlnp.t26.label_probe_auroc.disjoint:.3f`
 # [{glue:text}`mlnp.t26.label_probe_auroc.lo:.3f`, {glue:text}`mlnp.t26.label_probe_auroc.hi:.3f`]
-# (its interval includes 0.5, which the page checks), and the model's own margin reaches
+# (its interval includes the chance level, which the page checks), and the model's own margin reaches
 # {glue:text}`mlnp.t26.margin_label_auroc.disjoint:.3f`
 # [{glue:text}`mlnp.t26.margin_label_auroc.lo:.3f`, {glue:text}`mlnp.t26.margin_label_auroc.hi:.3f`]
 # on the same trials: the planted image signal is the pooled balanced accuracy of the Appendix N page,
-# which partly comes from differences between questions; within one finding the 64-px images carry
+# which partly comes from differences between questions; within a finding the 64-px images carry
 # little that this model reads, so no probe on its residual can be expected to do much better. The
 # check is reported, not asserted, and the frozen cohort size was not changed after seeing it.
 #
@@ -213,8 +214,8 @@ vs_paper, _ = paper_section("mlnp", mine, tp.PAPER_KEYS, reproduces_paper=reprod
 #
 # ## Not built
 #
-# The paper's probe used four probe findings; this chapter's probe reads every question of the
-# one-question design. The disjoint cohort comes from the training split on MIMIC-CXR
+# The paper's probe used {glue:text}`mlnp.paper_probe_findings` probe findings; this chapter's probe reads every
+# question of the one-question design. The disjoint cohort comes from the training split on MIMIC-CXR
 # (`probe_pool: mimic-jpg-train:...`), drawn among the split's patients outside the evaluation patients;
 # the paper also excluded "every patient in any cached store", which this repository cannot know, so its
 # available count is larger than the paper's.

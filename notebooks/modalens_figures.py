@@ -55,7 +55,7 @@ trials = {key: run.trials for key, run in runs.items()}
 # trials of the primary demo model. Intervals: patient-clustered percentile bootstrap,
 # {glue:text}`ml.fig2.n_draws` draws (the paper:
 # {glue:text}`ml.fig2.paper_draws:,d`). {numref}`fig-ml-fig2` draws the paper's
-# Figure 2 from these trials; {numref}`tbl-ml-fig2-paper-vs-run` sets the paper's four Figure 2
+# Figure 2 from these trials; {numref}`tbl-ml-fig2-paper-vs-run` sets the paper's Figure 2
 # values beside this run's.
 
 # %% tags=["nbval-check-output"]
@@ -129,14 +129,14 @@ book.glue_values("ml", by_finding_table.values, runs=runs)
 # behaviour is known by construction: with w = 1 no swap flips an answer; with w = 0 present and
 # absent are identical; in between, a report-present trial flips exactly when it takes the image
 # branch and the report-absent trial flips, so the report-present flip rate is (1 − w) times the
-# report-absent one in expectation and falls monotonically along the sweep (the gate is nested in
+# report-absent rate in expectation and falls monotonically along the sweep (the gate is nested in
 # w), while the report-absent rate does not depend on w. The page checks the branch identity trial
 # by trial at every w, and the expectation with its sampling spread: the gate is one draw per
 # distinct (report, question) pair, shared by all trials of that pair
 # ({glue:text}`ml.validation.n_gate_units:,` distinct pairs), so the table gives, beside the expected
 # (1 − w) × report-absent rate, the central {glue:text}`ml.validation.gate_level:.1%` range of the
 # report-present rate over {glue:text}`ml.validation.gate_draws:,` redraws of the gate, and each
-# realised rate must lie in it. The range is that wide because three rates (0 < w < 1) are checked
+# realised rate must lie in it. The range is that wide because the rates with 0 < w < 1 are checked
 # at once: at 95 % each, a model exactly as planted could fail one of them on up to
 # {glue:text}`ml.validation.fail_bound_at_95:.0%` of cohorts (the union bound over those rates).
 # `ref-blind-prior`

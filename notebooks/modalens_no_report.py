@@ -14,23 +14,23 @@
 # # Datasets without a report (VQA-RAD, SLAKE, OmniMedVQA, ProbMed)
 #
 # Without a report there is nothing to anchor the answer, so the image swap asks the plain question:
-# does the answer move when the image changes and the question stays? ModaLens runs it on four public
+# does the answer move when the image changes and the question stays? ModaLens runs it on public
 # VQA datasets (Table 6). On VQA-RAD MedGemma-27B changes its answer on
 # {glue:text}`ml.nr.paper.nr.vqarad.main.flip_rate:.1%` of {glue:text}`ml.nr.paper.nr.vqarad.main.n_pairs`
 # pairs and is right on both images in {glue:text}`ml.nr.paper.nr.vqarad.main.accuracy_both:.3f` of them
 # (§4.1, published values); blocking the image tokens changes the answer about as often as blocking as
 # many random tokens (App. N.4), and on SLAKE the flip rate depends on what is asked (Table 9).
 #
-# One protocol serves the four datasets (`shovir_core.protocols.noreport`): a case pool with a stated
+# A single protocol serves every dataset (`shovir_core.protocols.noreport`): a case pool with a stated
 # leakage rule, the image swap with the question fixed, swap tiers, the final-token yes/no readout (the
-# option letter for OmniMedVQA), text-side symmetry arms, open-ended answers mapped to an option, two
+# option letter for OmniMedVQA), text-side symmetry arms, open-ended answers mapped to an option, the
 # key audits and the image-token knockout with a count-matched random-token control.
 
 # %% [markdown] tags=["profile:demo"]
 # **What the demo runs.** VQA-RAD is the **real release**, shipped in `data/vqa-rad` (CC0 1.0; all
-# {glue:text}`ml.nr.vqarad.n_images` images byte for byte, hashes checked on load). Three models answer it: `ref-vlm-vqarad`, the
+# {glue:text}`ml.nr.vqarad.n_images` images byte for byte, hashes checked on load). The models answering it: `ref-vlm-vqarad`, the
 # `ref-vlm` architecture (a {glue:text}`ml.nr.ref_vlm.layers`-layer `Gemma3ForConditionalGeneration`) **trained in this repository** on
-# VQA-RAD's official training questions, and two reference models with stated behaviour
+# VQA-RAD's official training questions, and reference models with stated behaviour
 # (`shovir_core.models.reference_vqa`): `ref-question-only` never reads the image (its flip rate must be
 # exactly 0) and `ref-image-reader` reads nothing else (its flip rate must be high, its knockout rate
 # equal to it). **SLAKE, OmniMedVQA and ProbMed run on fixtures** written in their releases' exact
@@ -95,8 +95,8 @@ assert all(runs[k].manifest["counts"]["pool_rows"] >= runs[k].manifest["counts"]
 # %% [markdown]
 # ## Case pools and the leakage rule
 #
-# A source is a closed yes/no question (four-option for OmniMedVQA) whose text is asked of at least two
-# images; its substitute is the same question on another image, drawn with the seed. On the shipped
+# A source is a closed yes/no question (multiple choice for OmniMedVQA) whose text is asked of
+# more than a single image; its substitute is the same question on another image, drawn with the seed. On the shipped
 # VQA-RAD release that pool holds {glue:text}`ml.nr.vqarad.main.pool_rows` rows on
 # {glue:text}`ml.nr.vqarad.main.pool_questions` questions: the same rows and questions as the paper's
 # label audit ({glue:text}`ml.nr.paper.nr.vqarad.main.audit.rows` rows,
@@ -148,7 +148,7 @@ assert not failures, failures
 # majority answer ("{glue:text}`ml.nr.vqarad.main.orig.majority_answer`"); it answers yes on
 # {glue:text}`ml.nr.vqarad.main.orig.yes_rate:.1%` of them. Both accuracies are shown as they came out of
 # the record (a {glue:text}`ml.nr.ref_vlm.layers`-layer model of width {glue:text}`ml.nr.ref_vlm.width`, trained for minutes on
-# one CPU thread).
+# a single CPU thread).
 
 # %% [markdown]
 # ## Swap tiers
@@ -176,11 +176,11 @@ sym = nr.symmetry_frame(values, datasets=("vqarad", "slake", "omni"), role="main
 book.show(sym, runs=runs, name="ml-nr-symmetry")
 
 # %% [markdown]
-# ## Open-ended answers and the two key audits
+# ## Open-ended answers and the key audits
 #
 # Greedy answers on the original image are mapped to an option by a frozen rule
-# (`nr.map_generated`: the first word for yes/no, a leading letter or the one option named for four
-# options); a mapped answer counts only when its first token's probability reaches
+# (`nr.map_generated`: the first word for yes/no, a leading letter or the single option named
+# among the choices); a mapped answer counts only when its first token's probability reaches
 # {glue:text}`ml.nr.floor`. On VQA-RAD {glue:text}`ml.nr.vqarad.main.open.mapped` of
 # {glue:text}`ml.nr.vqarad.main.open.n` answers map and {glue:text}`ml.nr.vqarad.main.open.floor` clear the floor.
 #
@@ -224,7 +224,7 @@ values.update(t9.values)
 book.glue_values("ml", t9.values, runs=runs)
 
 # %% [markdown] tags=["profile:demo"]
-# These four rows come from the SLAKE **fixture** (invented questions on invented images, answered by
+# These rows come from the SLAKE **fixture** (invented questions on invented images, answered by
 # `ref-image-reader`); they check that the categories are read and counted, not what any model does on SLAKE.
 #
 # ## Paper vs this run

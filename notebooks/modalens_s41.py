@@ -13,12 +13,12 @@
 # %% [markdown]
 # # ModaLens §4.1 companions: the design without the composite question and the substitute redraws
 #
-# Two robustness checks of the headline that §4.1 reports in a sentence each. The composite
+# Robustness checks of the headline that §4.1 reports in a sentence each. The composite
 # "any acute cardiopulmonary finding" question is derived from the {glue:text}`ml.s41.f13.n_questions` others, so the paper's
 # analysis of record drops it: on the design without it MedGemma-27B flips on
 # {glue:text}`ml.s41.paper.s41.f13.lowercase.P.flip_rate:.2%` of trials with the report and
 # {glue:text}`ml.s41.paper.s41.f13.lowercase.A.flip_rate:.2%` without. And each case's substitute is
-# one random draw: redrawing it under two further seeds changes the one-question report effect by
+# a single random draw: redrawing it under further seeds changes the one-question report effect by
 # at most {glue:text}`ml.s41.paper.s41.seed.max_change_pp:.2f` points, inside an interval that
 # resamples patients and the draw jointly (published values).
 #
@@ -77,7 +77,7 @@ book.glue_values("ml", vd, runs=runs)
 # ## Substitute redraws
 #
 # Same cases, reports, questions and source images; only the substitute is redrawn. The joint
-# interval resamples patients and, for every sampled patient copy, one of the three draws.
+# interval resamples patients and, for every sampled patient copy, one of the draws.
 
 # %% tags=["nbval-check-output"]
 seeds = {s: (trials[f"P_seed{s}"], trials[f"A_seed{s}"]) for s in (0, 1, 2)}
@@ -105,11 +105,11 @@ else:  # the primary model is not a reference model: its planted checks do not a
     book.glue_values("ml", dict.fromkeys(["s41.blind.any_flips"], float("nan")), runs=runs)
 
 # %% [markdown]
-# Over the three draws the demo model's report effect ranges over
+# Over the draws the demo model's report effect ranges over
 # {glue:text}`ml.s41.seed.effect_spread_pp:.2f` points; the joint interval is
 # [{glue:text}`ml.s41.seed.joint.effect_pp_lo:+.2f`, {glue:text}`ml.s41.seed.joint.effect_pp_hi:+.2f`].
 # With the report {glue:text}`ml.s41.seed.any_P` cases flip under at least one seed and
-# {glue:text}`ml.s41.seed.all_P` under all three; without it {glue:text}`ml.s41.seed.any_A` and
+# {glue:text}`ml.s41.seed.all_P` under every seed; without it {glue:text}`ml.s41.seed.any_A` and
 # {glue:text}`ml.s41.seed.all_A`. `ref-blind-prior` flips on {glue:text}`ml.s41.blind.any_flips`
 # cases under any seed.
 #

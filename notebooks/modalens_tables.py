@@ -27,7 +27,7 @@
 # **Its first measurement** (Table 2: the uninstructed headline prompt, lowercase first-token readout):
 # {glue:text}`ml.paper.t2.all14.present.flip_rate:.2%` against
 # {glue:text}`ml.paper.t2.all14.absent.flip_rate:.2%`. Both are the paper's values (marked "paper");
-# this chapter rebuilds the paper's five main tables from `modalens` run records.
+# this chapter rebuilds the paper's main tables (Tables 1-5) from `modalens` run records.
 #
 # **What the demo profile runs.** The 64-px NIH multi-study cohort has labels but no report text, so
 # every report here is a **template report** written from the study's labels
@@ -68,7 +68,7 @@ has_vlm = "vlm_P" in trials
 # %% [markdown]
 # ## Table 1: cohort accounting
 #
-# A case is one frontal image of a source study plus the substitute drawn by the three-tier rule:
+# A case is a single frontal image of a source study plus the substitute drawn by the tiered rule:
 # another frontal study of the same patient whose positive label set differs; failing that, any
 # other study of the patient; for single-study patients, a differently labelled image of another
 # patient. Substitutes whose SSIM with the source exceeds the threshold are rejected.
@@ -137,8 +137,8 @@ assert all(v8[f"{q}.target_yes"] + v8[f"{q}.target_no"] == v1["t1.cases"] for q 
 book.glue_values("ml.t8", v8, runs=runs)
 
 # %% [markdown]
-# **Answer tokens (App. I).** The lowercase readout compares the logits of one `yes` and one `no`
-# token; the token-family readout pools each word's case and leading-space variants. The ids below are
+# **Answer tokens (App. I).** The lowercase readout compares the logit of a `yes` token with that of
+# a `no` token; the token-family readout pools each word's case and leading-space variants. The ids below are
 # the registry's, checked against each model's tokenizer when it loads (a mismatch is an error).
 
 # %% tags=["nbval-check-output"]
@@ -150,7 +150,7 @@ assert tokens.values["n_models"] >= 2
 book.glue_values("ml.appi", tokens.values, runs=[], source="shovir_core/models/registry.py (the models' yes/no token ids)")
 
 # %% [markdown]
-# The prespecified-six design keeps the findings whose source yes-rate lies between
+# The prespecified design keeps the findings whose source yes-rate lies between
 # {glue:text}`ml.six_lo:.0%` and {glue:text}`ml.six_hi:.0%`, a rule applied to the labels before any
 # model output exists (`shovir_core.protocols.modalens.six_range`, the one definition every chapter
 # uses; the paper's window is [{glue:text}`ml.six_paper_lo:.0%`, {glue:text}`ml.six_paper_hi:.0%`],
@@ -195,7 +195,7 @@ book.glue_values("ml", t2.values, runs=runs)
 #
 # ## Table 3: all-14 under "Answer with exactly Yes or No."
 #
-# Flip rates under the three readouts with the instruction appended, and under the plain prompt;
+# Flip rates under the readouts with the instruction appended, and under the plain prompt;
 # the plain-prompt lowercase row is the headline of Table 2 and, as there, uses
 # {glue:text}`ml.n_draws_primary` bootstrap draws; the other rows use {glue:text}`ml.n_draws` (seed
 # {glue:text}`ml.bootstrap_seed` throughout). Where a row's point estimate equals the headline's (a
@@ -240,7 +240,7 @@ book.glue_values("ml", t4.values, runs=runs)
 # ## Table 5: readout validation on the one-question design
 #
 # One trial per case: the question on the case's first positive finding (CheXbert order), or the
-# composite question with target no. Three readouts, plain and instructed prompts, report present
+# composite question with target no. Every readout, plain and instructed prompts, report present
 # and absent; the agreement of the lowercase readout with the generated answer is over both images
 # of every scoreable trial.
 
@@ -309,7 +309,7 @@ book.glue_values("ml.paper", vs_paper.values, runs=runs)  # the paper's values a
 # `ref-anchored@0.5` writes its anchoring as a formula. `ref-vlm` is a small
 # `Gemma3ForConditionalGeneration` (MedGemma's class and prompt structure) **trained in this repository**
 # on the demo patients outside this cohort (`shovir_core.models.ref_vlm`; this chapter's cohort is the
-# one its training holds out): its curriculum rewards following the report when one is in the prompt
+# cohort its training holds out): its curriculum rewards following the report when one is in the prompt
 # and the image otherwise, so the report effect of Tables 2 and 3 is learnt, not written down. Its
 # docstring states, before any record existed, that with the report its flip rate is below a third of
 # the rate without it; the page checks that on the all-14 design of Table 2 (plain prompt) and Table 3
@@ -335,7 +335,7 @@ if has_vlm:
 # Table 4 for `ref-vlm`, with and without the report. With the report its answers follow the report's
 # labels, so they are right on the source image and wrong on a substitute whose label differs; without
 # it they come from the image, so a label-changed trial is more likely to flip than a label-unchanged
-# one (a higher rate, checked below; the label-unchanged trials are far more numerous, so they can
+# trial (a higher rate, checked below; the label-unchanged trials are far more numerous, so they can
 # still hold most of the flips).
 
 # %% tags=["nbval-check-output"]

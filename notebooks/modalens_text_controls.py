@@ -30,7 +30,7 @@
 # the **template report** written from the study's labels (`shovir_core.data.template_reports`;
 # the rewrites are `shovir_core.data.text_controls`). Template reports always carry both sections,
 # so no demo case leaves the section arms; the section parser is tested on MIMIC-style variants.
-# Three models: `ref-anchored@0.5` (descriptive), `ref-report-reader` (answers from the sentences
+# The models: `ref-anchored@0.5` (descriptive), `ref-report-reader` (answers from the sentences
 # that name the finding and ignores the image: the planted checks) and `ref-blind-prior` (must be
 # unaffected by every control).
 
@@ -101,7 +101,7 @@ book.glue_values("ml", v_rerun, runs=runs)
 
 # %% [markdown]
 # The re-run flips {glue:text}`ml.tc.rerun.rerun.flips` cases against {glue:text}`ml.tc.rerun.original.flips`;
-# {glue:text}`ml.tc.rerun.n_cases_differ` cases flip in one run and not the other.
+# {glue:text}`ml.tc.rerun.n_cases_differ` cases flip in only one of the runs.
 #
 # With the demo model the full report gives a flip rate of {glue:text}`ml.tc.full.flip_rate:.2%`,
 # no report {glue:text}`ml.tc.absent.flip_rate:.2%`, neutral prose
@@ -131,7 +131,7 @@ book.show(fig, runs=runs, name="ml-fig5-text-controls",
 # ## Validation: `ref-report-reader` follows the rewritten text
 #
 # (This section checks behaviour planted in the reference models, so it runs only where the
-# primary model is one, as in the demo profile; in a profile with a real model, such as `mimic`,
+# primary model is a reference model, as in the demo profile; in a profile with a real model, such as `mimic`,
 # it is skipped and the numbers in its sentences are not computed (they print as nan).)
 #
 # The reader answers from the sentences that name the finding and ignores the image. So, on the

@@ -42,7 +42,7 @@ spec = run.manifest["spec"]
 trials = run.trials
 
 # %% [markdown]
-# ## One image under every condition and strength
+# ## A single image under every condition and strength
 #
 # The gallery item is chosen by rule (the image with the most distinct box findings that still has
 # a DOCO box): {glue:text}`pt.gallery.image_id` with target {glue:text}`pt.gallery.target`

@@ -49,7 +49,7 @@ book.glue_values("rh", {**chapters.values, **records.values}, runs=runs)
 # %% [markdown]
 # {glue:}`rh.n_ok` of {glue:}`rh.n_chapters` rehearsed chapters ran to the end (failed:
 # {glue:text}`rh.failed_chapters`), in {glue:text}`rh.seconds_total:,.0f` s of wall time in all; the largest
-# peak memory of one chapter was {glue:text}`rh.max_peak_mb:,.0f` MB. The rehearsals made
+# peak memory of a single chapter was {glue:text}`rh.max_peak_mb:,.0f` MB. The rehearsals made
 # {glue:}`rh.n_records` records (below). A chapter's trials stand beside the paper's count for the same
 # item scaled by the rehearsal's scale: a ratio of 1 means the chapter's design makes as many trials
 # per case as the paper states; another ratio names a difference to explain (a design that differs, or
@@ -57,12 +57,12 @@ book.glue_values("rh", {**chapters.values, **records.values}, runs=runs)
 
 # %% [markdown] tags=["profile:demo"]
 # On the demo this page shows a *reduced* rehearsal (scale {glue:}`rh.padchest.scale` of PadChest-GR and
-# {glue:}`rh.mimic.scale` of MIMIC-CXR, one chapter each), the same code path that `make test` runs;
+# {glue:}`rh.mimic.scale` of MIMIC-CXR, a chapter each), the same code path that `make test` runs;
 # the full-scale rehearsals are this chapter's `mimic` and `padchest` profiles.
 # At this scale the ratios are not 1, and they do not measure a design difference: the reduced
 # PadChest-GR tree keeps every class at the papers' class minimum (so it holds more images than its
 # scale), and a chapter's trials are the sum over all its records (every model, arm and condition),
-# set beside one catalogue item. Per-record denominators are not derived yet.
+# set beside a single catalogue item. Per-record denominators are not derived yet.
 
 # %%
 what = "data: synthetic trees in the credentialed layouts (planted sizes); models: CPU stand-ins of the paper's models"

@@ -18,7 +18,7 @@
 # read for it, the number of trials at the paper's scale (from the papers' published counts times
 # the design's arms, sides and conditions), the time per trial measured on this machine for the
 # tiny and reference models (each record's writer time over its trials), the projected GPU-hours on
-# one GPU, and the command that runs it as a SLURM job array. The projection multiplies the trials
+# a single GPU, and the command that runs it as a SLURM job array. The projection multiplies the trials
 # by the GPU time per trial of a benchmark output (`benchmarks/generation.py` for ShoViR's reports,
 # `benchmarks/inference.py` for ModaLens' yes/no readouts, run on a GPU with `--json` into
 # `benchmarks/results/`), scaled linearly from the benchmark model's parameter count to the paper
@@ -74,7 +74,7 @@ book.show(status, runs=runs, name="repro-status", what="data: the catalogue shov
 # tiny transformer took {glue:}`repro.shovir.s_per_trial_tiny_cpu` s and a ModaLens trial
 # {glue:}`repro.modalens.s_per_trial_tiny_cpu` s (median over chapters; "not measured" where no record
 # of a tiny model carries its writer time). GPU benchmark outputs found: {glue:}`repro.n_gpu_benchmarks`;
-# without one the GPU-hours column stays empty. Make them on a GPU with one script (a random-initialised
+# without one the GPU-hours column stays empty. Make them on a GPU with a single script (a random-initialised
 # Gemma3 of MedGemma-4B's dimensions, no weights needed):
 #
 # ```bash
@@ -83,7 +83,7 @@ book.show(status, runs=runs, name="repro-status", what="data: the catalogue shov
 #
 # and rebuild this page. Every command below splits each record into
 # {glue:}`repro.shards` shards (all questions of a case, and all conditions and p of an image, stay in
-# one shard); the last shard to finish completes the record, and `shovir jobs status NOTEBOOK
+# the same shard); the last shard to finish completes the record, and `shovir jobs status NOTEBOOK
 # --profile PROFILE` shows each shard's progress.
 
 # %%

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # ShoViR Figures 2 and 3: occluding the evidence of one finding
+# # ShoViR Figures 2 and 3: occluding the evidence of a finding
 #
 # The disease-level test blends matched noise into boxes at strength p ∈ {0, .2, …, 1}: into the
 # boxes of the target finding c (OCO), into the boxes of the *other* findings of the image that do
@@ -210,7 +210,7 @@ book.glue_values("sv", fig3b.values, runs=runs)
 # %% [markdown]
 # ## The authors' postprocessing: attack sensitivity and per-class intervals
 #
-# The authors' scripts add two summaries the paper does not print. The attack-sensitivity score S_AUC is
+# The authors' scripts add summaries the paper does not print. The attack-sensitivity score S_AUC is
 # the area under the relative drop [F(0) − F(p)] / F(0) over the p grid (trapezoid rule, p in percent,
 # divided by the grid's range), and Δ = S_AUC(X) − S_AUC(RO) corrects it for random noise
 # (`src/postprocessing/plots/sensitivity_score.py`, which takes F as the unweighted class mean; here F is
@@ -278,7 +278,7 @@ if profile == "demo":  # the sentences above
 # %% [markdown]
 # ## Published values
 #
-# The values the paper's text states for Figures 2 and 3(a) (its eight models on MIMIC-CXR and
+# The values the paper's text states for Figures 2 and 3(a) (its models on MIMIC-CXR and
 # PadChest-GR, labels from CheXbert), as published; the figures above are this run's, for scale.
 
 # %% tags=["nbval-check-output"]

@@ -16,12 +16,12 @@
 # ShoViR fills occluded regions with Gaussian noise matched to the image's trimmed intensity
 # statistics. A model could react to the *fill* rather than to the missing evidence: to noise
 # texture, or to an unnatural grey level. The occluder-type ablation runs the Full Noise Image and
-# OCO / RO at p = 1 under five occluders — matched Gaussian (the paper), matched noise blurred with
+# OCO / RO at p = 1 under each occluder — matched Gaussian (the paper), matched noise blurred with
 # radius {glue:text}`sb.blur_radius:g` (as in the authors' code), uniform random noise (the authors' `all_noise`), the trimmed
 # mean as a flat fill, and black — and reports per model F1_14 under Full Noise, Δ_FN, μ-F1 under RO
 # and OCO, Δ_OCO, the OCO flip rate and the share of OCO calls left as on the clean image. Only the
-# fill changes; the rest of the pipeline is the paper preset's, so all occluders share one Baseline. A
-# fill-robust finding is one whose conclusion holds under every occluder.
+# fill changes; the rest of the pipeline is the paper preset's, so all occluders share a single Baseline. A
+# fill-robust finding is a finding whose conclusion holds under every occluder.
 #
 # **Flip rate against RO and against the clean image.** The paper's FR_OCO (§3.4) takes RO at the same
 # p as its reference arm: an item counts when the target is called under RO and not under OCO. When the
@@ -30,7 +30,7 @@
 # against the clean image (OCO at p = 0), each with the number of items it is over (n: target positive
 # and called by the reference arm), and counts the calls RO changed.
 #
-# **Demo.** The two image-reading reference models have known behaviour, stated in
+# **Demo.** The image-reading reference models have known behaviour, stated in
 # `shovir_core.tables.shovir_suppl.PLANTED_EXPECTATIONS` and checked below: the CNN classifier's
 # Full Noise F1 drops under every occluder and OCO removes at least as much as RO; the context model
 # never reads the target's own boxes (OCO leaves its calls of the target as on the clean image: its FR_OCO

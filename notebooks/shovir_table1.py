@@ -93,8 +93,8 @@ book.glue("sv.t1.pipeline_max_per_class",
           max([int(runs[k].manifest["spec"].get("max_per_class") or 0) for k in pipeline_only] or [0]), runs=runs)
 
 # %% [markdown]
-# The paper defines Δ_FN = F1(Baseline) − F1(Full Noise) for the two label metrics only, F1_14 and F1_5
-# (ShoViR §3.4, Table 1's last two columns):
+# The paper defines Δ_FN = F1(Baseline) − F1(Full Noise) for the label metrics only, F1_14 and F1_5
+# (ShoViR §3.4, Table 1's last columns):
 
 # %% tags=["nbval-check-output"]
 deltas = [col for col in table.columns if col[0] == "Δ_FN"]
@@ -118,8 +118,8 @@ book.glue("sv.t1.unavailable", "; ".join(f"{metric_spec(name).display}: {reason}
 # %% [markdown]
 # ## The paper's Table 1
 #
-# The published Table 1 (the paper's eight models on MIMIC-CXR and PadChest-GR), as the paper prints
-# it, beside the demo's table above: the demo runs other models on other data, so the two are read
+# The published Table 1 (the paper's models on MIMIC-CXR and PadChest-GR), as the paper prints
+# it, beside the demo's table above: the demo runs other models on other data, so the tables are read
 # side by side for scale, not compared.
 
 # %% tags=["nbval-check-output"]

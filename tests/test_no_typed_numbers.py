@@ -18,6 +18,16 @@ comments, math) and fails on any numeral left that is not on the short allow-lis
   the demo's ``64-px`` cohort (``demo-64px``), a paper's arXiv identifier and version (``arXiv 2606.30201``,
   ``version 3``).
 
+Numbers written as words (``one`` … ``twenty``, ``thirty`` … ``ninety``, ``hundred``, ``thousand`` and their
+compounds: "sixty-two layers", "four hundred cases") are typed numbers too: :func:`typed_number_words` finds
+them in the same prose, sparing only the phrasings in which the word is not a count the records or params
+could contradict (:data:`_WORDS_ALLOWED`):
+
+* ``one`` as a pronoun or in an idiom ("one of", "at least one", "a different one", "without one");
+* ``one`` in a per-unit rate ("one image per box class"): the unit of analysis, not a count;
+* the paper's design name ``one-question`` ("one question per case");
+* ``two-sided`` (a test's sidedness) and ``the two images`` (the pair every swap compares).
+
 Chapters not yet rid of their typed numbers are listed in :data:`PENDING` and expected to fail (strictly:
 once a chapter passes, its entry must go).
 """
@@ -64,6 +74,23 @@ _ALLOWED = [
 ]
 _NUMERAL = re.compile(r"\d")
 
+_UNITS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
+          "seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand")
+_NUMBER_WORD = re.compile(rf"\b(?:{_UNITS})(?:(?:[- ]|\s+and\s+)(?:{_UNITS}))*\b", re.I)
+"""A number written as words, compounds included ("twenty-two", "one hundred and fifty")."""
+_NOT_A_NUMBER = rf"(?!(?:{_UNITS})\b)"
+_WORDS_ALLOWED = [
+    re.compile(r"\bone[- ]questions?\b", re.I),                                 # the paper's design name
+    re.compile(r"\b(?:one of|one another|at least one|no one)\b", re.I),         # idioms, not counts
+    re.compile(rf"\b(?:a|an|the|each|every|any|its|their)\s+(?:{_NOT_A_NUMBER}[\w*-]+\s+)?one\b"
+               rf"(?!\s*(?:-|and\b)?\s*(?:{_UNITS}))",
+               re.I),                                                               # the pronoun: "a different one"
+    re.compile(r"\b(?:without|when|if)\s+one\b", re.I),                            # the pronoun: "without one"
+    re.compile(rf"\bone\s+(?:{_NOT_A_NUMBER}[\w-]+\s+){{0,3}}?per\b", re.I),       # a per-unit rate
+    re.compile(r"\btwo-sided\b", re.I),                                          # a test's sidedness
+    re.compile(r"\bthe\s+two\s+images\b", re.I),                                 # the pair a swap compares
+]
+
 
 def prose_of_notebook(path: Path) -> list[tuple[int, str]]:
     """``(line number, text)`` of the markdown cells of a jupytext percent notebook."""
@@ -108,11 +135,22 @@ def typed_numbers(line: str) -> list[str]:
     return re.findall(r"(?<![\w])[-−+]?\d[\d,]*(?:\.\d+)?", text) if _NUMERAL.search(text) else []
 
 
-PENDING = {
-    name: "typed numbers not yet glued (issue 29, item 4)" for name in (
-        "notebooks/modalens_appk.py", "notebooks/modalens_appn.py", "notebooks/modalens_appn_probes.py",
-    )
-}
+def typed_number_words(line: str) -> list[str]:
+    """The numbers written as words in one line of prose that are not glued (roles, code, links' targets,
+    comments and math removed as for numerals) and not on :data:`_WORDS_ALLOWED`.
+
+    >>> typed_number_words("sixty-two layers, four hundred cases, twelve findings of one hundred and fifty")
+    ['sixty-two', 'four hundred', 'twelve', 'one hundred and fifty']
+    >>> typed_number_words("one of the two images; at least one, the one-question design, a two-sided test")
+    []
+    """
+    text = _COMMENT.sub(" ", line)
+    for pattern in (_ROLES, _CODE, _LINK_TARGET, _MATH, *_WORDS_ALLOWED):
+        text = pattern.sub(" ", text)
+    return [m.group(0) for m in _NUMBER_WORD.finditer(text)]
+
+
+PENDING: dict[str, str] = {}
 """Chapters that still type numbers in prose: expected to fail, strictly (a chapter that passes must leave)."""
 
 
@@ -125,7 +163,8 @@ def _cases():
 
 @pytest.mark.parametrize("path, reader", list(_cases()))
 def test_no_typed_number_in_prose(path, reader):
-    found = [(k, n, text.strip()) for k, text in reader(path) for n in typed_numbers(text)]
+    found = [(k, n, text.strip()) for k, text in reader(path)
+             for n in (*typed_numbers(text), *typed_number_words(text))]
     assert not found, (f"{path.relative_to(ROOT)}: numbers typed in prose (glue them from a record, the params or "
                        "the stored paper values with runs=[]):\n" +
                        "\n".join(f"  line {k}: {n!r} in {t[:110]!r}" for k, n, t in found))
@@ -137,3 +176,16 @@ def test_the_check_finds_typed_numbers_and_spares_glued_ones():
     assert typed_numbers("{glue:text}`ml.d.n:,` cases, Figure 3(b), App. N.2, Tables 13-14, Qwen2-VL") == []
     assert typed_numbers("<!-- 40 --> `min_count: 40` [x](https://a.b/1)") == []
     assert typed_numbers("licences CC BY-NC-ND 4.0 and CC0 1.0; a 2×2 design; tier 2") == []
+
+
+def test_the_check_finds_numbers_written_as_words():
+    assert typed_number_words("at sixty-two layers on four hundred cases (Twelve findings)") == [
+        "sixty-two", "four hundred", "Twelve"]
+    assert typed_number_words("the paper steered twelve findings with one hundred and fifty cases each") == [
+        "twelve", "one hundred and fifty"]
+    assert typed_number_words("one of the two images, a different one, without one, one question per case") == []
+    assert typed_number_words("the one hundred cases; two arms; three seeds") == ["one hundred", "two", "three"]
+    assert typed_number_words("{glue:text}`ml.n:,` cases, `two` in code, <!-- three -->") == []
+    # the allowed phrasings do not hide a number word inside them
+    assert typed_number_words("the sixty one cases; one hundred cases per finding; the one thousand") == [
+        "sixty one", "one hundred", "one thousand"]

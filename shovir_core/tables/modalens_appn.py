@@ -45,6 +45,7 @@ PAPER_KEYS: dict[str, str] = {
     "t27.image_first.n_still_apart": "n1.still_apart_if", "t27.image_first.n_flips": "n1.still_apart_flips_if",
     "t27.text_first.n_still_apart": "n1.still_apart_tf", "t27.text_first.n_flips": "n1.still_apart_flips_tf",
     "ko.n_cases": "n2.cases", "ko.n_patients": "n2.patients", "ko.n_decisive": "n2.decisive",
+    "ko.n_layers": "n2.layers_run",
     "ko.report_all.first.flip_rate": "n2.cum_L0", "ko.end_P": "n2.end_P", "ko.end_A": "n2.end_A",
     "ko.single.max_flip_rate": "n2.single_max", "ko.report_answer.max_flip_rate": "n2.answer_only_max",
     "ko.diff.image_matched.at_pp": "n2.L16_diff",
