@@ -84,7 +84,8 @@ def planted_facts(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, 
     values["ratio"] = values["absent.flip_rate"] / max(values["present.flip_rate"], 1e-12)
     frame = pd.DataFrame(rows)
     return TableResult(frame, values=values,
-                       metrics={"flip_rate": "flip_rate", "balanced_accuracy": "balanced_accuracy",
+                       metrics={"flip_rate": "flip_rate", "lo": "flip_rate", "hi": "flip_rate",
+                                "balanced_accuracy": "balanced_accuracy",
                                 "label_agreement": "accuracy"},
                        labels={"arm": "report", "n_trials": "trials", "lo": "flip 95% lo", "hi": "flip 95% hi",
                                "macro_balanced_accuracy": "balanced accuracy (mean over findings)",
