@@ -59,13 +59,10 @@ framed = {"plain": trials["P_instr"], "historical": trials["P_hist"], "warning":
 book.glue("ml.d.framing_sentence.historical", FRAMINGS["historical"], runs=runs)
 book.glue("ml.d.framing_sentence.warning", FRAMINGS["warning"], runs=runs)
 book.glue("ml.d.n_draws", n_draws, runs=runs)
-from shovir_core.papers import published_value
 for k, i in (("patients", "design.patients"), ("single_study_patients", "design.single_study_patients"),
              ("strata_patients", "d.strata_patients")):
     book.glue_paper(f"ml.d.paper.{k}", i)
-book.glue("ml.d.paper.multi_study_patients", int(published_value("modalens", id="design.patients"))
-          - int(published_value("modalens", id="design.single_study_patients")), runs=[],
-          source="shovir_core/papers/data/modalens.yaml: design.patients − design.single_study_patients")
+book.glue_paper("ml.d.paper.multi_study_patients", "design.patients - design.single_study_patients")
 
 # %% [markdown]
 # The sentences, placed on the line before `Report:`:

@@ -143,7 +143,8 @@ book.glue_values("ml.t8", v8, runs=runs)
 
 # %% tags=["nbval-check-output"]
 tokens = design.answer_token_table()
-book.show(tokens, runs=[], name="ml-appi-tokens")
+book.show(tokens, runs=[], name="ml-appi-tokens",
+          what="data: the model registry shovir_core/models/registry.py, no run; models: the ModaLens models listed")
 
 # %%
 assert tokens.values["n_models"] >= 2
@@ -196,12 +197,11 @@ book.glue_values("ml", t2.values, runs=runs)
 # ## Table 3: all-14 under "Answer with exactly Yes or No."
 #
 # Flip rates under the readouts with the instruction appended, and under the plain prompt;
-# the plain-prompt lowercase row is the headline of Table 2 and, as there, uses
-# {glue:text}`ml.n_draws_primary` bootstrap draws; the other rows use {glue:text}`ml.n_draws` (seed
-# {glue:text}`ml.bootstrap_seed` throughout). Where a row's point estimate equals the headline's (a
-# reference model that ignores the instruction), its interval comes from other draws and can differ
-# from Table 2's in the last digit; §4.1 and Appendix G compute the same difference with
-# {glue:text}`ml.n_draws` draws as well. Format compliance is the share of generations opening with
+# the plain-prompt lowercase row is the headline of Table 2. Every all-14 row uses
+# {glue:text}`ml.n_draws_primary` bootstrap draws, as Table 2's all-14 rows and §4.1 do (seed
+# {glue:text}`ml.bootstrap_seed` throughout), so an estimate prints a single interval on every page:
+# where a row's point estimate equals the headline's (a reference model that ignores the instruction),
+# its interval is the headline's too. Format compliance is the share of generations opening with
 # Yes or No; the generated readout counts trials scoreable on both images in both arms.
 
 # %% tags=["nbval-check-output"]

@@ -35,6 +35,22 @@ def test_what_ran_names_data_and_models_from_the_manifests():
     assert not captions.names_data_and_model("Part 2 of 3")
 
 
+def test_public_data_labellers_and_fixtures_are_named_so_the_caption_check_passes():
+    """Issue 30: the labeller validation (IU X-ray, two labellers) and the datasets without a report
+    (VQA-RAD; SLAKE as a fixture with invented images) named no data in a form the check reads."""
+    iu = _Run("iu-xray-dev", None, protocol="labeller-validation")
+    iu.manifest["model"] = {"labellers": ["rules", "keyword"]}
+    assert captions.what_ran([iu]) == "demo: IU X-ray reports (embedded extract), labellers: rules, keyword"
+    vqa = _Run("VQA-RAD", "ref-vlm-vqarad", protocol="modalens-noreport")
+    slake = _Run("SLAKE", "ref-image-reader", protocol="modalens-noreport")
+    slake.manifest["spec"] = {"dataset": "slake:data/fixtures/slake"}
+    ran = captions.what_ran([vqa, slake])
+    assert ran == "data: VQA-RAD, SLAKE fixture (invented images); models: ref-vlm-vqarad, ref-image-reader"
+    for runs in ([iu], [vqa, slake], [vqa, _Run("demo", "x")]):
+        assert captions.names_data_and_model(captions.with_what_ran("Table 6.", runs))
+    assert not captions.names_data_and_model("Table 6. [VQA-RAD, ref-vlm-vqarad]")  # the check can fail
+
+
 def test_show_appends_what_ran_and_names_the_csv_after_the_caption(outdir, monkeypatch):
     from shovir_core import book
 

@@ -44,6 +44,23 @@ def test_glue_paper_reads_the_stored_value_and_logs_its_source(glue_log):
         book.glue_paper("ml.paper.x", "t3.gen.P", part="hi")
 
 
+def test_a_value_derived_from_the_papers_numbers_is_glued_as_the_papers(glue_log):
+    """Issue 30 (App. D): the patients with two or more studies, 293 − 19, were glued with a file as
+    their source; they are the paper's, derived from two printed values, and the book says so."""
+    book.glue_paper("ml.d.paper.multi_study_patients", "design.patients - design.single_study_patients")
+    (entry,) = glue_log()
+    src = entry["paper"]
+    assert entry["runs"] == [] and "source" not in entry
+    assert src["derived"] == ["design.patients", "design.single_study_patients"] and src["anchor"] == "design.patients"
+    assert src["text"] == "293 − 19 = 274" and "number" not in src
+    title = sphinx_ext.glue_title("ml.d.paper.multi_study_patients", [], {}, src)
+    assert title.startswith("paper value, not from a run") and "derived from design.patients" in title
+    with pytest.raises(Exception, match="unknown|not"):
+        book.glue_paper("ml.d.paper.x", "design.no_such_id - design.patients")
+    with pytest.raises(ValueError, match="derived value has no interval"):
+        book.glue_paper("ml.d.paper.x", "design.patients - design.single_study_patients", part="lo")
+
+
 def test_a_published_value_with_run_records_is_refused(glue_log):
     tagged = PaperNumber(2.59, paper="modalens", id="f.llava.P")
     with pytest.raises(ProvenanceError, match="paper's value modalens:f.llava.P"):

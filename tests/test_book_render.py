@@ -39,7 +39,7 @@ def test_per_row_metric_column_formats_each_row_and_is_hidden():
                           "value": [0.1045, -0.005]})
     text = render.format_frame(frame)
     assert "metric" not in text.columns
-    assert text["value"].tolist() == ["10.45%", "−0.50 pp"]
+    assert text["value"].tolist() == ["10.45%", "−0.50\u00a0pp"]  # a number and its unit: one word
 
 
 def test_two_level_columns_are_stacked_into_row_groups(outdir):
@@ -143,6 +143,26 @@ def test_intervals_print_inside_their_estimate():
     assert render.auto_intervals(["quantity", "estimate", "lo", "hi"]) == {"estimate": ("lo", "hi")}
     with pytest.raises(ValueError, match="intervals"):
         render.format_frame(frame, intervals={"paper": ("lo", "hi")})
+
+
+def test_no_number_can_break_inside_its_unit_or_interval():
+    """Issue 30: "+12.37 pp [+11.19, / +13.57]" wrapped inside a cell. Every path that formats a cell
+    (a metric without interval, text formatted upstream, a number among words) joins a number, its
+    unit and its interval with non-breaking spaces, and the reviewer's check finds no breakable one."""
+    from shovir_core.book.html_checks import breakable_number_problems
+
+    frame = pd.DataFrame({"what": ["A − P", "text: +4.28 pp [3.10, 5.20] of 12 %"], "diff": [0.0428, -0.0059],
+                          "upstream": ["+4.28 pp [3.10, 5.20]", "17.07 % [16.1, 18.0]"]})
+    text = render.format_frame(frame, metrics={"diff": "paired_diff"})
+    nb = render.NBSP
+    assert text.iloc[:, 1].tolist() == [f"+4.28{nb}pp", f"−0.59{nb}pp"]
+    assert text.iloc[:, 2].tolist() == [f"+4.28{nb}pp{nb}[3.10,{nb}5.20]", f"17.07{nb}%{nb}[16.1,{nb}18.0]"]
+    assert text.iloc[1, 0] == f"text: +4.28{nb}pp{nb}[3.10,{nb}5.20] of 12{nb}%"
+    html = "<article class='bd-article'><table>" + "".join(
+        f"<tr><td>{v}</td></tr>" for v in text.to_numpy().ravel()) + "</table></article>"
+    assert breakable_number_problems(html) == []
+    raw = "<article class='bd-article'><table><tr><td>+4.28 pp [3.10, 5.20]</td></tr></table></article>"
+    assert breakable_number_problems(raw)  # the check can fail
 
 
 def test_an_interval_with_no_bounds_at_all_is_dropped_with_its_columns(outdir):

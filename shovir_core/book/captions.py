@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from .guard import runs_list
 
-__all__ = ["DATASET_NAMES", "what_ran", "with_what_ran", "names_data_and_model", "PAPER_ONLY"]
+__all__ = ["DATASET_NAMES", "FIXTURES_DIR", "what_ran", "with_what_ran", "names_data_and_model", "PAPER_ONLY"]
 
 DATASET_NAMES = {
     "demo": "demo: NIH boxes",
@@ -21,9 +21,14 @@ DATASET_NAMES = {
     "nih-64px": "demo: NIH 64 px",
     "mimic-cxr": "MIMIC-CXR (credentialed)",
     "padchest-gr": "PadChest-GR (credentialed)",
+    "iu-xray-dev": "demo: IU X-ray reports (embedded extract)",
 }
 """Readable names of the datasets a record can name (the rest print as named, marked credentialed
-where their manifest says so)."""
+where their manifest says so, or as public data: ``data: VQA-RAD``; a dataset read from the test
+fixtures, whose images are invented, says so: ``data: SLAKE fixture (invented images)``)."""
+
+FIXTURES_DIR = "data/fixtures"
+"""Datasets read from under this folder are fixtures in a release's layout with invented images."""
 
 PAPER_ONLY = "data: the paper's published numbers (no run)"
 """What a table of the paper's numbers alone (an audit's checks) shows."""
@@ -34,8 +39,8 @@ _MAX_MODELS = 4
 def _model_of(manifest: Mapping) -> str | None:
     model = manifest.get("model")
     if isinstance(model, Mapping):
-        model = model.get("id") or (", ".join(model["labellers"]) if isinstance(model.get("labellers"), list)
-                                    else None)
+        model = model.get("id") or ("labellers: " + ", ".join(model["labellers"])
+                                    if isinstance(model.get("labellers"), list) else None)
     if not model:
         model = (manifest.get("spec") or {}).get("model")
     return str(model) if model else None
@@ -52,7 +57,12 @@ def _data_of(manifest: Mapping) -> str | None:
     if name in DATASET_NAMES:
         return DATASET_NAMES[name]
     credentialed = isinstance(ds, Mapping) and ds.get("credentialed")
-    return f"{name} (credentialed)" if credentialed else name
+    if credentialed:
+        return f"{name} (credentialed)"
+    source = str((manifest.get("spec") or {}).get("dataset") or "")
+    if FIXTURES_DIR in source.replace("\\", "/"):
+        return f"data: {name} fixture (invented images)"
+    return f"data: {name}"
 
 
 def what_ran(runs) -> str:
@@ -65,6 +75,8 @@ def what_ran(runs) -> str:
     'demo: NIH 64 px, ref-anchored'
     >>> what_ran({"a": R("demo", "x"), "b": R("demo-64px", "y")})
     'demo: NIH boxes, NIH 64 px; models: x, y'
+    >>> what_ran([R("VQA-RAD", "ref-vlm-vqarad"), R("SLAKE", "ref-image-reader")])
+    'data: VQA-RAD, SLAKE; models: ref-vlm-vqarad, ref-image-reader'
     """
     data, models = [], []
     runs = runs_list(runs)
@@ -79,8 +91,11 @@ def what_ran(runs) -> str:
             models.append(m)
     if not data and not models:
         return ""
-    if len(data) > 1 and all(d.startswith("demo: ") for d in data):
-        data = ["demo: " + ", ".join(d[len("demo: "):] for d in data)]
+    for prefix in ("demo: ", "data: "):  # one prefix for the data of one kind
+        same = [d for d in data if d.startswith(prefix)]
+        if len(same) > 1:
+            joined = prefix + ", ".join(d[len(prefix):] for d in same)
+            data = [joined if d == same[0] else d for d in data if d == same[0] or d not in same]
     shown = models[:_MAX_MODELS] + ([f"{len(models) - _MAX_MODELS} more"] if len(models) > _MAX_MODELS else [])
     text = ", ".join(data)
     if shown:

@@ -111,18 +111,30 @@ def glue_paper(key: str, paper_id: str, *, paper: str = "modalens", part: str = 
     a printed % or pp as a fraction, for ``{glue:text}`key:.1%```). The book links it to the stored
     value and the section that prints it (:mod:`shovir_core.book.sphinx_ext`).
 
+    A value the paper's numbers imply but it does not print (the patients with two or more studies:
+    ``"design.patients - design.single_study_patients"``) is glued the same way: ``paper_id`` is then
+    an expression over stored ids (:func:`shovir_core.papers.expression.evaluate`), and the book
+    marks it "paper", derived from those values (:func:`shovir_core.papers.published.derived_source`).
+
     >>> glue_paper("x", "t3.gen.P", part="median")
     Traceback (most recent call last):
     ...
     ValueError: glue_paper 'x': part 'median'; use 'value', 'lo' or 'hi'
     """
-    from ..papers.published import paper_source
+    from ..papers.published import derived_source, paper_source
     from ..papers.values import load_values
 
     if part not in ("value", "lo", "hi"):
         raise ValueError(f"glue_paper {key!r}: part {part!r}; use 'value', 'lo' or 'hi'")
     _check_key(key)
-    item = load_values(paper)[paper_id]
+    values = load_values(paper)
+    if paper_id not in values:  # a value derived from the paper's numbers
+        if part != "value":
+            raise ValueError(f"glue_paper {key!r}: {paper_id!r} is not a stored id; a derived value has no interval")
+        source = derived_source(paper, paper_id, scale=scale)
+        _glue_source(key, source.pop("number"), source, display=display)
+        return
+    item = values[paper_id]
     if part == "value":
         value = item.value if item.categorical else float(item.value) * scale
     else:

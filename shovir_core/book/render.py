@@ -161,16 +161,22 @@ def _cell(v, *, fmt: str | None, missing: str) -> str:
 
 _INTERVAL_TEXT = re.compile(r"\[([+\-−]?[\d.,]+%?), ([+\-−]?[\d.,]+%?)\]")
 _NUMBER_UNIT = re.compile(r"(\d) (pp|%)(?=\W|$)")
+_BEFORE_INTERVAL = re.compile(r"(\d|%|\bpp) (\[[+\-−]?[\d.,]+%?,)")
 
 
 def _nowrap_numbers(text: str) -> str:
-    """Non-breaking spaces inside intervals and between a number and its unit, in text formatted
-    upstream (``"[6.51, 8.37]"``, ``"12.4 pp"``), so no number breaks across lines.
+    """Non-breaking spaces inside intervals, between a number and its unit and between an estimate
+    and its interval (``"+7.8 pp [6.9, 8.8]"`` is one word), so no number breaks across lines.
 
-    >>> _nowrap_numbers("+7.8 pp [6.9, 8.8]") == "+7.8\u00a0pp [6.9,\u00a08.8]"
+    >>> _nowrap_numbers("+7.8 pp [6.9, 8.8]") == "+7.8\u00a0pp\u00a0[6.9,\u00a08.8]"
+    True
+    >>> _nowrap_numbers("3 of 5 [demo: NIH 64 px]") == "3 of 5 [demo: NIH 64 px]"
     True
     """
-    return _NUMBER_UNIT.sub("\\1" + NBSP + "\\2", _INTERVAL_TEXT.sub("[\\1," + NBSP + "\\2]", text))
+    if not isinstance(text, str) or " " not in text:
+        return text
+    text = _NUMBER_UNIT.sub("\\1" + NBSP + "\\2", _INTERVAL_TEXT.sub("[\\1," + NBSP + "\\2]", text))
+    return _BEFORE_INTERVAL.sub("\\1" + NBSP + "\\2", text)
 
 
 def _free_number(v: float) -> str:
@@ -206,7 +212,8 @@ def _metric_cell(spec, v, missing: str) -> str:
         return missing
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
         return _cell(v, fmt=None, missing=missing)
-    return spec.format_value(v).replace("-", "−")  # a typographic minus, as the papers print it
+    # a typographic minus, as the papers print it; "+4.28 pp" is one word
+    return _nowrap_numbers(spec.format_value(v).replace("-", "−"))
 
 
 def _header(col, labels: Mapping, metrics: Mapping) -> str:
@@ -307,7 +314,8 @@ def format_frame(frame: pd.DataFrame, *, metrics: Mapping[str, str] | None = Non
                     else f"{v} [{_strip_unit(a)}, {_strip_unit(b)}]".replace(" ", NBSP)
                     for v, a, b, x, y in zip(out[col], lows, highs, flat[lo], flat[hi])]
         shown = [c for c in shown if c not in (lo, hi)]
-    text = pd.DataFrame({c: out[c] for c in shown}, columns=shown)
+    # every number with its unit and interval is one word, whichever path formatted it
+    text = pd.DataFrame({c: [_nowrap_numbers(v) for v in out[c]] for c in shown}, columns=shown)
     headers = []
     for c in shown:
         h = str(_header(c, labels, metrics))
@@ -352,7 +360,7 @@ def _at_decimals(spec, estimate_text: str, value, text: str) -> str:
 
 
 def _strip_unit(text: str) -> str:
-    for unit in (" pp", "%", "x"):
+    for unit in (" pp", NBSP + "pp", "%", "x"):
         if text.endswith(unit):
             return text[: -len(unit)]
     return text
@@ -423,6 +431,10 @@ def _text_px(text: str, bold: bool = False) -> float:
     return font.get_width_height()[0] / 64.0
 
 
+_BREAKS = re.compile(r"[ \t\n]+")
+"""Where a cell's text may wrap (a non-breaking space joins a number with its unit and interval)."""
+
+
 def _est_width(text: pd.DataFrame, record_cols: set[int] = frozenset(),
                skip: frozenset = frozenset()) -> list[float]:
     """Estimated CSS px per column: numbers on one line, text wrapped at spaces to about
@@ -438,7 +450,7 @@ def _est_width(text: pd.DataFrame, record_cols: set[int] = frozenset(),
         elif j in numeric:
             body = max((_text_px(v) for v in cells), default=0.0)
         else:
-            longest_word = max((_text_px(w) for v in cells for w in v.split()), default=0.0)
+            longest_word = max((_text_px(w) for v in cells for w in _BREAKS.split(v)), default=0.0)
             body = max(min(max((_text_px(v) for v in cells), default=0.0), _WRAP_PX), longest_word)
         widths.append(max(head, body) + _CELL_PAD_PX)
     return widths

@@ -145,6 +145,9 @@ def paper_title(key: str, paper: dict) -> str:
     part = {"lo": "lower bound of the interval of ", "hi": "upper bound of the interval of "}.get(paper.get("part"), "")
     unit = paper.get("unit", "")
     unit = "" if unit in ("count", "label", "set", "score", "proportion", "ratio") else f" {unit}"
+    if paper.get("derived"):  # derived from printed values (book.glue_paper with an expression)
+        return (f"paper value, not from a run — {short} ({arxiv}), {paper.get('location')}: derived from "
+                f"{', '.join(paper['derived'])}: {paper.get('text')}{unit} ({key})")
     return (f"paper value, not from a run — {short} ({arxiv}), {paper.get('location')}: {part}{paper.get('id')} "
             f"printed {paper.get('text')}{unit} ({key})")
 
@@ -224,7 +227,7 @@ class LinkGluedValues(SphinxPostTransform):
                         logger.warning(f"glued value {key!r} is the paper's ({paper.get('id')}) but the glue index "
                                        f"gives it {len(runs)} run record(s)", location=node,
                                        type="shovir", subtype="provenance")
-                    uri = self._uri(f"{PAPERS_DIR}/{paper['paper']}.html") + f"#{paper['id']}"
+                    uri = self._uri(f"{PAPERS_DIR}/{paper['paper']}.html") + f"#{paper.get('anchor', paper['id'])}"
                     classes.append(PAPER_CLASS)
                 elif len(runs) == 1:
                     uri = self._uri(f"_records/{runs[0]['run_id']}/manifest.json")

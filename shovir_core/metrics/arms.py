@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .. import vocab
-from ..stats import bootstrap_rates, cluster_bootstrap, paired_rates
+from ..stats import bootstrap_rates, cluster_bootstrap
 
 __all__ = [
     "READOUT_COLUMNS", "check_trials", "answers", "pair_arms", "paired_trials", "patient_bootstrap",
@@ -131,11 +131,14 @@ def compare_arms(arm_1: pd.DataFrame, arm_2: pd.DataFrame, *, readout: str = "lo
         out.update({"flips_1": 0, "flips_2": 0, "n_trials": 0, "n_excluded": int((~valid).sum()),
                     "n_patients": 0, "n_draws": int(n_draws), "seed": int(seed)})
         return out
-    res = patient_bootstrap(frame, {"n": 1, "f1": "f1", "f2": "f2"}, paired_rates("f1", "f2", names=("fr_1", "fr_2")),
-                n_draws=n_draws, seed=seed)
+    # the one path for rates of arms and their contrasts (stats.bootstrap_rates, as flip_rate_rows):
+    # the same arms and draws print the same interval on every page
+    res = bootstrap_rates(frame, rates={"fr_1": "f1", "fr_2": "f2"},
+                          contrasts={"diff": ("diff", "fr_1", "fr_2"), "ratio": ("ratio", "fr_1", "fr_2")},
+                          n_draws=n_draws, seed=seed)
     out: dict[str, float] = {}
     for stat in ("fr_1", "fr_2", "diff", "ratio"):
-        est, lo, hi = res.interval(stat)
+        est, lo, hi = res[stat]
         out.update({stat: est, f"{stat}_lo": lo, f"{stat}_hi": hi})
     out.update({"flips_1": int(frame["f1"].sum()), "flips_2": int(frame["f2"].sum()),
                 "n_trials": int(len(frame)), "n_excluded": int((~valid).sum()),

@@ -30,7 +30,7 @@ import pandas as pd
 
 from .values import load_values
 
-__all__ = ["published", "published_value", "PaperNumber", "paper_source", "equals_published"]
+__all__ = ["derived_source", "published", "published_value", "PaperNumber", "paper_source", "equals_published"]
 
 _COLUMNS = ["id", "paper", "location", "desc", "reported", "value", "unit", "ci_low", "ci_high"]
 
@@ -136,6 +136,38 @@ def paper_source(paper: str, id: str, *, part: str = "value", scale: float = 1.0
     text = item.text if part == "value" else (item.ci or ("", ""))[0 if part == "lo" else 1]
     return {"paper": paper, "id": id, "location": item.location, "text": text, "unit": item.unit,
             "part": part, "scale": float(scale)}
+
+
+def derived_source(paper: str, expression: str, *, scale: float = 1.0) -> dict:
+    """The provenance entry of a value derived from published ones by ``expression`` (ids of ``paper``
+    joined by ``+ - * /``, :mod:`shovir_core.papers.expression`): what :func:`paper_source` gives a
+    stored value, with ``derived`` (the ids it reads), ``anchor`` (the first of them, where the book
+    links) and ``number`` (its value times ``scale``).
+
+    >>> s = derived_source("modalens", "design.patients - design.single_study_patients")
+    >>> s["number"], s["derived"], s["text"]
+    (274.0, ['design.patients', 'design.single_study_patients'], '293 − 19 = 274')
+    """
+    import re
+
+    from .expression import evaluate
+
+    values = load_values(paper)
+    result = evaluate(expression, values)
+    if isinstance(result.value, (str, frozenset)):
+        raise ValueError(f"derived_source: {expression!r} gives a label, not a number")
+    ids = list(dict.fromkeys(t for t in re.findall(r"[A-Za-z_][\w.]*", expression) if t in values))
+    if not ids:
+        raise ValueError(f"derived_source: {expression!r} reads no stored value of {paper!r}")
+    shown = expression
+    for i in sorted(ids, key=len, reverse=True):
+        shown = re.sub(rf"(?<![\w.]){re.escape(i)}(?![\w.])", values[i].text, shown)
+    number = float(result.value)
+    text = f"{number:g}" if number == int(number) else f"{number:.4g}"
+    return {"paper": paper, "id": expression, "anchor": ids[0], "derived": ids,
+            "location": ", ".join(dict.fromkeys(values[i].location for i in ids)),
+            "text": f"{shown.replace(' - ', ' − ')} = {text}", "unit": values[ids[0]].unit,
+            "part": "value", "scale": float(scale), "number": number * scale}
 
 
 def equals_published(value, *, scales=(1.0, 0.01, 100.0)) -> list[str]:

@@ -217,7 +217,10 @@ def instruction_table(arms: Mapping[str, pd.DataFrame], *, n_draws_primary: int,
     ``arms``: ``P_instr``, ``A_instr`` (instructed) and ``P``, ``A`` (plain prompt). Rows: each
     readout under the instruction, each readout under the plain prompt, with format compliance
     (share of generations opening with Yes or No) and the agreement of the lowercase readout with
-    the generated answer.
+    the generated answer. Every all-14 row is bootstrapped with ``n_draws_primary`` draws, as Table 2's
+    all-14 rows and §4.1's are (the paper: 10,000 for the all-14 rows), so one estimate prints one
+    interval wherever it appears (a reference model that ignores the instruction gives every readout
+    the same A − P); the one-question rows (Table 5) with ``n_draws``.
     """
     for k in ("P", "A", "P_instr", "A_instr"):
         if k not in arms:
@@ -227,8 +230,7 @@ def instruction_table(arms: Mapping[str, pd.DataFrame], *, n_draws_primary: int,
     rows, values = [], {}
     for prompt, (kp, ka) in (("instructed", ("P_instr", "A_instr")), ("plain", ("P", "A"))):
         for readout in ("generated", "family", "lowercase"):
-            headline = prompt == "plain" and readout == "lowercase"
-            draws = n_draws_primary if headline else n_draws
+            draws = n_draws_primary if design == "all14" else n_draws
             r = compare_arms(sel[ka], sel[kp], readout=readout, n_draws=draws, seed=seed)
             prefix = f"{tab}.{prompt}.{readout}"
             _put(values, prefix, r, ("absent", "present"))

@@ -28,11 +28,15 @@ AUDIT_PREFIXES = ("g.seed.", "t15.", "design.f13_trials", "g.f13.", "t5.instr.",
 """Audit checks of these companions (the identities the published numbers satisfy)."""
 
 
-def design_comparison(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) -> TableResult:
+def design_comparison(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int,
+                      n_draws_primary: int | None = None) -> TableResult:
     """All-14 vs 13-finding: FR with and without the report, and A − P, per readout.
 
     ``arms`` maps ``P``, ``A`` (plain prompt) and optionally ``P_instr``, ``A_instr`` (the answer
-    instruction, for the generated readout) to all-14 trials. Values ``s41.<design>.<readout>.``
+    instruction, for the generated readout) to all-14 trials. The all-14 rows are the headline
+    estimates of ModaLens Tables 2 and 3, bootstrapped with ``n_draws_primary`` draws as those tables
+    are (:func:`shovir_core.tables.modalens.primary_comparison`), so each prints the interval it has
+    on every page; the 13-finding rows with ``n_draws``. Values ``s41.<design>.<readout>.``
     ``P.flip_rate`` / ``A.flip_rate`` (+ lo/hi) and ``A_minus_P.diff_pp`` (+ lo/hi), and
     ``s41.<design>.n_trials`` and ``s41.<design>.n_questions``.
     """
@@ -47,7 +51,8 @@ def design_comparison(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: i
     for design in ("all14", "f13"):
         for readout, p, a in blocks:
             sub = {"P": design_subset(arms[p], design), "A": design_subset(arms[a], design)}
-            r = flip_rate_rows(sub, readout=readout, n_draws=n_draws, seed=seed, key=f"s41.{design}.{readout}",
+            draws = n_draws_primary if design == "all14" and n_draws_primary else n_draws
+            r = flip_rate_rows(sub, readout=readout, n_draws=draws, seed=seed, key=f"s41.{design}.{readout}",
                                pairs={"A_minus_P": ("A", "P")})
             values.update(r.values)
             k = f"s41.{design}.{readout}"
