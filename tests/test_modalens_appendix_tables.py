@@ -292,3 +292,36 @@ def test_gate_range_counts_pairs_not_trials():
     lo1, hi1 = mt._gate_range(present.assign(report_sha256=[f"r{i}" for i in range(n)]), flips, w=0.5,
                               n_draws=2000, seed=0)
     assert hi1 - lo1 < hi - lo, "one pair per trial: a narrower (binomial) range"
+
+
+def _absent_trials(n: int = 80, seed: int = 0) -> pd.DataFrame:
+    """Report-absent label-changed trials of two findings: Edema's margin always moves towards the
+    substitute's label, Atelectasis's moves either way at random (an image reader at chance)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for finding in ("Edema", "Atelectasis", "composite"):
+        for i in range(n):
+            t_c, t_d = float(i % 2), float(1 - i % 2)
+            y = 1.0 if t_d == 1 else -1.0
+            step = y if finding == "Edema" else rng.choice([-1.0, 1.0])
+            rows.append({"trial_id": f"{finding}:{i}", "patient_id": f"p{i % 20}", "finding": finding,
+                         "target_c": t_c, "target_d": t_d, "label_changed": 1.0, "margin_c": 0.0,
+                         "margin_d": step, "pair_type": "same-patient" if i % 4 else "cross-patient"})
+    return pd.DataFrame(rows)
+
+
+def test_image_branch_by_finding_tells_an_image_reader_from_chance():
+    v = g.image_branch_by_finding(_absent_trials(), n_draws=400, seed=0).values
+    assert v["t17.absent_evidence.n_findings"] == 2, "the composite is left out of the counts"
+    assert v["t17.absent_evidence.edema.share"] == 1.0 and v["t17.absent_evidence.edema.auroc"] > 0.8
+    assert v["t17.absent_evidence.edema.share_lo"] > 0.5, "a reader that follows the image is beyond chance"
+    at = v["t17.absent_evidence.atelectasis.share"]
+    assert v["t17.absent_evidence.atelectasis.share_lo"] <= 0.5 <= v["t17.absent_evidence.atelectasis.share_hi"], at
+    assert v["t17.absent_evidence.n_at_chance"] == 1
+    assert v["t17.absent_evidence.share_same_patient"] == pytest.approx(0.75)
+    # a finding whose margin moves away from the substitute's label beyond chance is not counted at chance
+    away = _absent_trials()
+    away.loc[away["finding"] == "Edema", "margin_d"] *= -1
+    w = g.image_branch_by_finding(away, n_draws=400, seed=0).values
+    assert "Edema" in w["t17.absent_evidence.not_aligned"]
+    assert w["t17.absent_evidence.n_not_aligned_at_chance"] < w["t17.absent_evidence.n_not_aligned"]

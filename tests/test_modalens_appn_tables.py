@@ -115,3 +115,31 @@ def test_still_apart_counts_and_knockout_difference():
     assert v["image_matched.L2_pp_lo"] > 0 and diff.frame["clears_zero"].any()
     half = an.knockout_difference(t, {"image_matched": calm}, n_draws=50, seed=0, subset=t["trial_id"][:30])
     assert (half.frame["n_trials"] == 30).all()
+
+
+def test_absent_by_finding_counts_blind_questions_and_can_fail():
+    """Edema answered from the image, Atelectasis at random, Fracture constant "no" without a positive image."""
+    rng = np.random.default_rng(0)
+    n, rows = 120, []
+    for finding in ("Edema", "Atelectasis", "Fracture", "composite"):
+        label = (np.arange(n) % 2).astype(float) if finding != "Fracture" else np.zeros(n)
+        yes = {"Edema": label == 1, "Atelectasis": rng.random(n) < 0.5, "Fracture": np.zeros(n, bool),
+               "composite": label == 1}[finding]
+        for i in range(n):
+            rows.append({"trial_id": f"{finding}:{i}", "patient_id": f"p{i % 30}", "finding": finding,
+                         "target_c": label[i], "readout_c": "yes" if yes[i] else "no",
+                         "readout_d": "no" if (yes[i] and i % 3 == 0) else ("yes" if yes[i] else "no")})
+    frame = pd.DataFrame(rows)
+    v = an.absent_by_finding(frame, n_draws=300, seed=0).values
+    assert v["absent_pf.n_findings"] == 3 and v["absent_pf.n_both_classes"] == 2
+    assert v["absent_pf.edema.ba"] == 1.0 and v["absent_pf.edema.ba_lo"] > 0.5
+    assert v["absent_pf.atelectasis.ba_lo"] <= 0.5 <= v["absent_pf.atelectasis.ba_hi"]
+    assert v["absent_pf.n_constant"] == 1 and v["absent_pf.n_constant_no_positive"] == 1
+    assert v["absent_pf.constant"] == "Fracture" and v["absent_pf.fracture.flip_rate"] == 0.0
+    # an answer that reads the image against its label is below chance beyond its interval
+    against = frame.copy()
+    edema = against["finding"] == "Edema"
+    against.loc[edema, "readout_c"] = np.where(against.loc[edema, "target_c"] == 1, "no", "yes")
+    w = an.absent_by_finding(against, n_draws=300, seed=0).values
+    assert "Edema" in w["absent_pf.below_chance"]
+    assert w["absent_pf.n_below_at_chance"] < w["absent_pf.n_below_chance"]

@@ -220,6 +220,31 @@ def test_text_control_table_and_reader_checks_detect_a_failure():
         tct.text_control_table({"absent": arms["absent"]}, n_draws=10, seed=0)
 
 
+def test_anchoring_branches_account_for_every_flip_and_catch_a_report_branch_flip():
+    from shovir_core.models.reference import Anchored
+
+    n, w = 40, 0.5
+    absent = _arm([1] * n)  # every case flips without the report
+    texts = [f"{i:064x}" for i in range(n)]
+    image = np.array([Anchored.gate(h, "Edema") >= w for h in texts])
+    assert 0 < image.sum() < n
+    full = _arm(image.astype(int), report_sha256=texts)
+    shared = "f" * 64  # every trial the same text: one gate draw for all of them
+    one_text = _arm([int(Anchored.gate(shared, "Edema") >= w)] * n, report_sha256=shared)
+    t = tct.anchoring_branches({"full": full, "finding_removed": one_text}, absent, w=w)
+    v = t.values
+    assert v["tc.branch.all_hold"] and v["tc.branch.full.flips"] == image.sum()
+    assert v["tc.branch.full.image_share"] == pytest.approx(image.mean())
+    assert v["tc.branch.finding_removed.n_texts"] == 1 and v["tc.branch.finding_removed.image_share"] in (0.0, 1.0)
+    assert v["tc.branch.full.absent_rate_image"] == 1.0
+    # a model whose answer moves with the image on its report branch breaks the identity
+    leaky = _arm(np.ones(n, dtype=int), report_sha256=texts)
+    broken = tct.anchoring_branches({"full": leaky}, absent, w=w)
+    assert not broken.values["tc.branch.all_hold"] and not broken.frame["identity"].iloc[0]
+    with pytest.raises(ValueError, match="absent="):
+        tct.anchoring_branches({"absent": absent}, absent, w=w)
+
+
 # --------------------------------------------------------------------------- the chapters' shared opening
 def test_variant_chapter_arms_and_the_blind_arms_only_where_validated():
     from shovir_core.book.variant_chapter import VariantChapter

@@ -267,3 +267,32 @@ def test_target_class_intervals_score_each_file_with_the_authors_bootstrap(check
         assert f.loc[("m", "OCO", 1.0, c), "median"] == want.loc[c, "median"]
         assert f.loc[("m", "OCO", 1.0, c), "n"] == want.loc[c, "n"]
     assert (f["ci_l"] <= f["median"]).all() and (f["median"] <= f["ci_h"]).all()
+
+
+def _doco_trials(*, n_multi: int, doco_flips: bool, n_single: int = 20) -> pd.DataFrame:
+    """Context-model items: ``n_multi`` images with Edema and Atelectasis boxes (both items enter DOCO,
+    both called under RO at p = 1 and under OCO) and ``n_single`` images with an Edema box only. DOCO at
+    p = 1 turns the calls off when ``doco_flips`` (the planted context shortcut), else keeps them."""
+    m, rows = "ref-context-shortcut", []
+    for i in range(n_multi + n_single):
+        img = f"img{i:03d}"
+        for c in CLASSES if i < n_multi else CLASSES[:1]:
+            for cond in ("RO", "OCO"):
+                rows += [_row(m, cond, 0.0, img, c, 1.0, 1.0), _row(m, cond, 1.0, img, c, 1.0, 1.0)]
+            if i < n_multi:
+                rows.append(_row(m, "DOCO", 1.0, img, c, 0.0 if doco_flips else 1.0, 1.0))
+    return pd.DataFrame(rows)
+
+
+def test_doco_status_counts_what_doco_rests_on_and_validates_only_with_enough_items():
+    few = sv.doco_status(_doco_trials(n_multi=5, doco_flips=True))
+    v = few.values
+    assert (v["doco.n_images"], v["doco.n_multi_images"], v["doco.n_multi_items"]) == (25, 5, 10)
+    assert (v["doco.n_doco_items"], v["doco.n_doco_images"], v["doco.n_eligible"]) == (10, 5, 10)
+    assert not v["doco.validated"] and v["doco.holds"] is None, "10 eligible items < 30: DOCO unvalidated"
+    planted = sv.doco_status(_doco_trials(n_multi=20, doco_flips=True)).values
+    assert planted["doco.validated"] and planted["doco.n_eligible"] == 40 and planted["doco.holds"]
+    # the check can fail: a model whose calls survive DOCO does not show the context shortcut
+    plain = sv.doco_status(_doco_trials(n_multi=20, doco_flips=False)).values
+    assert plain["doco.validated"] and plain["doco.holds"] is False
+    assert sv.doco_status(_doco_trials(n_multi=20, doco_flips=True), min_items=41).values["doco.holds"] is None

@@ -31,7 +31,7 @@ from ..vocab import COMPOSITE
 from .modalens import DESIGN_LABELS, design_subset
 from .result import TableResult
 
-__all__ = ["WEIGHTINGS", "POLICY_LABELS", "PAPER_POLICIES", "weighting_table", "policy_table",
+__all__ = ["image_branch_by_finding", "WEIGHTINGS", "POLICY_LABELS", "PAPER_POLICIES", "weighting_table", "policy_table",
            "composite_excluded", "transitions_table", "aligned_by_finding", "blank_view", "part_e", "PAPER_KEYS",
            "anchoring_gate_check", "second_model_t15"]
 
@@ -419,6 +419,76 @@ def aligned_by_finding(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: 
                                                "share_aligned": "share_target_aligned"},
                        labels={"finding": "finding", "report": "report", "n": "label-changed trials"},
                        caption="Target-aligned margin change per finding (Table 17, Figure 4).")
+
+
+def image_branch_by_finding(absent: pd.DataFrame, *, n_draws: int, seed: int, level: float = 0.95) -> TableResult:
+    """Per finding, whether the report-absent answer follows the shown image (Table 17's absent column, with
+    the evidence behind it).
+
+    On the label-changed trials of the report-absent arm: the mean target-aligned change y_d (m_d − m_c)
+    and the share of trials whose margin moves towards the substitute's label, that share with a
+    patient-clustered percentile interval (0.5 is chance: the margin moves either way as often); and, over
+    every trial of the finding and both images, the AUROC of the margin against the shown image's label
+    (how well the image-only answer tells positive from negative images at all, across patients). A finding
+    is *not aligned* when its mean aligned change is at most 0, and *at chance* when its share's interval
+    holds 0.5. Values (``t17.absent_evidence.`` keys): ``<finding>.{n,aligned_change,share,share_lo,share_hi,
+    auroc}``, ``n_findings`` (the composite left out of the counts), ``n_not_aligned``, ``n_not_aligned_at_chance``,
+    ``n_at_chance`` (findings at chance, aligned or not), ``not_aligned`` (the not-aligned findings' names) and,
+    where the trials carry ``pair_type``, ``share_same_patient`` (label-changed trials pairing a patient's own
+    studies).
+    """
+    from sklearn.metrics import roc_auc_score
+
+    if absent["trial_id"].duplicated().any():
+        raise ValueError("image_branch_by_finding: duplicate trial ids")
+    rows = []
+    for finding, t in absent.groupby("finding", sort=True):
+        sub = t[t["label_changed"].to_numpy(dtype=float) == 1]
+        if sub.empty:
+            continue
+        y = np.where(sub["target_d"].to_numpy(dtype=float) == 1, 1.0, -1.0)
+        v = y * (sub["margin_d"].to_numpy(dtype=float) - sub["margin_c"].to_numpy(dtype=float))
+        frame = pd.DataFrame({"patient_id": sub["patient_id"].to_numpy(), "n": 1.0, "pos": (v > 0) * 1.0})
+        res = cluster_bootstrap(frame, cluster="patient_id", sums={"n": "n", "pos": "pos"},
+                                statistic=lambda s: {"share": _div(s["pos"], s["n"])}, n_draws=n_draws,
+                                rng=_rng(seed), level=level)
+        share, lo, hi = res.interval("share")
+        margin = np.r_[t["margin_c"].to_numpy(dtype=float), t["margin_d"].to_numpy(dtype=float)]
+        label = np.r_[t["target_c"].to_numpy(dtype=float), t["target_d"].to_numpy(dtype=float)]
+        ok = ~np.isnan(label)
+        auroc = float(roc_auc_score(label[ok], margin[ok])) if len(set(label[ok])) == 2 else float("nan")
+        rows.append({"finding": finding, "n": int(len(sub)), "aligned_change": float(v.mean()), "share": float(share),
+                     "share_lo": float(lo), "share_hi": float(hi), "auroc": auroc})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        raise ValueError("image_branch_by_finding: no label-changed trial")
+    not_aligned = frame[frame["aligned_change"] <= 0]
+    at_chance = not_aligned[(not_aligned["share_lo"] <= 0.5) & (0.5 <= not_aligned["share_hi"])]
+    findings = frame[frame["finding"] != COMPOSITE]
+    values: dict = {"t17.absent_evidence.n_findings": int(len(findings)),
+                    "t17.absent_evidence.n_not_aligned": int((findings["aligned_change"] <= 0).sum()),
+                    "t17.absent_evidence.n_not_aligned_at_chance": int((at_chance["finding"] != COMPOSITE).sum()),
+                    "t17.absent_evidence.n_at_chance": int(((findings["share_lo"] <= 0.5)
+                                                            & (0.5 <= findings["share_hi"])).sum()),
+                    "t17.absent_evidence.not_aligned": ", ".join(
+                        f for f in not_aligned["finding"] if f != COMPOSITE)}
+    changed = absent[absent["label_changed"].to_numpy(dtype=float) == 1]
+    if "pair_type" in changed:
+        values["t17.absent_evidence.share_same_patient"] = float((changed["pair_type"] == "same-patient").mean())
+    for r in frame.to_dict("records"):
+        key = r["finding"].lower().replace(" ", "_")
+        values.update({f"t17.absent_evidence.{key}.{k}": r[k]
+                       for k in ("n", "aligned_change", "share", "share_lo", "share_hi", "auroc")})
+    return TableResult(frame, values, index=("finding",),
+                       metrics={"aligned_change": "target_aligned_change", "share": "share_target_aligned",
+                                "share_lo": "share_target_aligned", "share_hi": "share_target_aligned",
+                                "auroc": "auroc", "n": "count"},
+                       labels={"finding": "finding", "n": "label-changed trials",
+                               "aligned_change": "mean aligned change", "share": "share moving towards y_d",
+                               "share_lo": f"share {level:.0%} lo", "share_hi": f"share {level:.0%} hi",
+                               "auroc": "AUROC of the margin against the shown image's label (every trial)"},
+                       caption="Report absent: per finding, how far the image-only answer follows the shown "
+                               "image (Table 17's absent column with its evidence)")
 
 
 def anchoring_gate_check(present: pd.DataFrame, absent: pd.DataFrame, *, w: float) -> dict:

@@ -32,7 +32,7 @@ from ..stats import nulls
 from ..stats.overlap import jaccard, phi
 from .result import TableResult
 
-__all__ = ["planted_facts", "lens_table", "knockout_table", "KNOCKOUT_ARM_LABELS", "knockout_overlap", "settling_table",
+__all__ = ["planted_facts", "absent_by_finding", "lens_table", "knockout_table", "KNOCKOUT_ARM_LABELS", "knockout_overlap", "settling_table",
            "layer_intervals", "still_apart_table", "knockout_difference", "calibration_table", "PAPER_KEYS"]
 
 PAPER_KEYS: dict[str, str] = {
@@ -91,6 +91,69 @@ def planted_facts(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, 
                                "macro_balanced_accuracy": "balanced accuracy (mean over findings)",
                                "label_agreement": "agreement with the report's label"},
                        caption="Planted facts of the reference model on the held-out evaluation patients.")
+
+
+def absent_by_finding(absent: pd.DataFrame, *, n_draws: int, seed: int, level: float = 0.95) -> TableResult:
+    """Per question, the report-absent answers on the original image: how far each one follows the image.
+
+    One row per finding (and the composite): ``n_trials``, ``n_positive`` (original images whose label is
+    positive), ``yes_rate``, ``flip_rate`` (the image swap changes the answer) and the balanced accuracy of the
+    answer against the original image's label with its patient-clustered percentile interval (NaN where the
+    cohort has a single class). A finding is *below chance* when its balanced accuracy is under 0.5, *at
+    chance* when the interval holds 0.5, *constant* when every answer is the same. Values (``absent_pf.``
+    keys; the composite is left out of the counts): ``<finding>.{yes_rate,flip_rate,ba,ba_lo,ba_hi}``,
+    ``n_findings``, ``n_both_classes``, ``n_below_chance``, ``n_below_at_chance``, ``n_at_chance``,
+    ``n_constant``, ``n_constant_no_positive`` (constant findings without a positive image), ``below_chance``
+    and ``constant`` (their names).
+    """
+    from ..stats import cluster_bootstrap
+    from ..vocab import COMPOSITE
+
+    rows = []
+    for finding, t in absent.groupby("finding", sort=True):
+        yes = (t["readout_c"] == "yes").to_numpy()
+        label = t["target_c"].to_numpy(dtype=float)
+        ok = ~np.isnan(label)
+        pos, neg = ok & (label == 1), ok & (label == 0)
+        row = {"finding": finding, "n_trials": int(len(t)), "n_positive": int(pos.sum()),
+               "yes_rate": float(yes.mean()), "flip_rate": float((t["readout_c"] != t["readout_d"]).mean()),
+               "ba": float("nan"), "ba_lo": float("nan"), "ba_hi": float("nan")}
+        if pos.any() and neg.any():
+            frame = pd.DataFrame({"patient_id": t["patient_id"].to_numpy(), "pos": pos * 1.0, "neg": neg * 1.0,
+                                  "tp": (pos & yes) * 1.0, "tn": (neg & ~yes) * 1.0})
+            res = cluster_bootstrap(frame, cluster="patient_id", sums={c: c for c in ("pos", "neg", "tp", "tn")},
+                                    statistic=lambda s: {"ba": 0.5 * (np.divide(s["tp"], s["pos"], where=s["pos"] > 0,
+                                                                                out=np.full(np.shape(s["pos"]), np.nan))
+                                                                      + np.divide(s["tn"], s["neg"], where=s["neg"] > 0,
+                                                                                  out=np.full(np.shape(s["neg"]), np.nan)))},
+                                    n_draws=n_draws, rng=np.random.default_rng(seed), level=level)
+            row["ba"], row["ba_lo"], row["ba_hi"] = (float(x) for x in res.interval("ba"))
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    f = frame[frame["finding"] != COMPOSITE]
+    both = f[f["ba"].notna()]
+    below = both[both["ba"] < 0.5]
+    at_chance = both[(both["ba_lo"] <= 0.5) & (0.5 <= both["ba_hi"])]
+    constant = f[(f["yes_rate"] == 0) | (f["yes_rate"] == 1)]
+    values: dict = {"absent_pf.n_findings": int(len(f)), "absent_pf.n_both_classes": int(len(both)),
+                    "absent_pf.n_below_chance": int(len(below)),
+                    "absent_pf.n_below_at_chance": int(below["finding"].isin(at_chance["finding"]).sum()),
+                    "absent_pf.n_at_chance": int(len(at_chance)), "absent_pf.n_constant": int(len(constant)),
+                    "absent_pf.n_constant_no_positive": int((constant["n_positive"] == 0).sum()),
+                    "absent_pf.below_chance": ", ".join(below["finding"]),
+                    "absent_pf.constant": ", ".join(constant["finding"])}
+    for r in frame.to_dict("records"):
+        key = r["finding"].lower().replace(" ", "_")
+        values.update({f"absent_pf.{key}.{k}": r[k] for k in ("yes_rate", "flip_rate", "ba", "ba_lo", "ba_hi")})
+    return TableResult(frame, values, index=("finding",),
+                       metrics={"yes_rate": "yes_rate", "flip_rate": "flip_rate", "ba": "balanced_accuracy",
+                                "ba_lo": "balanced_accuracy", "ba_hi": "balanced_accuracy",
+                                "n_trials": "count", "n_positive": "count"},
+                       labels={"finding": "question", "n_trials": "trials", "n_positive": "positive originals",
+                               "yes_rate": "yes rate", "flip_rate": "flip rate", "ba": "balanced accuracy",
+                               "ba_lo": f"BA {level:.0%} lo", "ba_hi": f"BA {level:.0%} hi"},
+                       caption="Report absent, per question: how far the image-only answer follows the original "
+                               "image")
 
 
 def lens_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int, tv: float = 0.05) -> TableResult:

@@ -24,7 +24,7 @@ from ..vocab import COMPOSITE
 from ..stats import bootstrap_rates
 from .result import TableResult
 
-__all__ = ["ARMS", "text_control_table", "reader_checks", "rerun_table", "PAPER_KEYS", "AUDIT_PREFIXES", "ARM_LABELS"]
+__all__ = ["ARMS", "text_control_table", "reader_checks", "rerun_table", "anchoring_branches", "PAPER_KEYS", "AUDIT_PREFIXES", "ARM_LABELS"]
 
 ARMS = ("full", "absent", *[c for c in TEXT_CONTROLS if c != "none"])
 """Arm keys: ``full`` (text_control none), ``absent`` (no report) and one per control."""
@@ -158,6 +158,57 @@ def reader_checks(arms: Mapping[str, pd.DataFrame]) -> TableResult:
     return TableResult(frame, values, labels={"check": "check", "value": "value", "expected": "expected",
                                               "passed": "passed", "trials": "trials"},
                        caption="ref-report-reader under the text controls: planted behaviour and verdict")
+
+
+def anchoring_branches(arms: Mapping[str, pd.DataFrame], absent: pd.DataFrame, *, w: float) -> TableResult:
+    """Where ``ref-anchored@w``'s flips come from under each report condition (a reference-model account).
+
+    ``ref-anchored@w`` follows the report on the (text, question) pairs whose gate
+    (:meth:`shovir_core.models.reference.Anchored.gate` of the stored ``report_sha256`` and the finding) is
+    below ``w`` and the image otherwise, whatever the text says: a text that no longer names the finding
+    anchors the answer as much as one that does. So in every report-present arm the flips are exactly the
+    report-absent flips of the trials on the image branch, and an arm's flip rate is its realised
+    image-branch share times the report-absent flip rate on those trials. Trials sharing a byte-identical
+    text share one gate draw, so an arm whose rewrite makes many texts identical (removing the finding's
+    sentences from template reports) can land far from the share ``1 - w``.
+
+    ``arms`` maps arm keys (:data:`ARMS` without ``absent``) to report-present trials; ``absent`` is the
+    report-absent arm on the same trials. One row per arm: ``n_trials``, ``n_texts`` (distinct texts),
+    ``image_share`` (share of trials on the image branch), ``flips``, ``absent_flips_image`` (report-absent
+    flips of the image-branch trials), ``absent_rate_image`` (their report-absent flip rate) and
+    ``identity`` (flips equal the report-absent flips on the image branch, trial by trial; it fails for a
+    model whose answer moves with the image on its report branch). Values (``tc.branch.`` keys):
+    ``<arm>.<column>`` and ``all_hold``.
+    """
+    from ..models.reference import Anchored
+
+    rows, values = [], {}
+    for arm, t in arms.items():
+        if arm == "absent":
+            raise ValueError("anchoring_branches: pass the report-absent arm as absent=, not in arms")
+        p, a = paired_trials({arm: t, "absent": absent}).values()
+        image = np.array([Anchored.gate(h, f) >= w for h, f in zip(p["report_sha256"], p["finding"])], dtype=bool)
+        flip = (p["readout_c"] != p["readout_d"]).to_numpy()
+        flip_a = (a["readout_c"] != a["readout_d"]).to_numpy()
+        row = {"arm": ARM_LABELS.get(arm, arm), "n_trials": int(len(p)),
+               "n_texts": int(p["report_sha256"].nunique()), "image_share": float(image.mean()),
+               "flips": int(flip.sum()), "absent_flips_image": int(flip_a[image].sum()),
+               "absent_rate_image": float(flip_a[image].mean()) if image.any() else float("nan"),
+               "identity": bool(len(p) > 0 and (flip == (image & flip_a)).all())}
+        rows.append(row)
+        values.update({f"tc.branch.{arm}.{k}": v for k, v in row.items() if k != "arm"})
+    frame = pd.DataFrame(rows)
+    values["tc.branch.all_hold"] = bool(len(frame) and frame["identity"].all())
+    return TableResult(frame, values, index=("arm",),
+                       metrics={"image_share": "share", "absent_rate_image": "flip_rate",
+                                **{c: "count" for c in ("n_trials", "n_texts", "flips", "absent_flips_image")}},
+                       labels={"arm": "report condition", "n_trials": "trials", "n_texts": "distinct texts",
+                               "image_share": "share on the image branch", "flips": "flips",
+                               "absent_flips_image": "report-absent flips of the image-branch trials",
+                               "absent_rate_image": "report-absent flip rate of the image-branch trials",
+                               "identity": "flips = report-absent flips on the image branch"},
+                       caption=f"ref-anchored@{w:g} under the text controls: the trials its gate sends to the image, "
+                               "and the flips they carry")
 
 
 def rerun_table(original: pd.DataFrame, rerun: pd.DataFrame, *, n_draws: int, seed: int) -> TableResult:

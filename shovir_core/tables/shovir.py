@@ -45,7 +45,7 @@ __all__ = [
     "trials_of", "image_level", "table1", "per_class", "mu_f1_curves",
     "shortcut_items", "shortcut_metrics", "per_class_across_models", "occluded_area", "MIN_FR_ITEMS",
     "attack_sensitivity", "target_class_intervals",
-    "reference_checks", "external_metric_status",
+    "reference_checks", "external_metric_status", "doco_status", "DOCO_VALIDATION_ITEMS",
     "TABLE1_METRICS", "UNCERTAIN", "pipeline_check", "bleu_breakdown", "run_counts", "doco_counts", "key_part", "text_convention",
 ]
 
@@ -517,6 +517,52 @@ def reference_checks(trials: pd.DataFrame, *, p: float = 1.0, min_items: int = M
                        labels={"check": "expected behaviour", "n": "n (fewest eligible items)"},
                        caption=f"The reference models' planted behaviour at p = {p:g}; a flip rate decides a check "
                                f"only over at least {min_items} eligible items.")
+
+
+DOCO_VALIDATION_ITEMS = 30
+"""Fewest eligible DOCO items (target positive and called under RO) on which this project calls the
+context-shortcut model's DOCO behaviour validated; below it the book says DOCO is unvalidated."""
+
+
+def doco_status(trials: pd.DataFrame, *, model: str = "ref-context-shortcut", p: float = 1.0,
+                min_items: int = DOCO_VALIDATION_ITEMS) -> TableResult:
+    """What a DOCO validation can rest on in these trials, and whether it holds.
+
+    DOCO (ShoViR §3.2) occludes the co-finding boxes of an item, so only items whose image carries boxes
+    of another evaluated class can enter it, and of those only the ones the IoU rule keeps. Counted on
+    ``model``'s disease-level trials at ``p``: ``n_images`` (images with an item), ``n_multi_images``
+    (images with items of two or more classes) and ``n_multi_items`` (their items: the items with a
+    co-finding box before the IoU rule), ``n_doco_items`` and ``n_doco_images`` (items the IoU rule keeps,
+    i.e. DOCO's trials, and their images), ``n_eligible`` (DOCO items with the target positive and called
+    under RO: what FR(DOCO) rests on) and ``min_items``. ``validated`` is ``n_eligible >= min_items`` with
+    as many eligible OCO items; then ``holds`` is the planted behaviour FR(DOCO) > FR(OCO) (both against RO
+    at ``p``); otherwise ``holds`` is ``None``: DOCO is not validated. Values: ``doco.<name>``.
+    """
+    dis = trials[(trials["level"] == "disease") & (trials["model"] == model) & np.isclose(trials["p"], p)]
+    items = dis.loc[dis["condition"] == _OCO, ["image_id", "target"]].drop_duplicates()
+    per_image = items.groupby("image_id")["target"].nunique()
+    multi = per_image[per_image >= 2]
+    doco = dis.loc[dis["condition"] == _DOCO, ["image_id", "target"]].drop_duplicates()
+    fr_doco, n_doco = _fr(shortcut_items(trials, model=model, arm=_DOCO, p=p)) if len(doco) else (float("nan"), 0)
+    fr_oco, n_oco = _fr(shortcut_items(trials, model=model, arm=_OCO, p=p)) if len(items) else (float("nan"), 0)
+    validated = bool(n_doco >= min_items and n_oco >= min_items)
+    values = {"n_images": int(per_image.size), "n_multi_images": int(multi.size), "n_multi_items": int(multi.sum()),
+              "n_doco_items": int(len(doco)), "n_doco_images": int(doco["image_id"].nunique()),
+              "n_eligible": int(n_doco), "min_items": int(min_items)}
+    labels = {"n_images": "images with an evaluated item",
+              "n_multi_images": "images with boxes of two or more evaluated classes",
+              "n_multi_items": "their items (a co-finding box before the IoU rule)",
+              "n_doco_items": "DOCO items (kept by the IoU rule)", "n_doco_images": "images of the DOCO items",
+              "n_eligible": f"DOCO items eligible for {model}'s flip rate (positive, called under RO)",
+              "min_items": "eligible items a DOCO validation needs"}
+    frame = pd.DataFrame({"quantity": [labels[k] for k in values], "value": list(values.values())})
+    values = {f"doco.{k}": v for k, v in values.items()}
+    values.update({"doco.validated": validated, "doco.fr_doco": fr_doco, "doco.fr_oco": fr_oco,
+                   "doco.holds": bool(fr_doco > fr_oco) if validated else None})
+    return TableResult(frame, values, metrics={"value": "count"}, index=("quantity",),
+                       labels={"quantity": "quantity", "value": "count"},
+                       caption=f"What a DOCO validation of {model} can rest on at p = {p:g}: items, co-finding "
+                               f"boxes and eligible items")
 
 
 def per_class_across_models(per_class_table, *, p: float = 1.0, exclude_models: Sequence[str] = ()) -> TableResult:
