@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from shovir_core import book
+from shovir_core.metrics.arms import answers
 from shovir_core.tables import modalens_ablation as ab
 from shovir_core.book.paper_section import paper_section
 
@@ -66,7 +67,7 @@ book.glue_values("ml.abl", {"n_draws_primary": n_draws_primary, "n_draws": n_dra
 
 # %% tags=["nbval-check-output"]
 t20 = ab.modality_ablation(cells, n_draws=n_draws, seed=bootstrap_seed).with_runs(primary_runs)
-book.show(t20.display().drop(columns="key").set_index("cell"), runs=primary_runs)
+book.show(t20.drop(["key"]), runs=primary_runs)
 
 # %%
 v20 = t20.values
@@ -79,7 +80,7 @@ assert v20["t20.n_trials"] == 14 * int(trials["full"]["case_id"].nunique())
 assert v20["t20.n_macro_findings"] + v20["t20.n_ba_undefined"] == v20["t20.n_findings"]
 # question only sees no case input: where it answers every finding the same way throughout, its
 # balanced accuracy is exactly 0.5 on each finding with both classes, so the macro average is 0.5
-q_yes = pd.Series(ab.answers(trials["q"], "lowercase")[0]).groupby(trials["q"]["finding"].to_numpy()).nunique()
+q_yes = pd.Series(answers(trials["q"], "lowercase")[0]).groupby(trials["q"]["finding"].to_numpy()).nunique()
 if (q_yes == 1).all():
     assert np.isclose(v20["t20.macro.q"], 0.5) and np.isclose(v20["t20.macro.q_lo"], 0.5), \
         "a constant responder has balanced accuracy 0.5 wherever it is defined"
@@ -105,7 +106,7 @@ book.glue_values("ml.abl", v20, runs=primary_runs)
 
 # %% tags=["nbval-check-output"]
 t15 = ab.modality_ablation(cells, n_draws=n_draws, seed=bootstrap_seed, design="f13", key="t15").with_runs(primary_runs)
-book.show(t15.display().drop(columns="key").set_index("cell"), runs=primary_runs)
+book.show(t15.drop(["key"]), runs=primary_runs)
 
 # %%
 v15 = t15.values
@@ -120,7 +121,7 @@ book.glue_values("ml.abl", v15, runs=primary_runs)
 
 # %% tags=["nbval-check-output"]
 t23 = ab.one_question_ablation(cells, n_draws=n_draws_primary, seed=bootstrap_seed).with_runs(primary_runs)
-book.show(t23.display().drop(columns="key").set_index("cell"), runs=primary_runs)
+book.show(t23.drop(["key"]), runs=primary_runs)
 
 # %%
 v23 = t23.values
@@ -148,11 +149,10 @@ book.glue_values("ml.abl", v23, runs=primary_runs)
 # %% tags=["nbval-check-output"]
 instructed_runs = {**primary_runs, "P_instr": runs["P_instr"], "A_instr": runs["A_instr"]}
 pf = ab.per_finding_table(cells, instructed={"P": trials["P_instr"], "A": trials["A_instr"]}).with_runs(instructed_runs)
-shown = pf.display().set_index("finding")
-book.show(shown.iloc[:, :14], runs=instructed_runs)
+book.show(pf.select(ab.AGREEMENT_COLUMNS), runs=instructed_runs)
 
 # %% tags=["nbval-check-output"]
-book.show(shown.iloc[:, 14:], runs=instructed_runs)
+book.show(pf.drop(ab.AGREEMENT_COLUMNS), runs=instructed_runs)
 
 # %%
 f = pf.frame

@@ -121,7 +121,7 @@ book.glue_values("ml.b", vd, runs=primary_runs)
 one_q = {"present": mt.design_subset(trials["P"], "one_q"), "absent": mt.design_subset(trials["A"], "one_q")}
 rows = mb.regression_rows(one_q, distances)
 byq = mb.fr_by_quartile(rows, n_draws=n_draws, seed=bootstrap_seed).with_runs(primary_runs)
-book.show(byq.display().set_index(["report", "distance quartile"]), runs=primary_runs)
+book.show(byq, runs=primary_runs)
 
 # %%
 vq = byq.values
@@ -148,7 +148,7 @@ book.glue_values("ml.b", vq, runs=primary_runs)
 
 # %% tags=["nbval-check-output"]
 reg = mb.flip_regression(rows, n_draws=n_draws, seed=bootstrap_seed).with_runs(primary_runs)
-book.show(reg.display().drop(columns="key").set_index("term"), runs=primary_runs)
+book.show(reg.drop(["key"]), runs=primary_runs)
 
 # %%
 vr = reg.values
@@ -187,7 +187,7 @@ planted_rows = mb.regression_rows({"present": trials["planted_P"], "absent": tri
                                   mb.pair_distances(trials["planted_distance"]))
 planted_reg = mb.flip_regression(planted_rows, n_draws=n_draws, seed=bootstrap_seed).with_runs(planted_runs)
 planted = mb.planted_check(planted_rows, trials["planted_distance"], planted_reg).with_runs(planted_runs)
-book.show(planted.display().drop(columns="key").set_index("term"), runs=planted_runs)
+book.show(planted.drop(["key"]), runs=planted_runs)
 
 # %%
 vp = planted.values

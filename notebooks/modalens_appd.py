@@ -83,7 +83,7 @@ book.glue_paper("ml.d.paper.multi_study_patients", "design.patients - design.sin
 
 # %% tags=["nbval-check-output"]
 t11 = appd.chronology_table(trials["P"], trials["A"], n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(t11.display().set_index("pairs"), runs=runs)
+book.show(t11, runs=runs)
 
 # %%
 v11 = t11.values
@@ -112,7 +112,7 @@ book.glue_values("ml.d", v11, runs=runs)
 
 # %% tags=["nbval-check-output"]
 tf = appd.framing_table(framed, uninstructed=trials["P"], n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(tf.display().set_index(["readout", "arm"]), runs=runs)
+book.show(tf, runs=runs)
 
 # %%
 vf = tf.values
@@ -197,7 +197,7 @@ else:  # no reference-model arms in this profile: the validation is not run here
 
 # %% tags=["nbval-check-output"]
 ts = appd.framing_sides(framed, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(ts.display().set_index(["arm", "quantity"]), runs=runs)
+book.show(ts, runs=runs)
 
 # %%
 vs = ts.values
@@ -229,7 +229,7 @@ book.glue_values("ml.d", vs, runs=runs)
 
 # %% tags=["nbval-check-output"]
 tst = appd.framing_strata(trials["P_hist"], n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(tst.display().set_index("readout"), runs=runs)
+book.show(tst, runs=runs)
 
 # %%
 vst = tst.values

@@ -69,7 +69,7 @@ book.glue_paper("mlf.paper.llava_A", "f.llava.A")
 # %% tags=["nbval-check-output"]
 t14 = tf.lineage_table({m: {"P": trials[p], "A": trials[a]} for m, (p, a) in lineage.items()},
                        n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(t14.display().set_index(["model", "readout"]), runs=runs)
+book.show(t14, runs=runs)
 
 # %%
 v14 = t14.values
@@ -118,7 +118,7 @@ six_range = ml.six_range(spec6["dataset"])   # the one definition (Table 1 uses 
 six = spec6.get("six_findings") or mt.six_findings(trials[first_p], lo=six_range[0], hi=six_range[1])
 t13 = tf.six_questions_table({m: {"P": trials[p], "A": trials[a]} for m, (p, a) in six_models.items()},
                              six=six, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(t13.display().set_index("model"), runs=runs)
+book.show(t13, runs=runs)
 
 # %%
 v13 = t13.values
@@ -144,7 +144,7 @@ book.glue_values("mlf", {"six_lo": six_range[0], "six_hi": six_range[1]}, runs=r
 # %% tags=["nbval-check-output"]
 row = tf.model_row(trials["second_P"], trials["P"], model=second_model, n_draws=n_draws,
                    seed=bootstrap_seed).with_runs(runs)
-book.show(row.display(), runs=runs)
+book.show(row, runs=runs)
 
 # %%
 vr = row.values
@@ -164,7 +164,7 @@ book.glue_values("mlf.t4.second", {k.removeprefix(f"t4.{second_model}."): v for 
 # %% tags=["nbval-check-output"]
 second = tf.second_model_table(trials["second_P"], trials["second_A"], model=second_model, n_draws=n_draws,
                                seed=bootstrap_seed).with_runs(runs)
-book.show(second.display().set_index(["model", "design"]), runs=runs)
+book.show(second, runs=runs)
 
 # %%
 vs = second.values
@@ -188,7 +188,7 @@ book.glue_values("mlf.second", {k.removeprefix(f"f.{second_model}."): v for k, v
 
 # %% tags=["nbval-check-output"]
 plain = tf.uninstructed_table(trials[uninstructed[1]], trials[uninstructed[2]], model=uninstructed[0]).with_runs(runs)
-book.show(plain.display().set_index(["model", "arm"]), runs=runs)
+book.show(plain, runs=runs)
 
 # %%
 vp = plain.values

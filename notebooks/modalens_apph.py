@@ -45,16 +45,15 @@ import numpy as np
 
 from shovir_core import book
 from shovir_core.book.paper_section import paper_section
-from shovir_core.metrics.prompt_variants import variant_changes
+from shovir_core.book.variant_chapter import variant_chapter
+from shovir_core.metrics.prompt_variants import variant_changes_by_arm
 from shovir_core.tables import modalens_apph as apph
 
-runs = book.load_runs("modalens_apph", profile=profile, run_ids=run_ids)
-trials = {key: run.trials for key, run in runs.items()}
-oneq = {k: trials[k] for k in apph.ARMS}
-all14 = {k: trials[f"all14_{k}"] for k in apph.ARMS}
-blind = {k: trials[f"blind_{k}"] for k in apph.ARMS} if reference_validation else {}
-tiny = {k: trials[f"tiny_{k}"] for k in apph.ARMS if f"tiny_{k}" in trials}
-book.glue("ml.h.n_draws", n_draws, runs=runs)
+chapter = variant_chapter("modalens_apph", namespace="ml.h", profile=profile, run_ids=run_ids, n_draws=n_draws,
+                          reference_validation=reference_validation)
+runs, trials = chapter.runs, chapter.trials
+oneq, all14, blind = chapter.arms(apph.ARMS), chapter.arms(apph.ARMS, prefix="all14_"), chapter.blind(apph.ARMS)
+tiny = chapter.arms(apph.ARMS, prefix="tiny_", optional=True)
 book.glue("ml.h.n_draws_primary", n_draws_primary, runs=runs)
 for k, i in (("still_apart_if", "n1.still_apart_if"), ("flips_if", "n1.still_apart_flips_if"),
              ("still_apart_tf", "n1.still_apart_tf"), ("flips_tf", "n1.still_apart_flips_tf"),
@@ -69,7 +68,7 @@ for k, i in (("still_apart_if", "n1.still_apart_if"), ("flips_if", "n1.still_apa
 
 # %% tags=["nbval-check-output"]
 h1 = apph.order_counts(oneq, n_draws=n_draws, seed=bootstrap_seed, key="h.oneq").with_runs(runs)
-book.show(h1.display().set_index("arm"), runs=runs)
+book.show(h1, runs=runs)
 
 # %%
 v1 = h1.values
@@ -87,9 +86,9 @@ book.glue_values("ml", v1, runs=runs)
 
 # %% tags=["nbval-check-output"]
 h14 = apph.order_counts(all14, n_draws=n_draws_primary, seed=bootstrap_seed, key="h.all14").with_runs(runs)
-book.show(h14.display().set_index("arm"), runs=runs)
+book.show(h14, runs=runs)
 pf = apph.per_finding_order_effects(all14["A"], all14["A_tf"], n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(pf.display().set_index("question"), runs=runs)
+book.show(pf, runs=runs)
 
 # %%
 v14, vpf = h14.values, pf.values
@@ -112,11 +111,9 @@ book.glue_values("ml", {**v14, **vpf}, runs=runs)
 
 # %%
 if reference_validation:
-    for name, group in (("ref-anchored@0.5 one-question", oneq), ("ref-anchored@0.5 all-14", all14),
-                        ("ref-blind-prior", blind)):
-        for report in ("P", "A"):
-            moved = variant_changes(group[report], group[f"{report}_tf"])
-            assert not moved, f"{name}, report {report}: text first moves {moved}"
+    moved = variant_changes_by_arm({"ref-anchored@0.5 one-question": oneq, "ref-anchored@0.5 all-14": all14,
+                                    "ref-blind-prior": blind}, variant="tf")
+    assert not moved, f"text first moves {moved}"
     for v, key in ((v1, "h.oneq"), (v14, "h.all14")):
         assert v[f"{key}.P.tf_minus_if.diff_pp"] == v[f"{key}.A.tf_minus_if.diff_pp"] == 0.0
         assert v[f"{key}.order_x_report.interaction_pp"] == 0.0
@@ -135,7 +132,7 @@ else:  # the primary model is not a reference model: its planted checks do not a
 # %% tags=["nbval-check-output"]
 if len(tiny) == 4:
     ht = apph.order_counts(tiny, n_draws=200, seed=bootstrap_seed, key="h.tiny").with_runs(runs)
-    book.show(ht.display().set_index("arm"), runs=runs)
+    book.show(ht, runs=runs)
     changed = (tiny["P"].set_index("trial_id")["input_hash_c"]
                != tiny["P_tf"].set_index("trial_id").loc[tiny["P"]["trial_id"], "input_hash_c"]).mean()
     assert changed == 1.0, "text first is a different model input for every trial"

@@ -42,15 +42,15 @@ import numpy as np
 
 from shovir_core import book
 from shovir_core.book.paper_section import paper_section
-from shovir_core.metrics.prompt_variants import variant_changes
+from shovir_core.book.variant_chapter import variant_chapter
+from shovir_core.metrics.prompt_variants import variant_changes_by_arm
 from shovir_core.protocols import modalens as ml
 from shovir_core.tables import modalens_appl as appl
 
-runs = book.load_runs("modalens_appl", profile=profile, run_ids=run_ids)
-trials = {key: run.trials for key, run in runs.items()}
-arms = {k: trials[k] for k in appl.ARMS}
-blind = {k: trials[f"blind_{k}"] for k in appl.ARMS} if reference_validation else {}
-book.glue("ml.l.n_draws", n_draws, runs=runs)
+chapter = variant_chapter("modalens_appl", namespace="ml.l", profile=profile, run_ids=run_ids, n_draws=n_draws,
+                          reference_validation=reference_validation)
+runs, trials = chapter.runs, chapter.trials
+arms, blind = chapter.arms(appl.ARMS), chapter.blind(appl.ARMS)
 book.glue("ml.l.template.default", ml.TEMPLATES["default"]["finding"], runs=runs)
 book.glue("ml.l.template.alt", ml.TEMPLATES["alt"]["finding"], runs=runs)
 
@@ -62,7 +62,7 @@ book.glue("ml.l.template.alt", ml.TEMPLATES["alt"]["finding"], runs=runs)
 
 # %% tags=["nbval-check-output"]
 tl = appl.template_table(arms, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(tl.display().set_index(["template", "report"]), runs=runs)
+book.show(tl, runs=runs)
 
 # %%
 v = tl.values
@@ -90,7 +90,7 @@ book.glue_values("ml", v, runs=runs)
 
 # %% tags=["nbval-check-output"]
 ta = appl.template_accuracy(arms, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(ta.display().set_index("arm"), runs=runs)
+book.show(ta, runs=runs)
 
 # %%
 va = ta.values
@@ -112,10 +112,8 @@ book.glue_values("ml", va, runs=runs)
 
 # %%
 if reference_validation:
-    for name, group in (("ref-anchored@0.5", arms), ("ref-blind-prior", blind)):
-        for report in ("P", "A"):
-            moved = variant_changes(group[report], group[f"{report}_alt"], same_trials=True)
-            assert not moved, f"{name}, report {report}: the second template moves {moved}"
+    moved = variant_changes_by_arm({"ref-anchored@0.5": arms, "ref-blind-prior": blind}, variant="alt", same_trials=True)
+    assert not moved, f"the second template moves {moved}"
     assert v["l.template_x_report.interaction_pp"] == 0.0
     assert v["l.template_x_report.interaction_pp_lo"] <= 0.0 <= v["l.template_x_report.interaction_pp_hi"]
     tb = appl.template_table(blind, n_draws=200, seed=bootstrap_seed)

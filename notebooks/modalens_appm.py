@@ -43,16 +43,16 @@ import numpy as np
 
 from shovir_core import book
 from shovir_core.book.paper_section import paper_section
-from shovir_core.metrics.prompt_variants import variant_changes
+from shovir_core.book.variant_chapter import variant_chapter
+from shovir_core.metrics.prompt_variants import variant_changes_by_arm
 from shovir_core.models.prompts import INSTRUCTIONS
 from shovir_core.models.reference import PRIOR_CALL
 from shovir_core.tables import modalens_appm as appm
 
-runs = book.load_runs("modalens_appm", profile=profile, run_ids=run_ids)
-trials = {key: run.trials for key, run in runs.items()}
-order_arms = {k: trials[k] for k in appm.ORDER_ARMS}
-unc_arms = {k: trials[k] for k in appm.UNCERTAIN_ARMS}
-book.glue("ml.m.n_draws", n_draws, runs=runs)
+chapter = variant_chapter("modalens_appm", namespace="ml.m", profile=profile, run_ids=run_ids, n_draws=n_draws,
+                          reference_validation=reference_validation)
+runs, trials = chapter.runs, chapter.trials
+order_arms, unc_arms = chapter.arms(appm.ORDER_ARMS), chapter.arms(appm.UNCERTAIN_ARMS)
 for name in ("yes_no", "no_yes", "yes_no_uncertain"):
     book.glue(f"ml.m.instruction.{name}", INSTRUCTIONS[name], runs=runs)
 book.glue("ml.m.answer_tokens", runs["P_unc"].manifest["spec"]["answer_tokens"], runs=runs["P_unc"])
@@ -71,7 +71,7 @@ book.glue_values("ml", {"m.abstain_band.lo": appm.ABSTAIN_BAND[0], "m.abstain_ba
 
 # %% tags=["nbval-check-output"]
 to = appm.option_order_table(order_arms, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(to.display().set_index(["readout", "option order", "report"]), runs=runs)
+book.show(to, runs=runs)
 
 # %%
 v = to.values
@@ -84,7 +84,7 @@ book.glue_values("ml", v, runs=runs)
 
 # %% tags=["nbval-check-output"]
 tsh = appm.option_order_shifts(order_arms).with_runs(runs)
-book.show(tsh.display().set_index(["report", "readout", "image"]), runs=runs)
+book.show(tsh, runs=runs)
 
 # %%
 vsh = tsh.values
@@ -140,13 +140,10 @@ book.glue_values("ml", vu, runs=runs)
 
 # %%
 if reference_validation:
-    blind_order = {k: trials[f"blind_{k}"] for k in appm.ORDER_ARMS}
-    blind_unc = {k: trials[f"blind_{k}"] for k in appm.UNCERTAIN_ARMS}
-    for name, group in (("ref-anchored@0.5", order_arms), ("ref-blind-prior", blind_order)):
-        for report in ("P", "A"):
-            moved = variant_changes(group[report], group[f"{report}_rev"], margins=(),
-                                    columns=("readout_c", "readout_d", "answer_c", "answer_d"))
-            assert not moved, f"{name}, report {report}: the reversed order moves {moved}"
+    blind_order, blind_unc = chapter.blind(appm.ORDER_ARMS), chapter.blind(appm.UNCERTAIN_ARMS)
+    moved = variant_changes_by_arm({"ref-anchored@0.5": order_arms, "ref-blind-prior": blind_order}, variant="rev",
+                                   margins=(), columns=("readout_c", "readout_d", "answer_c", "answer_d"))
+    assert not moved, f"the reversed order moves {moved}"
     assert v["m.order.lowercase.order_x_report.interaction_pp"] == 0.0
     assert vsh["m.shift.changed_max"] == 0.0, "the reversal changes no reference-model answer"
     tb = appm.option_order_table(blind_order, n_draws=200, seed=bootstrap_seed)

@@ -73,7 +73,7 @@ for key, paper_id in (("n_layers", "setup.layers"), ("excursion_layer", "n1.excu
 
 # %% tags=["nbval-check-output"]
 facts = an.planted_facts(trials["lens_P"], trials["lens_A"], n_draws=n_draws, seed=bootstrap_seed)
-book.show(facts.display(), runs=runs)
+book.show(facts, runs=runs)
 
 # %%
 fv = facts.values
@@ -151,7 +151,7 @@ if model == "ref-vlm":  # the paragraph above: a per-question account of the ref
 lens = an.lens_table({"present": trials["lens_P"], "absent": trials["lens_A"]}, n_draws=n_draws, seed=bootstrap_seed,
                      tv=still_apart_tv)
 book.glue("mln.lens.tv", float(still_apart_tv), runs=runs)
-book.show(lens.display().set_index(["report", "layer (0 = embeddings)"]), runs=runs)
+book.show(lens, runs=runs)
 
 # %%
 lv = lens.values
@@ -412,7 +412,7 @@ book.show(fig, runs=runs, name="ml-appn-knockout",
 # %% tags=["nbval-check-output"]
 overlap = an.knockout_overlap(arms, [("report_all", "report_answer"), ("report_all", "question"),
                                      ("report_all", "image_matched")], n_perm=n_perm, seed=bootstrap_seed)
-book.show(overlap.display().set_index(["arms", "start layer"]), runs=runs, name="ml-appn-overlap")
+book.show(overlap, runs=runs, name="ml-appn-overlap")
 
 # %%
 ov = overlap.values

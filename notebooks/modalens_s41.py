@@ -61,7 +61,7 @@ book.glue("ml.s41.seed.seeds", ", ".join(str(r.manifest["spec"]["substitute_seed
 # %% tags=["nbval-check-output"]
 td = s41.design_comparison({k: trials[k] for k in ("P", "A", "P_instr", "A_instr")}, n_draws=n_draws,
                            n_draws_primary=n_draws_primary, seed=bootstrap_seed).with_runs(runs)
-book.show(td.display().set_index(["design", "readout"]), runs=runs)
+book.show(td, runs=runs)
 
 # %%
 vd = td.values
@@ -86,7 +86,7 @@ book.glue_values("ml", vd, runs=runs)
 # %% tags=["nbval-check-output"]
 seeds = {s: (trials[f"P_seed{s}"], trials[f"A_seed{s}"]) for s in (0, 1, 2)}
 tsd = s41.seed_table(seeds, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(tsd.display().set_index("substitute seed"), runs=runs)
+book.show(tsd, runs=runs)
 
 # %%
 vs = tsd.values

@@ -66,7 +66,7 @@ book.glue("ml.tc.n_draws", n_draws, runs=runs)
 
 # %% tags=["nbval-check-output"]
 t18 = tct.text_control_table(primary, n_draws=n_draws, seed=bootstrap_seed).with_runs(runs)
-book.show(t18.display().set_index("report condition"), runs=runs)
+book.show(t18, runs=runs)
 
 # %%
 v = t18.values

@@ -30,8 +30,6 @@ run_ids = None
 shards = None
 
 # %%
-import pandas as pd
-
 from shovir_core import book
 from shovir_core.tables import reproduction
 
@@ -89,8 +87,7 @@ book.show(status, runs=runs, name="repro-status", what="data: the catalogue shov
 # --profile PROFILE` shows each shard's progress.
 
 # %%
-with pd.option_context("display.max_rows", None, "display.max_colwidth", None):
-    book.show(result.display(), runs=runs)
+book.show(result, runs=runs)
 
 # %% [markdown]
 # ## Records read

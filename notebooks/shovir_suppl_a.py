@@ -57,7 +57,7 @@ maps = sup.label_maps(run)
 # ## The funnel
 
 # %% tags=["nbval-check-output"]
-book.show(funnel.display(), runs=runs)
+book.show(funnel, runs=runs)
 
 # %% [markdown]
 # ## Per-class evaluation subsets
@@ -66,7 +66,7 @@ book.show(funnel.display(), runs=runs)
 # classes below the profile's `min_count` are dropped.
 
 # %% tags=["nbval-check-output"]
-book.show(classes.display().set_index("class"), runs=runs)
+book.show(classes, runs=runs)
 
 # %% [markdown]
 # ## Image labels against box classes
@@ -78,7 +78,7 @@ book.show(classes.display().set_index("class"), runs=runs)
 # count fn; the F1 is therefore given over every class and over the classes that have boxes.
 
 # %% tags=["nbval-check-output"]
-book.show(consistency.display().set_index("class"), runs=runs)
+book.show(consistency, runs=runs)
 
 # %% [markdown]
 # Pooled over every class the labels and the box classes agree with F1 {glue:text}`sa.consistency.f1:.3f`;
@@ -93,7 +93,7 @@ book.show(consistency.display().set_index("class"), runs=runs)
 # The sample's image ids stay in the record (`validation.ids`); the page shows counts only.
 
 # %% tags=["nbval-check-output"]
-book.show(validation.display().set_index("class"), runs=runs)
+book.show(validation, runs=runs)
 lookup = pd.DataFrame({
     "source": ["NIH ChestX-ray14", "PadChest"],
     "labels in the lookup": [maps.values["nih.labels"], maps.values["padchest.labels"]],

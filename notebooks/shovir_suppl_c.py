@@ -50,7 +50,7 @@ cost = sup.compute_cost(cost_runs)
 # ## §C.3 Prompt sensitivity
 
 # %% tags=["nbval-check-output"]
-book.show(prompts.display().drop(columns=["prompt_text"]).set_index(["model", "prompt"]).round(3), runs=runs)
+book.show(prompts.drop(["prompt_text"]), runs=runs)
 
 # %% [markdown]
 # ## Table S6: compute cost

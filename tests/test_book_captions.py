@@ -74,18 +74,29 @@ def test_a_constant_verdict_becomes_a_note():
     assert "Verdict on every row" not in md
 
 
-def test_a_displayed_table_keeps_its_caption_and_its_csv_holds_numbers(outdir, monkeypatch):
+def test_a_shown_table_keeps_its_caption_and_its_csv_holds_numbers(outdir, monkeypatch):
     from shovir_core import book
 
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
-    t = TableResult(pd.DataFrame({"arm": ["a", "b"], "flip_rate": [0.0572, 0.1]}), metrics={"flip_rate": "flip_rate"},
-                    caption="Flip rates by arm.")
-    book.show(t.display(), runs=[_Run("demo", "m")])
+    t = TableResult(pd.DataFrame({"arm": ["a", "b"], "flip_rate": [0.0572, 0.1], "key": ["x", "y"]}),
+                    metrics={"flip_rate": "flip_rate"}, index=("arm",), caption="Flip rates by arm.")
+    book.show(t.drop(["key"]), runs=[_Run("demo", "m")])
     (table,) = shown
     assert table.plain.startswith("Flip rates by arm. [demo: NIH boxes, m]")
+    assert "5.72%" in table.markdown and "key" not in table.plain
     csv = pd.read_csv(table.csv_path)
     assert csv["flip_rate"].tolist() == [0.0572, 0.1], "the CSV holds numbers, not '5.72%'"
-    both = pd.concat([t.display(), t.display()])
-    book.show(both, runs=[_Run("demo", "m")])
-    assert len(pd.read_csv(shown[-1].csv_path)) == 4, "a frame changed after display() writes what it shows"
+
+
+def test_show_refuses_the_formatted_text_of_display(outdir, monkeypatch):
+    """CONTRIBUTING.md: book.show gets the TableResult, never .display() (nor a frame derived from it)."""
+    from shovir_core import book
+
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: None)
+    t = TableResult(pd.DataFrame({"arm": ["a", "b"], "flip_rate": [0.0572, 0.1]}), metrics={"flip_rate": "flip_rate"},
+                    caption="Flip rates by arm.")
+    for formatted in (t.display(), t.display().set_index("arm"), pd.concat([t.display(), t.display()])):
+        with pytest.raises(TypeError, match="pass the TableResult itself"):
+            book.show(formatted, runs=[_Run("demo", "m")])
+    book.show(t.frame, runs=[_Run("demo", "m")], caption="A plain frame of numbers is still shown.")

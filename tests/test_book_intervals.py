@@ -57,8 +57,7 @@ def test_equal_estimates_of_other_records_or_zero_effects_are_not_one_estimate(t
 def test_the_primary_comparison_and_the_arm_rows_give_one_interval():
     """The two code paths that bootstrapped A − P (Table 2's ``compare_arms`` and the appendices'
     ``flip_rate_rows``) are one: the same arms and draws give the same interval to the last bit."""
-    from shovir_core.tables.modalens import compare_arms
-    from shovir_core.tables.modalens_arms import flip_rate_rows
+    from shovir_core.metrics.arms import compare_arms, flip_rate_rows
 
     rng = np.random.default_rng(3)
     n = 300

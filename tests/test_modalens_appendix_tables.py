@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from shovir_core.metrics import arms as ma
 from shovir_core.protocols import resolve, run
 from shovir_core.tables import modalens as mt
 from shovir_core.tables import modalens_ablation as ab
@@ -60,14 +61,14 @@ def test_transitions_and_composite(anchored):
     c = g.composite_excluded(P, A, n_draws=50, seed=0).values
     assert c["t15.f13.n_trials"] == 13 * 6 and c["t15.composite.n_trials"] == 6
     assert c["t15.f13.n_label_changed"] + c["t15.composite.n_label_changed"] == c["t15.all14.n_label_changed"]
-    ref = mt.compare_arms(A, P, n_draws=50, seed=0)
+    ref = ma.compare_arms(A, P, n_draws=50, seed=0)
     assert c["t15.all14.diff_pp"] == pytest.approx(100 * ref["diff"])
 
 
 def test_weightings_by_hand(anchored):
     P, A = anchored["full"], anchored["image+q"]
     w = g.weighting_table(P, A, n_draws=50, seed=0).values
-    p, a = mt.pair_arms(P, A)
+    p, a = ma.pair_arms(P, A)
     fp = (p["readout_c"] != p["readout_d"]).astype(float)
     fa = (a["readout_c"] != a["readout_d"]).astype(float)
     per_patient = (fa - fp).groupby(p["patient_id"]).mean()

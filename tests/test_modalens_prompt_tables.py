@@ -5,14 +5,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from shovir_core.metrics import arms as arms_m
 from shovir_core.metrics import prompt_variants as pv
 from shovir_core.tables import modalens_appd as appd
 from shovir_core.tables import modalens_apph as apph
 from shovir_core.tables import modalens_appl as appl
 from shovir_core.tables import modalens_appm as appm
-from shovir_core.tables import modalens_arms as arms_t
 from shovir_core.tables import modalens_s41 as s41
 from shovir_core.tables import modalens_text_controls as tct
+from shovir_core.tables.audit import audit_rows
 from shovir_core.tables.result import TableResult
 
 
@@ -64,23 +65,23 @@ def test_prompt_variant_metrics():
 # --------------------------------------------------------------------------- shared machinery
 def test_flip_rate_rows_counts_contrasts_and_interactions():
     arms = {"P": _arm(FLIPS_P), "A": _arm(FLIPS_A), "P2": _arm([0] * 10), "A2": _arm(FLIPS_A)}
-    r = arms_t.flip_rate_rows(arms, reference="P", n_draws=300, seed=0, key="k",
+    r = arms_m.flip_rate_rows(arms, reference="P", n_draws=300, seed=0, key="k",
                               pairs={"A_minus_P": ("A", "P")}, interactions={"ix": ("P2", "A2", "P", "A")})
-    assert isinstance(r, TableResult)
+    assert isinstance(r, arms_m.FlipRates) and r.frame["arm"].tolist() == ["P", "A", "P2", "A2"]
     v = r.values
     assert v["k.P.flips"] == 2 and v["k.A.flips"] == 7 and v["k.n_trials"] == 10
     assert v["k.A.flip_rate"] == pytest.approx(0.7) and v["k.A_minus_P.diff_pp"] == pytest.approx(50.0)
     assert v["k.A.vs_P.diff_pp"] == pytest.approx(50.0)
     assert v["k.ix.interaction_pp"] == pytest.approx(((0 - 0.7) - (0.2 - 0.7)) * 100)
     assert v["k.ix.interaction_pp_lo"] <= v["k.ix.interaction_pp"] <= v["k.ix.interaction_pp_hi"]
-    assert set(r.display().columns) >= {"Flip rate", "FR 95% low", "Paired difference"}
+    assert r.metrics["flip_rate"] == "flip_rate" and r.metrics["diff"] == "paired_diff"
     with pytest.raises(ValueError, match="reference"):
-        arms_t.flip_rate_rows(arms, reference="X", n_draws=10, seed=0, key="k")
+        arms_m.flip_rate_rows(arms, reference="X", n_draws=10, seed=0, key="k")
 
 
 def test_flip_frame_drops_unscoreable_generated_trials():
     a = _arm(FLIPS_P, answers_d=["unscoreable"] + ["Yes"] * 9)
-    f = arms_t.flip_frame({"a": a, "b": _arm(FLIPS_A)}, readout="generated")
+    f = arms_m.flip_frame({"a": a, "b": _arm(FLIPS_A)}, readout="generated")
     assert len(f) == 9 and f.attrs["n_excluded"] == 1
 
 
@@ -91,10 +92,10 @@ def test_paper_rows_and_audit_rows_fail_loudly():
         pvr.beside({"x": 1.0}, {"x": "no.such.id"}, same_setting=False)
     with pytest.raises(KeyError, match="no values"):
         pvr.beside({}, {"x": "l.P"}, same_setting=False)
-    rows = arms_t.audit_rows(("l.",)).frame
+    rows = audit_rows(("l.",)).frame
     assert "l.interaction" in rows.index and set(rows["status"]) <= {"passed", "flagged"}
     with pytest.raises(ValueError, match="no ModaLens check"):
-        arms_t.audit_rows(("zz.",))
+        audit_rows(("zz.",))
 
 
 # --------------------------------------------------------------------------- App D
@@ -242,3 +243,26 @@ def test_anchoring_branches_account_for_every_flip_and_catch_a_report_branch_fli
     assert not broken.values["tc.branch.all_hold"] and not broken.frame["identity"].iloc[0]
     with pytest.raises(ValueError, match="absent="):
         tct.anchoring_branches({"absent": absent}, absent, w=w)
+
+
+# --------------------------------------------------------------------------- the chapters' shared opening
+def test_variant_chapter_arms_and_the_blind_arms_only_where_validated():
+    from shovir_core.book.variant_chapter import VariantChapter
+
+    trials = {"P": _arm(FLIPS_P), "A": _arm(FLIPS_A), "blind_P": _arm([0] * 10), "blind_A": _arm([0] * 10),
+              "tiny_P": _arm(FLIPS_P)}
+    chapter = VariantChapter(runs={}, trials=trials, reference_validation=True)
+    assert chapter.arms(["P", "A"])["A"] is trials["A"] and chapter.blind(["P", "A"])["P"] is trials["blind_P"]
+    assert list(chapter.arms(["P", "A"], prefix="tiny_", optional=True)) == ["P"]
+    with pytest.raises(KeyError):
+        chapter.arms(["P", "A"], prefix="tiny_")
+    assert VariantChapter(runs={}, trials=trials, reference_validation=False).blind(["P", "A"]) == {}
+
+
+def test_variant_changes_by_arm_names_the_group_and_report_that_moved():
+    p, a = _arm(FLIPS_P), _arm(FLIPS_A)
+    same = {"P": p, "P_tf": p.iloc[::-1], "A": a, "A_tf": a}
+    assert pv.variant_changes_by_arm({"ref": same}, variant="tf") == []
+    moved = {**same, "A_tf": a.assign(readout_d=a["readout_c"])}
+    (line,) = pv.variant_changes_by_arm({"ref": same, "other": moved}, variant="tf", margins=())
+    assert line.startswith("other, report A: readout_d differs on 7 of 10 trials")

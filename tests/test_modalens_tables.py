@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from shovir_core import metrics
+from shovir_core.metrics import arms as ma
 from shovir_core.tables import modalens as mt
 
 
@@ -34,31 +35,31 @@ ABSENT = {"p1": [1, 1, 1, 0], "p2": [0, 1, 0, 0], "p3": [1, 0, 1, 1], "p4": [1, 
 
 def test_compare_arms_matches_counts_and_brackets_estimates():
     a, p = _arm(ABSENT), _arm(PRESENT)
-    r = mt.compare_arms(a, p, n_draws=500, seed=1)
+    r = ma.compare_arms(a, p, n_draws=500, seed=1)
     assert r["n_trials"] == 14 and r["n_patients"] == 4
     assert r["flips_1"] == 8 and r["flips_2"] == 2
     assert r["fr_1"] == pytest.approx(8 / 14) and r["fr_2"] == pytest.approx(2 / 14)
     assert r["diff"] == pytest.approx(6 / 14) and r["ratio"] == pytest.approx(4.0)
     for stat in ("fr_1", "fr_2", "diff"):
         assert r[f"{stat}_lo"] <= r[stat] <= r[f"{stat}_hi"]
-    again = mt.compare_arms(a, p, n_draws=500, seed=1)
+    again = ma.compare_arms(a, p, n_draws=500, seed=1)
     assert again == r, "the same seed gives the same intervals"
 
 
 def test_compare_arms_pairs_on_common_trials_and_generated_validity():
     a, p = _arm(ABSENT), _arm(PRESENT)
-    r = mt.compare_arms(a.iloc[:10], p, n_draws=200, seed=0)
+    r = ma.compare_arms(a.iloc[:10], p, n_draws=200, seed=0)
     assert r["n_trials"] == 10
     gen = ["No"] * 4 + ["unscoreable"] * 4 + ["Yes"] * 6
-    r = mt.compare_arms(_arm(ABSENT, generated=gen), p, readout="generated", n_draws=200, seed=0)
+    r = ma.compare_arms(_arm(ABSENT, generated=gen), p, readout="generated", n_draws=200, seed=0)
     assert r["n_trials"] == 10 and r["n_excluded"] == 4
-    none = mt.compare_arms(_arm(ABSENT, generated=["unscoreable"] * 14), p, readout="generated",
+    none = ma.compare_arms(_arm(ABSENT, generated=["unscoreable"] * 14), p, readout="generated",
                            n_draws=200, seed=0)
     assert none["n_trials"] == 0 and np.isnan(none["fr_1"])
     with pytest.raises(ValueError, match="share no trial"):
-        mt.pair_arms(a.assign(trial_id=a["trial_id"] + "x"), p)
+        ma.pair_arms(a.assign(trial_id=a["trial_id"] + "x"), p)
     with pytest.raises(ValueError, match="readout"):
-        mt.answers(a, "logits")
+        ma.answers(a, "logits")
 
 
 def test_accuracy_table_agrees_with_the_metrics():

@@ -68,3 +68,14 @@ def test_bad_metadata_is_refused():
         TableResult(frame.to_dict())
     with pytest.raises(TypeError, match="not a run record"):
         run_ids_of([object()])
+
+
+def test_drop_hides_a_column_but_never_the_row_labels():
+    t = _table(index=("model",))
+    dropped = t.drop(["fr"])
+    assert list(dropped.frame.columns) == ["model", "p", "n_trials"] and dropped.metrics == {"n_trials": "count"}
+    assert dropped.values == t.values and dropped.index == ("model",) and "fr" in t.frame.columns
+    with pytest.raises(ValueError, match="no columns"):
+        t.drop(["nope"])
+    with pytest.raises(ValueError, match="index"):
+        t.drop(["model"])

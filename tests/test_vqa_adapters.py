@@ -75,3 +75,24 @@ def test_probmed_reads_yes_no_probes_and_refuses_a_bad_answer(tmp_path):
     (root / "probmed.json").write_text(json.dumps(rows))
     with pytest.raises(DatasetError, match=r"probmed.json, row 7 .*answer"):
         load_dataset(f"probmed:{root}")
+
+
+def test_one_row_check_serves_every_vqa_adapter(tmp_path):
+    from shovir_core.data.vqa import check_question, question_rows
+
+    file = tmp_path / "q.json"
+    file.write_text(json.dumps([{"qid": 7, "answer": "yes", "answer_type": "closed ", "question": "Is it?"},
+                                {"qid": 8, "answer": "yes", "answer_type": "CLOSED"}]))
+    rows = question_rows(file, name="X", allowed=("qid", "answer", "answer_type", "question"), need=("qid", "question"))
+    i, where, row = next(rows)
+    assert (i, where) == (0, "X: q.json, row 0 (qid 7)")
+    assert check_question(row, where=where, strings=("question",)) == "CLOSED"
+    with pytest.raises(DatasetError, match=r"X: q.json, row 1 \(qid 8\): missing field\(s\) \['question'\]"):
+        next(rows)
+    for bad, match in (({"answer": " "}, "field 'answer'"), ({"answer": True}, "field 'answer'"),
+                       ({"answer_type": "maybe"}, "not CLOSED or OPEN"), ({"question": ""}, "field 'question'")):
+        with pytest.raises(DatasetError, match=match):
+            check_question({**row, **bad}, where=where, strings=("question",))
+    file.write_text(json.dumps({"qid": 1}))
+    with pytest.raises(DatasetError, match="expected a JSON list"):
+        next(question_rows(file, name="X", allowed=("qid",), need=("qid",)))

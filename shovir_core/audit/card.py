@@ -13,7 +13,7 @@ Quantities
     :func:`~shovir_core.tables.shovir.shortcut_metrics`).
     ModaLens (§4.1, Tables 2-3): the flip rates with the report absent and present and their paired
     difference A − P (the report's effect), without and with the answer instruction, lowercase readout
-    (:func:`shovir_core.tables.modalens.compare_arms`).
+    (:func:`shovir_core.metrics.arms.compare_arms`).
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def card_values(model: str, runs: dict, *, n_draws: int = 200, seed: int = 3) ->
                          "lo": r["delta_lo"], "hi": r["delta_hi"], "n": r["n_items"], "unit": "score", **rec})
             rows.append({"section": "ShoViR", "quantity": f"FR {r['arm']} (p = 1)", "value": r["fr"],
                          "lo": r["fr_lo"], "hi": r["fr_hi"], "n": r["n_eligible"], "unit": "proportion", **rec})
-    from ..tables.modalens import compare_arms
+    from ..metrics.arms import compare_arms
 
     for suffix, label in (("", "no instruction"), ("_instr", "instructed")):
         a, p = runs.get(f"modalens.A{suffix}"), runs.get(f"modalens.P{suffix}")

@@ -203,6 +203,7 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
       ``name`` (``"sv-t1"``) makes it referable as ``{numref}`tbl-sv-t1``` and names the CSV;
       ``groups`` splits the rows into one table per section, ``intervals`` prints ``(lo, hi)``
       columns inside their estimate's cells, ``collapsed`` puts each section in a closed dropdown.
+      The formatted text of ``TableResult.display()`` is refused (``TypeError``): pass the table itself.
     * A matplotlib figure becomes a numbered figure with ``caption`` and ``alt`` text
       (:func:`shovir_core.book.figures.show_figure`).
     * Anything else is displayed as it is.
@@ -211,7 +212,7 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
     """
     from IPython.display import display
 
-    from ..tables.result import TableResult
+    from ..tables.result import FORMATTED, TableResult
     from .captions import with_what_ran
 
     if _is_figure(obj):
@@ -220,10 +221,12 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
         show_figure(obj, runs=runs, name=name, caption=with_what_ran(caption, runs, what=what) if caption else caption,
                     alt=alt)
         return
-    numbers = None
-    if isinstance(obj, pd.DataFrame):  # TableResult.display(): formatted text, its caption and numbers in attrs
-        kept = obj.attrs.get("numbers")
-        numbers = kept.behind(obj) if hasattr(kept, "behind") else None
+    if isinstance(obj, pd.DataFrame):
+        if obj.attrs.get(FORMATTED):
+            raise TypeError("book.show got the formatted text of TableResult.display(); pass the TableResult itself "
+                            "(its `index` gives the row labels; `select`, `drop`, `pivot` and `labels` reshape and "
+                            "name it), so the book formats it, captions it and writes the CSV of its numbers "
+                            "(CONTRIBUTING.md, 'Showing results')")
         obj = TableResult(obj, caption=caption or obj.attrs.get("caption") or "")
     if isinstance(obj, TableResult):
         from .render import caption_name, table_markdown
@@ -234,7 +237,7 @@ def show(obj, *, runs, name: str | None = None, caption: str | None = None, alt:
         assert_aggregate(obj.frame, runs, what=f"table {name or caption!r}")
         display(table_markdown(obj, name=name, caption=caption, formats=formats, missing=missing,
                                groups=groups, note=note, intervals=intervals, collapsed=collapsed,
-                               label=not auto, csv_frame=numbers, drop_empty=drop_empty))
+                               label=not auto, drop_empty=drop_empty))
         return
     assert_aggregate(obj, runs, what="table")
     display(obj)

@@ -4,7 +4,7 @@ Issue 30: the demo's all-14 A − P report effect printed as [3.69, 4.68] on two
 on three, because two chapters bootstrapped the same contrast of the same records with different
 numbers of draws. :func:`interval_conflicts` reads every executed notebook of the book, pairs each
 glued estimate with its glued interval bounds (``<x>_lo`` / ``<x>_hi`` keys, the way
-:func:`shovir_core.tables.modalens_arms.put_interval` and the tables modules name them) and the
+:func:`shovir_core.metrics.arms.put_interval` and the tables modules name them) and the
 records the glue index gives it (``metadata.shovir.glue``, :mod:`shovir_core.book.publish`), and
 reports two intervals of one estimate -- the same non-zero value from an overlapping set of records --
 that differ.

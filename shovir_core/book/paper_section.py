@@ -47,7 +47,7 @@ def paper_section(namespace: str, values: Mapping, keys: Mapping[str, str], *, r
     name : str
         Table name (``tbl-<name>`` for ``{numref}``; its CSV).
     audit_prefixes : iterable of str
-        ModaLens audit check ids of this appendix (:func:`shovir_core.tables.modalens_arms.audit_rows`);
+        ModaLens audit check ids of this appendix (:func:`shovir_core.tables.audit.audit_rows`);
         none: no audit table.
     must_hold : iterable of str
         Run keys that must lie inside the paper's interval when ``reproduces_paper``.
@@ -80,10 +80,10 @@ def paper_section(namespace: str, values: Mapping, keys: Mapping[str, str], *, r
     audit = None
     prefixes = tuple(audit_prefixes)
     if prefixes:
-        from ..tables.modalens_arms import audit_rows
+        from ..tables.audit import audit_rows
 
         audit = audit_rows(prefixes).with_runs(runs)
-        show(audit.display(), runs=runs, name=f"{name}-audit", what=PAPER_ONLY)
+        show(audit, runs=runs, name=f"{name}-audit", what=PAPER_ONLY)
         status = audit.frame["status"]
         glue(f"{namespace}.audit.n_checks", int(len(status)), runs=runs)
         glue(f"{namespace}.audit.n_flagged", int((status == "flagged").sum()), runs=runs)

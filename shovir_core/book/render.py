@@ -705,8 +705,7 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
                    missing: str | Mapping[str, str] | None = None, groups: str | None = None,
                    budget_px: float = WIDTH_BUDGET_PX, write_csv: bool = True,
                    note: str | None = None, intervals: Mapping[str, tuple[str, str]] | None = None,
-                   collapsed: bool = False, label: bool = True, drop_empty: bool = True,
-                   csv_frame: pd.DataFrame | None = None) -> BookTable:
+                   collapsed: bool = False, label: bool = True, drop_empty: bool = True) -> BookTable:
     """MyST markup of ``table`` (a TableResult) as one or more numbered tables, with a CSV link.
 
     Parameters
@@ -727,9 +726,6 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
         Leave out columns with no value at all, naming them under the table.
     label : bool
         Give the (first) table the label ``tbl-<name>`` (False for automatic names).
-    csv_frame : DataFrame, optional
-        The numbers behind a table of formatted text (``TableResult.display()``): written to the CSV
-        instead of the text, so the CSV holds numbers.
     collapsed : bool
         Put each section's table in a closed dropdown titled by the section and its row count, so a
         long table (an audit's every check) leaves the page short; the reader opens what they need.
@@ -747,7 +743,7 @@ def table_markdown(table, *, name: str | None, caption: str | None = None, forma
     if write_csv and name is not None:
         csv_path = tables_dir() / f"{name}.csv"
         csv_path.parent.mkdir(parents=True, exist_ok=True)
-        out = (csv_frame if isinstance(csv_frame, pd.DataFrame) else frame).copy()
+        out = frame.copy()
         if isinstance(out.columns, pd.MultiIndex):
             out.columns = [" / ".join(str(x) for x in c if str(x)) for c in out.columns]
         keep_index = not isinstance(out.index, pd.RangeIndex) or out.index.name is not None

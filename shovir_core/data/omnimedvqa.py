@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .checks import read_json
 from .schema import DatasetError
-from .vqa import LETTERS, VQADataset, normalise_answer, options_json, vqa_dataset, resolve_root
+from .vqa import LETTERS, VQADataset, normalise_answer, options_json, question_rows, resolve_root, vqa_dataset
 
 __all__ = ["load_omnimedvqa", "REQUIRED", "OPTIONAL", "OMNIMEDVQA_CITATION", "OMNIMEDVQA_LICENCE"]
 
@@ -40,30 +39,18 @@ def load_omnimedvqa(path: Path) -> VQADataset:
         raise DatasetError(f"{_NAME}: no question files under {qa} (expected QA_information/Open-access/*.json)")
     rows, paths = [], {}
     for file in files:
-        data = read_json(file, name=_NAME, what="question file")
-        if not isinstance(data, list):
-            raise DatasetError(f"{_NAME}: {file.name}: expected a JSON list of questions")
-        for i, row in enumerate(data):
-            where = f"{_NAME}: {file.name}, row {i}"
-            if not isinstance(row, dict):
-                raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
-            unknown = sorted(set(row) - set(REQUIRED) - set(OPTIONAL))
-            if unknown:
-                raise DatasetError(f"{where} (question_id {row.get('question_id')!r}): unknown field(s) {unknown}")
-            missing = [f for f in REQUIRED if f not in row]
-            if missing:
-                raise DatasetError(f"{where} (question_id {row.get('question_id')!r}): missing field(s) {missing}")
+        for _, where, row in question_rows(file, name=_NAME, allowed=(*REQUIRED, *OPTIONAL), need=REQUIRED,
+                                           id_field="question_id"):
             options = [row[f"option_{x}"] for x in LETTERS if row.get(f"option_{x}") not in (None, "")]
             if len(options) < 2 or any(not isinstance(o, (str, int, float)) for o in options):
-                raise DatasetError(f"{where} (question_id {row['question_id']!r}): options {options!r} malformed")
+                raise DatasetError(f"{where}: options {options!r} malformed")
             norm = [normalise_answer(o) for o in options]
             gt = normalise_answer(row["gt_answer"])
             if gt not in norm:
-                raise DatasetError(f"{where} (question_id {row['question_id']!r}), field 'gt_answer': "
-                                   f"{row['gt_answer']!r} is none of the options {options!r}")
+                raise DatasetError(f"{where}, field 'gt_answer': {row['gt_answer']!r} is none of the options {options!r}")
             image = root / row["image_path"]
             if not image.is_file():
-                raise DatasetError(f"{where} (question_id {row['question_id']!r}): image {row['image_path']} not found under {root}")
+                raise DatasetError(f"{where}: image {row['image_path']} not found under {root}")
             image_id = str(Path(row["image_path"]).with_suffix("")).replace("/", "__")
             paths[image_id] = image
             rows.append({"question_id": str(row["question_id"]), "image_id": image_id, "question": row["question"],

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .checks import read_json
 from .schema import DatasetError
-from .vqa import VQADataset, normalise_answer, vqa_dataset, resolve_root
+from .vqa import VQADataset, normalise_answer, question_rows, resolve_root, vqa_dataset
 
 __all__ = ["load_probmed", "REQUIRED", "PROBMED_CITATION", "PROBMED_LICENCE", "QUESTION_FILES"]
 
@@ -34,26 +33,17 @@ def load_probmed(path: Path) -> VQADataset:
     file = next((root / f for f in QUESTION_FILES if (root / f).is_file()), None)
     if file is None:
         raise DatasetError(f"{_NAME}: {root} has none of {list(QUESTION_FILES)}")
-    data = read_json(file, name=_NAME, what="question file")
-    if not isinstance(data, list):
-        raise DatasetError(f"{_NAME}: {file.name}: expected a JSON list of questions")
     rows, paths = [], {}
-    for i, row in enumerate(data):
-        where = f"{_NAME}: {file.name}, row {i}"
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
-        unknown = sorted(set(row) - set(REQUIRED) - {"answer", "gt_ans"})
-        if unknown:
-            raise DatasetError(f"{where} (id {row.get('id')!r}): unknown field(s) {unknown}")
-        missing = [f for f in REQUIRED if f not in row] + ([] if {"answer", "gt_ans"} & set(row) else ["answer"])
-        if missing:
-            raise DatasetError(f"{where} (id {row.get('id')!r}): missing field(s) {missing}")
+    for i, where, row in question_rows(file, name=_NAME, allowed=(*REQUIRED, "answer", "gt_ans"), need=REQUIRED,
+                                       id_field="id"):
+        if not {"answer", "gt_ans"} & set(row):
+            raise DatasetError(f"{where}: missing field(s) ['answer']")
         answer = normalise_answer(row.get("answer", row.get("gt_ans")))
         if answer not in ("yes", "no"):
-            raise DatasetError(f"{where} (id {row['id']!r}), field 'answer': {answer!r} is not yes or no")
+            raise DatasetError(f"{where}, field 'answer': {answer!r} is not yes or no")
         image = next((p for p in (root / row["image"], root / "images" / row["image"]) if p.is_file()), None)
         if image is None:
-            raise DatasetError(f"{where} (id {row['id']!r}): image {row['image']} not found under {root}")
+            raise DatasetError(f"{where}: image {row['image']} not found under {root}")
         image_id = str(Path(row["image"]).with_suffix("")).replace("/", "__")
         paths[image_id] = image
         kind = str(row["image_type"])

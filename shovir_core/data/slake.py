@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .checks import read_json
 from .schema import DatasetError
-from .vqa import VQADataset, normalise_answer, vqa_dataset, resolve_root
+from .vqa import VQADataset, check_question, normalise_answer, question_rows, resolve_root, vqa_dataset
 
 __all__ = ["load_slake", "FIELDS", "SPLITS", "SLAKE_CITATION", "SLAKE_LICENCE", "TABLE9_CATEGORIES"]
 
@@ -45,33 +44,14 @@ def load_slake(path: Path) -> VQADataset:
         raise DatasetError(f"{_NAME}: {root} has none of {list(SPLITS.values())}")
     rows, paths = [], {}
     for split, file in present.items():
-        data = read_json(file, name=_NAME, what="question file")
-        if not isinstance(data, list):
-            raise DatasetError(f"{_NAME}: {file.name}: expected a JSON list of questions")
-        for i, row in enumerate(data):
-            where = f"{_NAME}: {file.name}, row {i}"
-            if not isinstance(row, dict):
-                raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
-            unknown = sorted(set(row) - set(FIELDS))
-            if unknown:
-                raise DatasetError(f"{where} (qid {row.get('qid')!r}): unknown field(s) {unknown}; known: {list(FIELDS)}")
-            missing = [f for f in FIELDS if f not in row]
-            if missing:
-                raise DatasetError(f"{where} (qid {row.get('qid')!r}): missing field(s) {missing}")
+        for _, where, row in question_rows(file, name=_NAME, allowed=FIELDS, need=FIELDS):
             if row["q_lang"] != "en":
                 continue
-            for f in ("img_name", "question", "answer_type", "content_type", "location", "modality"):
-                if not isinstance(row[f], str) or not row[f].strip():
-                    raise DatasetError(f"{where} (qid {row['qid']!r}), field {f!r}: expected a non-empty string, "
-                                       f"got {row[f]!r}")
-            if str(row["answer"]).strip() == "":
-                raise DatasetError(f"{where} (qid {row['qid']!r}), field 'answer': empty")
-            atype = row["answer_type"].strip().upper()
-            if atype not in ("CLOSED", "OPEN"):
-                raise DatasetError(f"{where} (qid {row['qid']!r}), field 'answer_type': {row['answer_type']!r}")
+            atype = check_question(row, where=where, strings=("img_name", "question", "answer_type", "content_type",
+                                                              "location", "modality"))
             image = root / "imgs" / row["img_name"]
             if not image.is_file():
-                raise DatasetError(f"{where} (qid {row['qid']!r}): image {row['img_name']} is not in {root / 'imgs'}")
+                raise DatasetError(f"{where}: image {row['img_name']} is not in {root / 'imgs'}")
             image_id = Path(row["img_name"]).parent.name or Path(row["img_name"]).stem
             paths[image_id] = image
             norm = normalise_answer(row["answer"])

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,10 +33,11 @@ import numpy as np
 import pandas as pd
 
 from ..labels import CHEXPERT_CLASSES
+from .checks import read_json
 from .schema import BOX_COLUMNS, Dataset, DatasetError
 
 __all__ = ["VQADataset", "QUESTION_COLUMNS", "normalise_answer", "normalise_question", "vqa_dataset",
-           "verify_sha256sums", "LETTERS", "options_json", "resolve_root"]
+           "verify_sha256sums", "LETTERS", "options_json", "resolve_root", "question_rows", "check_question"]
 
 QUESTION_COLUMNS = ("question_id", "image_id", "question", "question_norm", "answer", "answer_norm", "answer_type",
                     "question_type", "category", "organ", "source", "phrase_type", "split", "options", "key",
@@ -63,6 +65,43 @@ def normalise_question(text: str) -> str:
     'is there a pneumothorax'
     """
     return _SPACE.sub(" ", str(text)).strip().lower().rstrip("?. ").strip()
+
+
+def question_rows(path: Path, *, name: str, allowed: Sequence[str], need: Sequence[str],
+                  id_field: str = "qid") -> Iterator[tuple[int, str, dict]]:
+    """The rows of a release's JSON list of questions, each an object with every field of ``need`` and
+    none outside ``allowed``: ``(row number, where, row)``, ``where`` naming the dataset, the file, the
+    row and its id (``"SLAKE: test.json, row 2 (qid 17)"``) for the adapter's own checks."""
+    data = read_json(path, name=name, what="question file")
+    if not isinstance(data, list):
+        raise DatasetError(f"{name}: {path.name}: expected a JSON list of questions, got {type(data).__name__}")
+    for i, row in enumerate(data):
+        if not isinstance(row, dict):
+            raise DatasetError(f"{name}: {path.name}, row {i}: expected an object, got {type(row).__name__}")
+        where = f"{name}: {path.name}, row {i} ({id_field} {row.get(id_field)!r})"
+        unknown = sorted(set(row) - set(allowed))
+        if unknown:
+            raise DatasetError(f"{where}: unknown field(s) {unknown}; known: {list(allowed)}")
+        missing = [f for f in need if f not in row]
+        if missing:
+            raise DatasetError(f"{where}: missing field(s) {missing}")
+        yield i, where, row
+
+
+def check_question(row: dict, *, where: str, strings: Sequence[str]) -> str:
+    """Check one question row of SLAKE or VQA-RAD: the fields ``strings`` are non-empty strings, the
+    ``answer`` is a non-empty scalar and the ``answer_type`` reads ``CLOSED`` or ``OPEN`` (case and
+    spaces aside: VQA-RAD has ``"CLOSED "``); returns the answer type in upper case."""
+    for f in strings:
+        if not isinstance(row[f], str) or not row[f].strip():
+            raise DatasetError(f"{where}, field {f!r}: expected a non-empty string, got {row[f]!r}")
+    answer = row["answer"]
+    if answer is None or isinstance(answer, (list, dict, bool)) or str(answer).strip() == "":
+        raise DatasetError(f"{where}, field 'answer': expected a non-empty answer, got {answer!r}")
+    atype = row["answer_type"].strip().upper()
+    if atype not in ("CLOSED", "OPEN"):
+        raise DatasetError(f"{where}, field 'answer_type': {row['answer_type']!r} is not CLOSED or OPEN")
+    return atype
 
 
 @dataclass

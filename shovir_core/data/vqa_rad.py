@@ -22,9 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .checks import read_json
 from .schema import DatasetError
-from .vqa import VQADataset, resolve_root, verify_sha256sums, vqa_dataset
+from .vqa import VQADataset, check_question, question_rows, resolve_root, verify_sha256sums, vqa_dataset
 
 __all__ = ["load_vqa_rad", "VQA_RAD_CITATION", "VQA_RAD_LICENCE", "FIELDS", "OFFICIAL_FILE", "OFFICIAL_EXTRA",
            "ORGANS", "PHRASE_TYPES"]
@@ -46,40 +45,18 @@ _NAME = "VQA-RAD"
 
 
 def _rows(path: Path, *, split: str, need: tuple[str, ...], allowed: tuple[str, ...]) -> list[dict]:
-    data = read_json(path, name=_NAME, what="question file")
-    if not isinstance(data, list):
-        raise DatasetError(f"{_NAME}: {path.name}: expected a JSON list of questions, got {type(data).__name__}")
     out = []
-    for i, row in enumerate(data):
-        where = f"{_NAME}: {path.name}, row {i}"
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
-        unknown = sorted(set(row) - set(allowed))
-        if unknown:
-            raise DatasetError(f"{where} (qid {row.get('qid')!r}): unknown field(s) {unknown}; known: {list(allowed)}")
-        missing = [f for f in need if f not in row]
-        if missing:
-            raise DatasetError(f"{where} (qid {row.get('qid')!r}): missing field(s) {missing}")
-        for f in ("image_name", "question", "answer_type", "image_organ", "question_type"):
-            if not isinstance(row[f], str) or not row[f].strip():
-                raise DatasetError(f"{where} (qid {row.get('qid')!r}), field {f!r}: expected a non-empty string, "
-                                   f"got {row[f]!r}")
+    for i, where, row in question_rows(path, name=_NAME, allowed=allowed, need=need):
         if isinstance(row["qid"], bool) or not isinstance(row["qid"], (int, str)) or str(row["qid"]).strip() == "":
             raise DatasetError(f"{where}, field 'qid': expected an integer or string id, got {row['qid']!r}")
-        if row["answer"] is None or isinstance(row["answer"], (list, dict, bool)) or str(row["answer"]).strip() == "":
-            raise DatasetError(f"{where} (qid {row['qid']!r}), field 'answer': expected a non-empty answer, "
-                               f"got {row['answer']!r}")
-        atype = row["answer_type"].strip().upper()
-        if atype not in ("CLOSED", "OPEN"):
-            raise DatasetError(f"{where} (qid {row['qid']!r}), field 'answer_type': {row['answer_type']!r} is not "
-                               "CLOSED or OPEN")
+        atype = check_question(row, where=where, strings=("image_name", "question", "answer_type", "image_organ",
+                                                          "question_type"))
         organ = row["image_organ"].strip().upper()
         if organ not in ORGANS:
-            raise DatasetError(f"{where} (qid {row['qid']!r}), field 'image_organ': {row['image_organ']!r} not in "
-                               f"{list(ORGANS)}")
+            raise DatasetError(f"{where}, field 'image_organ': {row['image_organ']!r} not in {list(ORGANS)}")
         phrase = str(row.get("phrase_type", "")).strip()
         if "phrase_type" in row and phrase not in PHRASE_TYPES:
-            raise DatasetError(f"{where} (qid {row['qid']!r}), field 'phrase_type': {phrase!r} not in {list(PHRASE_TYPES)}")
+            raise DatasetError(f"{where}, field 'phrase_type': {phrase!r} not in {list(PHRASE_TYPES)}")
         out.append({"file": path.name, "row": i, "qid": str(row["qid"]), "image_name": row["image_name"].strip(),
                     "organ": organ, "answer": row["answer"], "answer_type": atype.lower(),
                     "question_type": row["question_type"].strip().upper(), "question": row["question"],

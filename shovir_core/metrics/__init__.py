@@ -6,6 +6,8 @@
 * :mod:`.sensitivity` — the authors' attack-sensitivity score S_AUC and its RO-corrected Δ;
 * :mod:`.target_class` — per-target-class CheXbert F1 with the authors' bootstrap (500 resamples, seed 3);
 * :mod:`.modalens` — flip rates, margins, accuracies, κ, transitions, interaction;
+* :mod:`.arms` — ModaLens arms: answers under a readout, arms paired on common trials, flip rates with
+  patient-clustered intervals, paired differences and interactions;
 * :mod:`.external` — RadGraph F1, GREEN, BERTScore when local weights are present;
 * :mod:`.report` — all report-generation metrics of ShoViR Table 1 in one call;
 * :mod:`.schema` — the metric schema loader.

@@ -6,18 +6,21 @@ interactions of App. L and M are contrasts of :func:`shovir_core.stats.bootstrap
 * :func:`uncertain_flips` / :func:`abstained` -- App. M: answers with the Uncertain option;
 * :func:`signed_gap`, :func:`chronology`, :func:`gap_bins` -- App. D: the substitute study
   later or earlier than the source study, and by how much;
-* :func:`variant_changes` -- App. H, L, M: what a prompt variant (text first, a second template,
-  reversed options) changed in a reference model's answers (the reference models read the asked
-  finding, never the prompt's wording or order, so the list must be empty).
+* :func:`variant_changes` (:func:`variant_changes_by_arm` over arms) -- App. H, L, M: what a prompt
+  variant (text first, a second template, reversed options) changed in a reference model's answers
+  (the reference models read the asked finding, never the prompt's wording or order, so the list
+  must be empty).
 """
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 __all__ = [
     "yes_no_total_variation", "still_apart", "TV_THRESHOLD", "abstained", "uncertain_flips",
-    "variant_changes", "signed_gap", "chronology", "gap_bins", "GAP_BINS",
+    "variant_changes", "variant_changes_by_arm", "signed_gap", "chronology", "gap_bins", "GAP_BINS",
 ]
 
 TV_THRESHOLD = 0.05
@@ -97,6 +100,22 @@ def variant_changes(default: pd.DataFrame, variant: pd.DataFrame, *, columns=("r
         if not (delta <= atol).all():
             out.append(f"{c} moves by up to {float(np.nanmax(delta)):.3g}")
     return out
+
+
+def variant_changes_by_arm(groups: Mapping[str, Mapping[str, pd.DataFrame]], *, variant: str,
+                           reports: Sequence[str] = ("P", "A"), **options) -> list[str]:
+    """:func:`variant_changes` of each group's ``<report>_<variant>`` arm against its ``<report>`` arm,
+    one line ``"<group>, report <report>: <change>"`` per change; empty when the prompt variant leaves
+    every answer (and margin) unchanged, as it must for the reference models (ModaLens App. H, L, M:
+    text first ``tf``, second template ``alt``, reversed options ``rev``). ``options`` go to
+    :func:`variant_changes`.
+
+    >>> d = pd.DataFrame({"trial_id": ["a"], "readout_c": [1], "readout_d": [0], "margin_c": [0.5], "margin_d": [0.1]})
+    >>> variant_changes_by_arm({"ref": {"P": d, "P_alt": d, "A": d, "A_alt": d.assign(readout_d=[1])}}, variant="alt")
+    ['ref, report A: readout_d differs on 1 of 1 trials']
+    """
+    return [f"{name}, report {report}: {change}" for name, group in groups.items() for report in reports
+            for change in variant_changes(group[report], group[f"{report}_{variant}"], **options)]
 
 
 def signed_gap(trials: pd.DataFrame) -> tuple[pd.Series, str]:

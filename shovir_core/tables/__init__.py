@@ -9,7 +9,7 @@ the formulas they evaluate live in :mod:`shovir_core.metrics`.
 ``tables.perturbations``  box sets and the DOCO rule, image-swap substitutes, noise statistics
 ``tables.shovir``         Table 1, Figure 2 (μ-F1 over p), Figure 3 (Δ_X, FR, per-class F1)
 ``tables.modalens``       Tables 1-5, Figure 2 (margins), the anchoring sweep, paper-vs-run columns
-``tables.audit``          the consistency checks of the published numbers
+``tables.audit``          the consistency checks of the published numbers (``audit_rows``: an appendix's checks)
 """
 from .result import TableResult, frame_of, run_ids_of
 

@@ -7,7 +7,7 @@ rounding tolerance -- are :func:`shovir_core.papers.audit`. Every function retur
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -15,7 +15,7 @@ import pandas as pd
 from .result import TableResult
 
 __all__ = ["DISPLAY_COLUMNS", "TRIVIAL_KINDS", "CONSISTENCY", "CONTAINMENT", "audit_summary", "audit_table",
-           "AuditChapter", "audit_chapter"]
+           "AuditChapter", "audit_chapter", "audit_rows"]
 
 TRIVIAL_KINDS = ("ci_contains", "implied_count")
 """Kinds of check that can only catch a typo: a printed interval contains its estimate, a printed rate
@@ -143,3 +143,19 @@ def audit_chapter(runs: Mapping, *, paper: str, key: str = "audit") -> AuditChap
         problems.append(f"flagged checks without a note: {undocumented.tolist()[:5]}")
     return AuditChapter(summary=summary, flagged=audit_table(checks, status="flagged").with_runs(runs),
                         every=audit_table(checks).with_runs(runs), problems=tuple(problems))
+
+
+def audit_rows(prefixes: Iterable[str], *, ids: Sequence[str] = ()) -> TableResult:
+    """The audit's checks of ModaLens (:func:`shovir_core.papers.audit`) whose id starts with a prefix
+    or is listed in ``ids``: location, description, stated, recomputed, status, indexed by the check id
+    without the ``modalens.`` prefix (``d.strata``; interval checks ``ci.<value id>``)."""
+    from ..papers import audit
+
+    prefixes = tuple(prefixes)
+    checks = audit("modalens")
+    checks = checks.assign(id=checks["id"].str.removeprefix("modalens."))  # "d.strata", "ci.d.hist.fr"
+    keep = checks["id"].map(lambda i: i.startswith(prefixes) or i in set(ids)
+                            or i.removeprefix("ci.").startswith(prefixes))
+    if not keep.any():
+        raise ValueError(f"audit_rows: no ModaLens check matches {prefixes} / {list(ids)}")
+    return audit_table(checks[keep])

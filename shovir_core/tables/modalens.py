@@ -4,14 +4,13 @@ Every table function takes the ``trials`` frames of :mod:`shovir_core.protocols.
 (one frame per arm) and returns a :class:`~shovir_core.tables.result.TableResult`: the frame (numbers
 unformatted), a flat dict of values whose keys are the glue keys without the ``ml.`` prefix (e.g.
 ``t2.all14.present.flip_rate``) and display metadata; the notebook attaches the records with
-``.with_runs(runs)``. The building blocks (:func:`answers`, :func:`design_subset`, :func:`pair_arms`,
-:func:`compare_arms`, :func:`rate_interval`) return arrays, frames and dicts.
+``.with_runs(runs)``. The arm statistics they read (answers under a readout, paired arms, rates and
+their clustered intervals) are :mod:`shovir_core.metrics.arms`; :func:`design_subset` picks a design's
+trials.
 
-Readouts (ModaLens §2, "Prompt and readout"; App. I): ``lowercase`` (argmax of the lowercase ``yes``/``no`` logits; columns
-``readout_c``/``readout_d``), ``family`` (log-sum-exp of the token families; ``family_readout_*``)
-and ``generated`` (the parsed greedy answer; ``answer_*``). Under ``generated`` a trial counts only
-when the answer on both images -- and, for paired arms, in both arms -- opens with Yes or No;
-format compliance is the share of generations that do.
+Readouts (``lowercase``, ``family``, ``generated``; ModaLens §2, App. I) are read as
+:mod:`shovir_core.metrics.arms` describes; format compliance is the share of generations that open
+with Yes or No.
 
 Intervals are patient-clustered percentile bootstraps (:func:`shovir_core.stats.cluster_bootstrap`)
 with rates, paired differences and ratios computed inside each draw; every call draws from
@@ -27,54 +26,18 @@ import pandas as pd
 from .. import vocab
 from ..labels import FINDINGS_13
 from ..metrics import modalens as mm
-from ..stats import bootstrap_rates, cluster_bootstrap
+from ..metrics.arms import answers, check_trials, compare_arms, pair_arms, patient_bootstrap, rate_interval
 from ..protocols.modalens import SIX_RANGE, prespecified_findings, primary_finding
 from ..vocab import COMPOSITE, TIERS
 from .result import TableResult
 
-__all__ = ["instruction_shift", 
-    "READOUTS", "TableResult", "answers", "design_subset", "pair_arms", "compare_arms", "rate_interval",
+__all__ = ["instruction_shift", "design_subset",
     "cohort_table", "primary_comparison", "instruction_table", "accuracy_table", "readout_validation",
     "margin_changes", "margin_summary", "margin_by_finding", "anchoring_sweep", "six_findings", "DESIGN_LABELS",
 ]
 
-READOUTS: dict[str, str] = dict(zip(vocab.READOUTS, ("readout", "family_readout", "answer")))
-"""Readout name (:data:`shovir_core.vocab.READOUTS`) -> column stem (``<stem>_c`` / ``<stem>_d``)."""
-
-_YES = {"yes", "Yes"}
-_SCOREABLE = {"Yes", "No"}
-
 
 # --------------------------------------------------------------------------- trials
-def _check(trials: pd.DataFrame, what: str) -> None:
-    if not isinstance(trials, pd.DataFrame) or trials.empty:
-        raise ValueError(f"{what}: expected a non-empty trials frame of a modalens record")
-    for col in ("trial_id", "patient_id", "case_id", "finding"):
-        if col not in trials.columns:
-            raise ValueError(f"{what}: trials lack column {col!r} (not a modalens record?)")
-
-
-def answers(trials: pd.DataFrame, readout: str = "lowercase") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Binary answers on the source (``c``) and substitute (``d``) image and a validity mask.
-
-    Returns ``(yes_c, yes_d, valid)``: 1 = yes, 0 = no; ``valid`` is False where a generated answer
-    is unscoreable (or missing) on either side (always True for logit readouts).
-    """
-    if readout not in READOUTS:
-        raise ValueError(f"unknown readout {readout!r}; use one of {sorted(READOUTS)}")
-    stem = READOUTS[readout]
-    cols = (f"{stem}_c", f"{stem}_d")
-    missing = [c for c in cols if c not in trials.columns]
-    if missing:
-        raise ValueError(f"trials lack readout columns {missing}")
-    c, d = trials[cols[0]], trials[cols[1]]
-    if readout == "generated":
-        valid = (c.isin(_SCOREABLE) & d.isin(_SCOREABLE)).to_numpy()
-    else:
-        valid = np.ones(len(trials), dtype=bool)
-    return c.isin(_YES).to_numpy().astype(float), d.isin(_YES).to_numpy().astype(float), valid
-
-
 DESIGN_LABELS = {"all14": "all 14 questions", "f13": "13 finding questions (no composite)",
                  "one_q": "one question per case", "six": "prespecified questions"}
 """Question design id (:data:`shovir_core.vocab.DESIGNS`) -> the label a table shows."""
@@ -95,7 +58,7 @@ def design_subset(trials: pd.DataFrame, design: str, *, six: Sequence[str] | Non
     primary policy) or the composite question when no finding is positive -- the same rule as the
     protocol's ``one_q`` design, so the trials are identical.
     """
-    _check(trials, "design_subset")
+    check_trials(trials, "design_subset")
     if design == "all14":
         return trials
     if design == "f13":
@@ -110,76 +73,6 @@ def design_subset(trials: pd.DataFrame, design: str, *, six: Sequence[str] | Non
         keep = trials["finding"].to_numpy() == prim.reindex(trials["case_id"]).to_numpy()
         return trials[keep]
     raise ValueError(f"unknown design {design!r}; use all14, f13, one_q or six")
-
-
-def pair_arms(*arms: pd.DataFrame, names: Sequence[str] | None = None) -> list[pd.DataFrame]:
-    """The arms restricted to their common trial ids, in one order (raises when they share none)."""
-    if len(arms) < 2:
-        raise ValueError("pair_arms needs at least two arms")
-    names = list(names or [f"arm {i}" for i in range(len(arms))])
-    for a, n in zip(arms, names):
-        _check(a, f"pair_arms ({n})")
-        if a["trial_id"].duplicated().any():
-            raise ValueError(f"pair_arms ({n}): duplicate trial ids")
-    common = set(arms[0]["trial_id"])
-    for a in arms[1:]:
-        common &= set(a["trial_id"])
-    if not common:
-        raise ValueError(f"pair_arms: the arms {names} share no trial")
-    order = sorted(common)
-    return [a.set_index("trial_id").loc[order].reset_index() for a in arms]
-
-
-def _boot(frame: pd.DataFrame, sums: dict, statistic, *, n_draws: int, seed: int):
-    return cluster_bootstrap(frame, cluster="patient_id", sums=sums, statistic=statistic, n_draws=n_draws,
-                             rng=np.random.default_rng(seed))
-
-
-def rate_interval(trials: pd.DataFrame, indicator: np.ndarray, *, n_draws: int, seed: int,
-                  valid: np.ndarray | None = None) -> dict[str, float]:
-    """Mean of a per-trial indicator with its patient-clustered interval."""
-    valid = np.ones(len(trials), dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
-    frame = pd.DataFrame({"patient_id": trials["patient_id"].to_numpy()[valid],
-                          "x": np.asarray(indicator, dtype=float)[valid]})
-    if frame.empty:
-        return {"estimate": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": 0, "sum": 0.0}
-    res = _boot(frame, {"n": 1, "x": "x"}, lambda s: {"rate": s["x"] / s["n"]}, n_draws=n_draws, seed=seed)
-    est, lo, hi = res.interval("rate")
-    return {"estimate": est, "lo": lo, "hi": hi, "n": int(len(frame)), "sum": float(frame["x"].sum())}
-
-
-def compare_arms(arm_1: pd.DataFrame, arm_2: pd.DataFrame, *, readout: str = "lowercase",
-                 readout_2: str | None = None, n_draws: int, seed: int) -> dict[str, float]:
-    """Flip rates of two arms on their common trials, with paired difference and ratio (1 vs 2).
-
-    Returns ``fr_1, fr_2`` (with ``_lo``/``_hi``), ``diff`` = fr_1 − fr_2 and ``ratio`` = fr_1 / fr_2
-    (with intervals), ``flips_1``, ``flips_2``, ``n_trials`` (scoreable in both arms), ``n_excluded``,
-    ``n_patients``, ``n_draws``, ``seed``. With no scoreable trial every rate is NaN and ``n_trials`` 0.
-    """
-    a, b = pair_arms(arm_1, arm_2, names=["arm 1", "arm 2"])
-    ya_c, ya_d, va = answers(a, readout)
-    yb_c, yb_d, vb = answers(b, readout_2 or readout)
-    valid = va & vb
-    frame = pd.DataFrame({"patient_id": a["patient_id"].to_numpy()[valid],
-                          "f1": (ya_c != ya_d)[valid].astype(float), "f2": (yb_c != yb_d)[valid].astype(float)})
-    if frame.empty:  # e.g. no generation opens with Yes or No: every rate is undefined
-        out = {f"{s}{x}": float("nan") for s in ("fr_1", "fr_2", "diff", "ratio") for x in ("", "_lo", "_hi")}
-        out.update({"flips_1": 0, "flips_2": 0, "n_trials": 0, "n_excluded": int((~valid).sum()),
-                    "n_patients": 0, "n_draws": int(n_draws), "seed": int(seed)})
-        return out
-    # the one path for rates of arms and their contrasts (stats.bootstrap_rates, as
-    # modalens_arms.flip_rate_rows): the same arms and draws print the same interval on every page
-    res = bootstrap_rates(frame, rates={"fr_1": "f1", "fr_2": "f2"},
-                          contrasts={"diff": ("diff", "fr_1", "fr_2"), "ratio": ("ratio", "fr_1", "fr_2")},
-                          n_draws=n_draws, seed=seed)
-    out: dict[str, float] = {}
-    for stat in ("fr_1", "fr_2", "diff", "ratio"):
-        est, lo, hi = res[stat]
-        out.update({stat: est, f"{stat}_lo": lo, f"{stat}_hi": hi})
-    out.update({"flips_1": int(frame["f1"].sum()), "flips_2": int(frame["f2"].sum()),
-                "n_trials": int(len(frame)), "n_excluded": int((~valid).sum()),
-                "n_patients": int(frame["patient_id"].nunique()), "n_draws": int(n_draws), "seed": int(seed)})
-    return out
 
 
 _STATS = ("fr_1", "fr_2", "diff", "ratio")
@@ -223,7 +116,7 @@ def _put(values: dict, prefix: str, r: Mapping, names: tuple[str, str]) -> None:
 # --------------------------------------------------------------------------- Table 1
 def cohort_table(trials: pd.DataFrame, counts: Mapping[str, int], *, six: Sequence[str]) -> TableResult:
     """Table 1: cohort accounting and pair composition by tier, from one all-14 record."""
-    _check(trials, "cohort_table")
+    check_trials(trials, "cohort_table")
     cases = trials.drop_duplicates("case_id")
     n_cases = len(cases)
     one_q = design_subset(trials, "one_q")
@@ -402,7 +295,7 @@ def accuracy_table(trials: pd.DataFrame, *, n_draws: int, seed: int, readout: st
                    key: str = "t4") -> TableResult:
     """Table 4: report present, image first -- accuracy on the original and the substitute image,
     balanced accuracy, and flip rates on label-changed vs label-unchanged trials."""
-    _check(trials, "accuracy_table")
+    check_trials(trials, "accuracy_table")
     yc, yd, valid = answers(trials, readout)
     t = trials[valid]
     yc, yd = yc[valid], yd[valid]
@@ -430,7 +323,7 @@ def accuracy_table(trials: pd.DataFrame, *, n_draws: int, seed: int, readout: st
                    for side, name in (("c", "original"), ("d", "substitute"))}}
 
     sums = {c: c for c in frame.columns if c != "patient_id"}
-    res = _boot(frame, sums, statistic, n_draws=n_draws, seed=seed)
+    res = patient_bootstrap(frame, sums, statistic, n_draws=n_draws, seed=seed)
     labels = {"flip_rate": "flip rate (all trials)", "fr_changed": "flip rate, label-changed trials",
               "fr_unchanged": "flip rate, label-unchanged trials",
               "fr_changed_minus_unchanged": "difference, changed − unchanged",

@@ -30,13 +30,14 @@ import pandas as pd
 from ..labels import FINDINGS_13
 from ..metrics import modalens as mm
 from ..metrics.agreement import agreement_summary
+from ..metrics.arms import answers, pair_arms
 from ..stats import cluster_bootstrap
 from ..vocab import COMPOSITE
-from .modalens import answers, design_subset, pair_arms
+from .modalens import design_subset
 from .result import TableResult
 
 __all__ = ["CELLS", "CELL_LABELS", "modality_ablation", "one_question_ablation", "per_finding_table",
-           "same_answers", "part_e", "PAPER_KEYS", "validation_row"]
+           "AGREEMENT_COLUMNS", "same_answers", "part_e", "PAPER_KEYS", "validation_row"]
 
 CELLS = mm.MODALITY_CELLS
 """``("full", "report+q", "image+q", "q")``."""
@@ -182,7 +183,7 @@ def modality_ablation(cells: Mapping[str, pd.DataFrame], *, n_draws: int, seed: 
                    f"{key}.n_draws": int(n_draws)})
     out = pd.DataFrame(rows)
     metrics = {c: "balanced_accuracy" for c in ("pooled", "pooled_lo", "pooled_hi", "macro", "macro_lo", "macro_hi")}
-    return TableResult(out, values, metrics=metrics,
+    return TableResult(out, values, index=("cell",), metrics=metrics,
                        labels={"cell": "cell", "key": "key", "pooled": "BA (pooled)", "pooled_lo": "pooled lo",
                                "pooled_hi": "pooled hi", "macro": "BA (macro)", "macro_lo": "macro lo",
                                "macro_hi": "macro hi"},
@@ -240,11 +241,17 @@ def one_question_ablation(cells: Mapping[str, pd.DataFrame], *, n_draws: int, se
     values.update({f"{key}.n_trials": int(len(frame)), f"{key}.n_target_yes": int(target.sum()),
                    f"{key}.n_target_no": int((target == 0).sum()), f"{key}.n_draws": int(n_draws)})
     return TableResult(pd.DataFrame(rows), values,
-                       metrics={"accuracy": "accuracy", "lo": "accuracy", "hi": "accuracy",
+                       index=("cell",), metrics={"accuracy": "accuracy", "lo": "accuracy", "hi": "accuracy",
                                 "balanced_accuracy": "balanced_accuracy", "specificity": "specificity"},
                        labels={"cell": "cell", "key": "key", "yes": "yes answers", "accuracy": "accuracy",
                                "lo": "lo", "hi": "hi"},
                        caption="One-question modality ablation: accuracy of the four cells (Table 23).")
+
+
+AGREEMENT_COLUMNS = tuple(f"{stat}_{arm}" for arm in ("P", "A")
+                          for stat in ("fr", "agreement", "chance", "floor", "kappa", "yes_rate", "n"))
+"""The :func:`per_finding_table` columns on answer agreement (flip rate, κ, chance, floor, yes rate, trials
+per report arm), shown as one table beside the accuracy columns (ModaLens App. Table 21)."""
 
 
 def per_finding_table(cells: Mapping[str, pd.DataFrame], *, instructed: Mapping[str, pd.DataFrame] | None = None,
@@ -324,7 +331,7 @@ def per_finding_table(cells: Mapping[str, pd.DataFrame], *, instructed: Mapping[
                        f"n_{arm}": f"trials, {name}", f"fr_generated_{arm}": f"FR generated, {name}"})
     labels.update({"image_only_sensitivity": "image-only sensitivity", "image_only_specificity": "image-only specificity",
                    **{f"ba_{_KEY[c]}": f"BA, {CELL_LABELS[c]}" for c in CELLS}})
-    return TableResult(frame, values, metrics=metrics, labels=labels,
+    return TableResult(frame, values, index=("finding",), metrics=metrics, labels=labels,
                        caption="Per finding: flip rates, agreement, κ and the response-bias floor; image-only accuracy.")
 
 

@@ -26,10 +26,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+from ..metrics.arms import answers
 from ..metrics.distance import centred_cosine_distance, cohort_mean, quartile_bins
 from ..stats import cluster_bootstrap, logistic_regression_cluster_robust
 from ..stats.logistic import design_matrices, fractional_logistic, logistic_cluster_bootstrap, logistic_fit
-from .modalens import answers
 from .result import TableResult
 
 __all__ = ["FORMULA", "MIN_CLUSTERS", "ssim_summary", "pair_distances", "distance_summary", "regression_rows", "fr_by_quartile",
@@ -225,7 +225,7 @@ def fr_by_quartile(rows: pd.DataFrame, *, n_draws: int, seed: int) -> TableResul
                        f"byq.{arm}.n_trials": int(len(r))})
     values["byq.n_draws"] = int(n_draws)
     return TableResult(pd.DataFrame(out), values,
-                       metrics={"flip_rate": "flip_rate", "lo": "flip_rate", "hi": "flip_rate",
+                       index=("report", "quartile"), metrics={"flip_rate": "flip_rate", "lo": "flip_rate", "hi": "flip_rate",
                                 "distance_max": "cosine_distance"},
                        labels={"report": "report", "quartile": "distance quartile", "flips": "flips",
                                "trials": "trials", "distance_max": "upper edge", "flip_rate": "flip rate", "lo": "lo",
@@ -269,7 +269,7 @@ def flip_regression(rows: pd.DataFrame, *, n_draws: int, seed: int, formula: str
                        f"reg.{k}.boot_lo": r["boot_lo"], f"reg.{k}.boot_hi": r["boot_hi"],
                        f"reg.{k}.p_value": r["p_value"]})
     return TableResult(frame, values,
-                       metrics={"odds_ratio": "odds_ratio", "lo": "odds_ratio", "hi": "odds_ratio",
+                       index=("term",), metrics={"odds_ratio": "odds_ratio", "lo": "odds_ratio", "hi": "odds_ratio",
                                 "boot_lo": "odds_ratio", "boot_hi": "odds_ratio"},
                        labels={"term": "term", "key": "key", "lo": "robust lo", "hi": "robust hi",
                                "boot_lo": "bootstrap lo", "boot_hi": "bootstrap hi", "p_value": "p"},
@@ -330,7 +330,7 @@ def planted_check(rows: pd.DataFrame, distance_trials: pd.DataFrame, regression:
     values["planted.mean_flip_probability"] = float(p.mean())
     values["planted.observed_flip_rate"] = float(rows["flip"].mean())
     return TableResult(pd.DataFrame(out), values,
-                       metrics={"planted": "odds_ratio", "odds_ratio": "odds_ratio", "lo": "odds_ratio",
+                       index=("term",), metrics={"planted": "odds_ratio", "odds_ratio": "odds_ratio", "lo": "odds_ratio",
                                 "hi": "odds_ratio"},
                        labels={"term": "term", "key": "key", "planted": "planted OR", "odds_ratio": "estimated OR",
                                "lo": "robust lo", "hi": "robust hi", "within_ci": "planted inside CI"},

@@ -25,11 +25,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..metrics.prompt_variants import chronology, gap_bins, signed_gap
 from ..vocab import COMPOSITE
 from ..stats import bootstrap_rates
-from .modalens import answers
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["chronology_table", "framing_table", "framing_sides", "framing_strata", "framing_validation", "PAPER_KEYS",
@@ -123,7 +122,7 @@ def chronology_table(present: pd.DataFrame, absent: pd.DataFrame | None = None, 
                "agree_A": "agreement_absent", "agree_A_lo": "share_lo", "agree_A_hi": "share_hi",
                "flip_rate_P": "flip_rate_present", "flip_rate_A": "flip_rate_absent"}
     metrics = {c: m for c, m in metrics.items() if c in out.columns}
-    return TableResult(out, values, metrics=metrics,
+    return TableResult(out, values, index=("row",), metrics=metrics,
                        labels={"row": "pairs", "pairs": "pairs (n)", "patients": "patients",
                                "agree_A_lo": "A: 95% low", "agree_A_hi": "A: 95% high"},
                        caption=f"Agreement of the substitute-image answer with the report's label; gap unit: {unit}")
@@ -177,7 +176,7 @@ def framing_table(arms: Mapping[str, pd.DataFrame], *, uninstructed: pd.DataFram
                                                   "flips", "diff", "diff_lo", "diff_hi", "n_trials"]]
     values["framing.n_trials"] = int(frame["n_trials"].iloc[0])
     return TableResult(frame, values,
-                       metrics={"flip_rate": "flip_rate", "flip_rate_lo": "flip_rate_lo", "flip_rate_hi": "flip_rate_hi",
+                       index=("readout", "arm"), metrics={"flip_rate": "flip_rate", "flip_rate_lo": "flip_rate_lo", "flip_rate_hi": "flip_rate_hi",
                                 "diff": "paired_diff", "diff_lo": "paired_diff_lo", "diff_hi": "paired_diff_hi"},
                        labels={"readout": "readout", "arm": "arm", "flips": "flips", "n_trials": "trials"},
                        caption="Framings of the report (instructed, one-question): flip rates and paired "
@@ -231,7 +230,7 @@ def framing_sides(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int) 
                          "share_lo": np.nan, "share_hi": np.nan})
     values["framing.sides.n_trials"] = int(len(paired["plain"]))
     return TableResult(pd.DataFrame(rows), values,
-                       metrics={"share": "share", "share_lo": "share_lo", "share_hi": "share_hi"},
+                       index=("arm", "quantity"), metrics={"share": "share", "share_lo": "share_lo", "share_hi": "share_hi"},
                        labels={"arm": "arm", "quantity": "quantity"},
                        caption="Framings (lowercase readout): accuracy, agreement on the substitute, format compliance")
 
@@ -276,7 +275,7 @@ def framing_strata(historical: pd.DataFrame, *, n_draws: int, seed: int) -> Tabl
                      "diff": diff[0], "diff_lo": diff[1], "diff_hi": diff[2], "trials": int(m.sum()),
                      "patients": int(f["patient_id"].nunique())})
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values, metrics={"later": "flip_rate_later", "earlier": "flip_rate_earlier", "diff": "paired_diff",
+    return TableResult(frame, values, index=("readout",), metrics={"later": "flip_rate_later", "earlier": "flip_rate_earlier", "diff": "paired_diff",
                                                "diff_lo": "paired_diff_lo", "diff_hi": "paired_diff_hi"},
                        labels={"readout": "readout", "trials": "trials", "patients": "patients (unit)"},
                        caption="Historical framing: substitute later (the framing is true) vs earlier")

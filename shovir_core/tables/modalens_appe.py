@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 
 from ..labels import FINDINGS_13
+from ..metrics.arms import answers, pair_arms
 from ..metrics.label_agreement import agreement_stats, expected_reader_confusion
 from ..protocols.modalens import policy_targets
 from ..stats import cluster_bootstrap
 from ..vocab import COMPOSITE
-from .modalens import answers, pair_arms
 from .result import TableResult
 
 __all__ = ["manual_targets", "manual_label_table", "planted_agreement", "PAPER_KEYS"]

@@ -26,9 +26,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, compare_arms, pair_arms
 from ..stats import clustered_balanced_accuracy
 from ..protocols.modalens import SIX_RANGE
-from .modalens import answers, compare_arms, design_subset, pair_arms, six_findings
+from .modalens import design_subset, six_findings
 from .result import TableResult
 
 __all__ = ["compliance", "generated_family_agreement", "balanced_accuracy_interval", "lineage_table",
@@ -168,7 +169,7 @@ def lineage_table(arms: Mapping[str, Mapping[str, pd.DataFrame]], *, n_draws: in
     caption = (f"One-question design under the answer instruction, {len(arms)} model(s), token-family and generated "
                f"readouts; patient-clustered 95% intervals, {n_draws} draws, seed {seed}.")
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values, metrics={c: m for c, m in _ARM_METRICS.items() if c in frame.columns},
+    return TableResult(frame, values, index=("model", "readout"), metrics={c: m for c, m in _ARM_METRICS.items() if c in frame.columns},
                        labels=_ARM_LABELS, caption=caption)
 
 
@@ -222,7 +223,7 @@ def six_questions_table(arms: Mapping[str, Mapping[str, pd.DataFrame]], *, n_dra
     caption = (f"The {len(chosen)} prespecified question(s) ({', '.join(chosen)}), {readout} readout; report effect "
                f"A − P and image-only (A) balanced accuracy; {n_draws} draws.")
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values, metrics={c: m for c, m in _ARM_METRICS.items() if c in frame.columns},
+    return TableResult(frame, values, index=("model",), metrics={c: m for c, m in _ARM_METRICS.items() if c in frame.columns},
                        labels=_ARM_LABELS, caption=caption)
 
 
@@ -290,7 +291,7 @@ def second_model_table(present: pd.DataFrame, absent: pd.DataFrame, *, model: st
     frame = pd.DataFrame(rows)
     metrics = {**{c: m for c, m in _ARM_METRICS.items() if c in frame.columns},
                "ba_orig_P": "balanced_accuracy", "ba_orig_A": "balanced_accuracy"}
-    return TableResult(frame, values, metrics=metrics,
+    return TableResult(frame, values, index=("model", "design"), metrics=metrics,
                        labels={**_ARM_LABELS, "design": "design", "ba_orig_P": "BA original P",
                                "ba_orig_A": "BA original A", "specificity": "specificity A",
                                "ba_sub": "BA substitute A"},
@@ -319,7 +320,7 @@ def uninstructed_table(present: pd.DataFrame, absent: pd.DataFrame, *, model: st
         rows.append({"model": model, "arm": arm, "cases": int(len(t)), "yes": int(yc.sum()),
                      "yes_rate": float(yc.mean()), "bare": float(bare.mean())})
     return TableResult(pd.DataFrame(rows), values,
-                       metrics={"cases": "count", "yes": "count", "yes_rate": "yes_rate", "bare": "share"},
+                       index=("model", "arm"), metrics={"cases": "count", "yes": "count", "yes_rate": "yes_rate", "bare": "share"},
                        labels={"model": "model", "arm": "arm", "yes": "yes (source image)",
                                "bare": "bare yes/no first token"},
                        caption=f"{model} without the answer instruction ({design}, {readout} readout).")

@@ -25,9 +25,10 @@ import pandas as pd
 
 from ..labels import POLICIES
 from ..metrics import modalens as mm
+from ..metrics.arms import answers, compare_arms, pair_arms
 from ..stats import cluster_bootstrap, paired_rates
 from ..vocab import COMPOSITE
-from .modalens import DESIGN_LABELS, answers, compare_arms, design_subset, pair_arms
+from .modalens import DESIGN_LABELS, design_subset
 from .result import TableResult
 
 __all__ = ["image_branch_by_finding", "WEIGHTINGS", "POLICY_LABELS", "PAPER_POLICIES", "weighting_table", "policy_table",
@@ -142,7 +143,7 @@ def weighting_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int
     values["weight.diff_max_pp"] = 100 * float(diffs.max()) if len(diffs) else float("nan")
     values.update({"weight.n_draws": int(n_draws), "weight.seed": int(seed)})
     return TableResult(frame, values,
-                       metrics={"fr_present": "flip_rate", "fr_absent": "flip_rate", "diff": "paired_diff",
+                       index=("weighting",), metrics={"fr_present": "flip_rate", "fr_absent": "flip_rate", "diff": "paired_diff",
                                 "diff_lo": "paired_diff", "diff_hi": "paired_diff"},
                        labels={"weighting": "weighting / subset", "n_trials": "trials", "n_patients": "patients",
                                "key": "key", "fr_present": "FR, report present", "fr_absent": "FR, report absent",
@@ -219,7 +220,7 @@ def policy_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, s
     values.update({"policy.n_policies": len(policies), "policy.n_draws": int(n_draws)})
     frame = pd.DataFrame(rows)
     return TableResult(frame, values,
-                       metrics={"fr_changed": "flip_rate", "fr_unchanged": "flip_rate", "diff": "paired_diff",
+                       index=("policy", "report"), metrics={"fr_changed": "flip_rate", "fr_unchanged": "flip_rate", "diff": "paired_diff",
                                 "diff_lo": "paired_diff", "diff_hi": "paired_diff",
                                 "ba_concordant": "balanced_accuracy", "aligned_change": "target_aligned_change",
                                 "share_aligned": "share_target_aligned"},
@@ -378,7 +379,7 @@ def transitions_table(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: i
             f"{pre}.n_trials": int(len(t)),
         })
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values, metrics={"share": "transition_share", "lo": "transition_share",
+    return TableResult(frame, values, index=("report", "transition"), metrics={"share": "transition_share", "lo": "transition_share",
                                                "hi": "transition_share"},
                        labels={"report": "report", "transition": "transition (label-changed trials)", "n": "trials",
                                "share": "share", "lo": "lo", "hi": "hi"},

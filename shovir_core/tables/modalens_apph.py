@@ -13,10 +13,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..metrics.prompt_variants import TV_THRESHOLD, still_apart
 from ..stats import bootstrap_rates
-from .modalens import answers
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["ARMS", "order_counts", "per_finding_order_effects", "PAPER_KEYS", "AUDIT_PREFIXES"]
@@ -59,7 +58,7 @@ def order_counts(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int, k
                      "report": "present" if name.startswith("P") else "absent", **counts,
                      "flip_rate": values[f"{key}.{name}.flip_rate"], "trials": int(len(t))})
     values[f"{key}.tv_threshold"] = float(threshold)
-    return TableResult(pd.DataFrame(rows), values, metrics={"flip_rate": "flip_rate"},
+    return TableResult(pd.DataFrame(rows), values, index=("arm",), metrics={"flip_rate": "flip_rate"},
                        labels={"arm": "arm", "order": "order", "report": "report", "flips": "flips",
                                "still_apart": f"still apart (TV > {threshold:g})",
                                "still_apart_not_flipped": "still apart, not flipped",
@@ -95,7 +94,7 @@ def per_finding_order_effects(absent: pd.DataFrame, absent_tf: pd.DataFrame, *, 
     values.update({f"{key}.n_down": int((d < 0).sum()), f"{key}.n_up": int((d > 0).sum()),
                    f"{key}.n_zero": int((d == 0).sum()), f"{key}.min_pp": 100 * float(d.min()),
                    f"{key}.max_pp": 100 * float(d.max()), f"{key}.n_findings": int(len(out))})
-    return TableResult(out, values, metrics={"image_first": "flip_rate_image_first", "text_first": "flip_rate_text_first", "diff": "paired_diff",
+    return TableResult(out, values, index=("question",), metrics={"image_first": "flip_rate_image_first", "text_first": "flip_rate_text_first", "diff": "paired_diff",
                                              "diff_lo": "paired_diff_lo", "diff_hi": "paired_diff_hi"},
                        labels={"question": "question", "finding": "finding", "trials": "trials"},
                        caption="Per finding, report absent: text-first minus image-first flip rate")

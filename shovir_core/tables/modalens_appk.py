@@ -21,10 +21,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, pair_arms
 from ..metrics.modalens import auroc
 from ..metrics.surrogate import surrogate_call
 from ..stats import cluster_bootstrap
-from .modalens import answers, pair_arms
 from .result import TableResult
 
 __all__ = ["surrogate_split", "surrogate_table", "head_validity", "record_scores", "PAPER_KEYS"]

@@ -13,9 +13,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..stats import clustered_balanced_accuracy, bootstrap_rates
-from .modalens import answers
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["ARMS", "template_table", "template_accuracy", "PAPER_KEYS", "AUDIT_PREFIXES"]
@@ -48,7 +47,7 @@ def template_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int,
                        interactions={"template_x_report": ("P_alt", "A_alt", "P", "A")})
     frame = r.frame.assign(template=["default", "default", "alt", "alt"], report=["present", "absent"] * 2)
     return TableResult(frame[["template", "report", "flip_rate", "flip_rate_lo", "flip_rate_hi", "flips", "n_trials"]],
-                       r.values, metrics={k: v for k, v in r.metrics.items() if k in frame.columns},
+                       r.values, index=("template", "report"), metrics={k: v for k, v in r.metrics.items() if k in frame.columns},
                        labels={"template": "template", "report": "report", "flips": "flips", "n_trials": "trials"},
                        caption="Second template: flip rate per arm (one-question, no instruction)")
 
@@ -82,7 +81,7 @@ def template_accuracy(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: i
                      "balanced_accuracy_hi": ba[2], "sensitivity": res["sensitivity"][0],
                      "specificity": res["specificity"][0], "yes_rate": res["yes_rate"][0], "trials": int(m.sum())})
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values, metrics={"balanced_accuracy": "balanced_accuracy", "sensitivity": "sensitivity",
+    return TableResult(frame, values, index=("arm",), metrics={"balanced_accuracy": "balanced_accuracy", "sensitivity": "sensitivity",
                                                "specificity": "specificity"},
                        labels={"arm": "arm", "balanced_accuracy_lo": "BA 95% low", "balanced_accuracy_hi": "BA 95% high",
                                "yes_rate": "yes rate", "trials": "trials"},

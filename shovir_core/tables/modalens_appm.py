@@ -17,10 +17,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..metrics.prompt_variants import abstained, uncertain_flips
 from ..stats import bootstrap_rates
-from .modalens import READOUTS, answers
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
+from ..vocab import READOUTS
 from .result import TableResult
 
 __all__ = ["ORDER_ARMS", "UNCERTAIN_ARMS", "option_order_table", "option_order_shifts", "abstention_table",
@@ -64,7 +64,7 @@ def option_order_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: 
     frame = pd.concat(frames, ignore_index=True)
     return TableResult(frame[["readout", "order", "report", "flip_rate", "flip_rate_lo", "flip_rate_hi", "flips",
                               "n_trials"]], values,
-                       metrics={"flip_rate": "flip_rate", "flip_rate_lo": "flip_rate_lo", "flip_rate_hi": "flip_rate_hi"},
+                       index=("readout", "order", "report"), metrics={"flip_rate": "flip_rate", "flip_rate_lo": "flip_rate_lo", "flip_rate_hi": "flip_rate_hi"},
                        labels={"readout": "readout", "order": "option order", "report": "report", "flips": "flips",
                                "n_trials": "trials"},
                        caption="Option order: flip rate per arm and readout (instructed, one-question)")
@@ -98,7 +98,7 @@ def option_order_shifts(arms: Mapping[str, pd.DataFrame]) -> TableResult:
     for col, level in (("report", "present"), ("report", "absent"), *(("readout", r) for r in READOUTS)):
         sub = frame[frame[col] == level]["yes_shift"]
         values[f"m.shift.{level}.yes_shift_min"], values[f"m.shift.{level}.yes_shift_max"] = float(sub.min()), float(sub.max())
-    return TableResult(frame, values, metrics={"changed": "share", "yes_shift": "rate_shift"},
+    return TableResult(frame, values, index=("report", "readout", "image"), metrics={"changed": "share", "yes_shift": "rate_shift"},
                        labels={"report": "report", "readout": "readout", "image": "image", "trials": "trials"},
                        caption="Option order: share of answers changed by the reversal and yes-rate shift (reversed − default)")
 

@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import layers as ly
+from ..metrics.arms import rate_interval
 from ..metrics.modalens import balanced_accuracy
 from ..protocols.modalens_layers import lens_array
 from ..stats import nulls
 from ..stats.overlap import jaccard, phi
-from .modalens import rate_interval
 from .result import TableResult
 
 __all__ = ["planted_facts", "absent_by_finding", "lens_table", "knockout_table", "KNOCKOUT_ARM_LABELS", "knockout_overlap", "settling_table",
@@ -84,7 +84,8 @@ def planted_facts(present: pd.DataFrame, absent: pd.DataFrame, *, n_draws: int, 
     values["ratio"] = values["absent.flip_rate"] / max(values["present.flip_rate"], 1e-12)
     frame = pd.DataFrame(rows)
     return TableResult(frame, values=values,
-                       metrics={"flip_rate": "flip_rate", "balanced_accuracy": "balanced_accuracy",
+                       metrics={"flip_rate": "flip_rate", "lo": "flip_rate", "hi": "flip_rate",
+                                "balanced_accuracy": "balanced_accuracy",
                                 "label_agreement": "accuracy"},
                        labels={"arm": "report", "n_trials": "trials", "lo": "flip 95% lo", "hi": "flip 95% hi",
                                "macro_balanced_accuracy": "balanced accuracy (mean over findings)",
@@ -184,7 +185,7 @@ def lens_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: int, tv:
             f"{arm}.settling_mean": float(settle.mean()), f"{arm}.majority_floor": floor,
         })
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values=values,
+    return TableResult(frame, index=("arm", "layer"), values=values,
                        metrics={"disagreement": "flip_rate", "mean_abs_delta_margin": "mean_abs_margin_change",
                                 "agreement_final": "accuracy", "majority_floor": "majority_baseline",
                                 "balanced_agreement": "balanced_accuracy"},
@@ -273,7 +274,7 @@ def knockout_overlap(arms: Mapping[str, pd.DataFrame], pairs, *, n_perm: int, se
             key = f"{a}.{b}.L{layer}"
             values.update({f"{key}.jaccard": j, f"{key}.phi": ph, f"{key}.phi_p": p, f"{key}.both": int((x & y).sum())})
     frame = pd.DataFrame(rows)
-    return TableResult(frame, values=values, metrics={"jaccard": "share", "phi": "phi", "phi_p": "p_value"},
+    return TableResult(frame, index=("pair", "start_layer"), values=values, metrics={"jaccard": "share", "phi": "phi", "phi_p": "p_value"},
                        labels={"pair": "arms", "start_layer": "start layer", "n_trials": "n",
                                "flips_a": "flips (first)", "flips_b": "flips (second)", "both": "flip in both",
                                "jaccard": "Jaccard", "phi": "φ", "phi_p": "φ p (shuffled pairing)"},

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .modalens import rate_interval
+from ..metrics.arms import rate_interval
 from .result import TableResult
 
 __all__ = ["patching_table", "steering_table", "PAPER_KEYS", "STEER_LABELS"]

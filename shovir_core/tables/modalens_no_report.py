@@ -4,7 +4,7 @@ Pure functions of ``modalens-noreport`` records (:mod:`shovir_core.protocols.nor
 frame of trials per (dataset, model), the estimates on the *admissible* pairs (the protocol's
 leakage rule), intervals from the percentile bootstrap clustered by **source image** (the
 resampling unit of these datasets: they have no patients), all computed by
-:func:`shovir_core.tables.modalens_arms.bootstrap_rates`.
+:func:`shovir_core.stats.bootstrap_rates`.
 
 Value keys: ``nr.<dataset>.<model>.<quantity>`` (``dataset`` in :data:`DATASET_KEYS`, ``model`` the
 registry name with ``-`` as ``_``); :data:`PAPER_KEYS` maps the chapter's primary model's keys to the
@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..metrics.agreement import cohen_kappa
-from .modalens_arms import bootstrap_rates, put_interval
+from ..metrics.arms import put_interval
+from ..stats import bootstrap_rates
 from .result import TableResult
 
 __all__ = ["DATASET_KEYS", "TABLE6", "flips", "swap_summary", "tier_table", "symmetry_table", "map_generated",

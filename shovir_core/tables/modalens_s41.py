@@ -16,9 +16,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..stats import bootstrap_rates
-from .modalens import DESIGN_LABELS, answers, design_subset
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
+from .modalens import DESIGN_LABELS, design_subset
 from .result import TableResult
 
 __all__ = ["design_comparison", "seed_table", "PAPER_KEYS", "AUDIT_PREFIXES"]
@@ -63,7 +63,7 @@ def design_comparison(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: i
                          "diff_lo": values[f"{k}.A_minus_P.diff_pp_lo"] / 100,
                          "diff_hi": values[f"{k}.A_minus_P.diff_pp_hi"] / 100, "trials": values[f"{k}.n_trials"]})
     return TableResult(pd.DataFrame(rows), values,
-                       metrics={"P": "flip_rate_present", "A": "flip_rate_absent", "diff": "paired_diff", "diff_lo": "paired_diff_lo",
+                       index=("design", "readout"), metrics={"P": "flip_rate_present", "A": "flip_rate_absent", "diff": "paired_diff", "diff_lo": "paired_diff_lo",
                                 "diff_hi": "paired_diff_hi"},
                        labels={"design": "design", "readout": "readout", "trials": "trials"},
                        caption="All-14 beside the 13-finding design (composite excluded)")
@@ -129,7 +129,7 @@ def seed_table(arms: Mapping[int, tuple[pd.DataFrame, pd.DataFrame]], *, n_draws
     values["s41.seed.n_cases"] = int(paired[f"P{seeds[0]}"]["case_id"].nunique())
     values["s41.seed.n_changed_substitutes"] = int((subs != subs[0]).any(axis=0).sum())
     return TableResult(frame, values,
-                       metrics={"P": "flip_rate_present", "A": "flip_rate_absent", "effect": "paired_diff",
+                       index=("seed",), metrics={"P": "flip_rate_present", "A": "flip_rate_absent", "effect": "paired_diff",
                                 "effect_lo": "paired_diff_lo", "effect_hi": "paired_diff_hi"},
                        labels={"seed": "substitute seed", "P flips": "P flips", "A flips": "A flips"},
                        caption="Substitute redraws (one-question): flip rates and the report effect per seed")

@@ -19,10 +19,9 @@ import numpy as np
 import pandas as pd
 
 from ..data.text_controls import SECTION_CONTROLS, TEXT_CONTROLS
+from ..metrics.arms import answers, flip_rate_rows, paired_trials, put_interval
 from ..vocab import COMPOSITE
 from ..stats import bootstrap_rates
-from .modalens import answers
-from .modalens_arms import flip_rate_rows, paired_trials, put_interval
 from .result import TableResult
 
 __all__ = ["ARMS", "text_control_table", "reader_checks", "rerun_table", "anchoring_branches", "PAPER_KEYS", "AUDIT_PREFIXES", "ARM_LABELS"]
@@ -97,7 +96,7 @@ def text_control_table(arms: Mapping[str, pd.DataFrame], *, n_draws: int, seed: 
         values["tc.n_section_excluded"] = int(values["tc.n_cases"] - values["tc.n_section_cases"])
     frame = pd.DataFrame(rows)
     return TableResult(frame, values,
-                       metrics={"flip_rate": "flip_rate", "flip_rate_lo": "flip_rate_lo", "flip_rate_hi": "flip_rate_hi",
+                       index=("arm",), metrics={"flip_rate": "flip_rate", "flip_rate_lo": "flip_rate_lo", "flip_rate_hi": "flip_rate_hi",
                                 "diff": "paired_diff", "diff_lo": "paired_diff_lo", "diff_hi": "paired_diff_hi"},
                        labels={"arm": "report condition", "key": "arm", "trials": "trials", "flips": "flips",
                                "agree_c": "source-label agreement, original", "agree_d": "source-label agreement, substitute"},
@@ -217,7 +216,7 @@ def rerun_table(original: pd.DataFrame, rerun: pd.DataFrame, *, n_draws: int, se
     patient-clustered interval and flips per run, and the cases whose flip differs between the runs.
     ModaLens Table 18's full-report row is such a re-run: 1.38 % (44 flips) against Table 2's 1.41 % (45),
     "a one-case difference between two runs of the same arm"."""
-    from .modalens import rate_interval
+    from ..metrics.arms import rate_interval
 
     a, b = original.set_index("trial_id"), rerun.set_index("trial_id")
     common = a.index.intersection(b.index)

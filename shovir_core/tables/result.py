@@ -17,7 +17,10 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-__all__ = ["TableResult", "run_ids_of", "frame_of"]
+__all__ = ["TableResult", "run_ids_of", "frame_of", "FORMATTED"]
+
+FORMATTED = "formatted_table"
+"""The ``attrs`` key that marks a frame of reader text made by :meth:`TableResult.display`."""
 
 
 def run_ids_of(runs) -> tuple[str, ...]:
@@ -46,27 +49,6 @@ def frame_of(table) -> pd.DataFrame:
     if isinstance(table, pd.DataFrame):
         return table
     raise TypeError(f"expected a TableResult or a DataFrame, got {type(table).__name__}")
-
-
-class Numbers:
-    """The unformatted frame behind a displayed one (kept in its ``attrs``; compared by identity, so
-    pandas can compare two frames' ``attrs`` without comparing frames)."""
-
-    __slots__ = ("frame", "shown")
-
-    def __init__(self, frame: pd.DataFrame, shown: pd.DataFrame | None = None):
-        self.frame = frame
-        self.shown = (shown.shape, list(shown.index), list(shown.columns)) if shown is not None else None
-
-    def behind(self, shown: pd.DataFrame) -> pd.DataFrame | None:
-        """The numbers, if ``shown`` is still the frame they were displayed as (same rows and columns;
-        a frame concatenated or filtered after ``display()`` gets ``None``)."""
-        if self.shown is None or self.shown != (shown.shape, list(shown.index), list(shown.columns)):
-            return None
-        return self.frame
-
-    def __deepcopy__(self, memo):  # pandas deep-copies attrs on every derived frame: share, do not copy
-        return self
 
 
 @dataclass
@@ -135,6 +117,20 @@ class TableResult:
         return replace(self, frame=self.frame[keep].copy(),
                        metrics={c: m for c, m in self.metrics.items() if c in keep})
 
+    def drop(self, columns: Sequence[Hashable]) -> "TableResult":
+        """A copy without ``columns`` (e.g. a machine key that the frame keeps for lookups but readers
+        need not see); glue values, labels and run ids are kept. An :attr:`index` column cannot be
+        dropped."""
+        columns = list(columns)
+        missing = [c for c in columns if c not in self.frame.columns]
+        if missing:
+            raise ValueError(f"drop: the frame has no columns {missing}; it has {list(self.frame.columns)}")
+        shown = [c for c in columns if c in self.index]
+        if shown:
+            raise ValueError(f"drop: {shown} are the table's index (row labels); drop other columns")
+        return replace(self, frame=self.frame.drop(columns=columns),
+                       metrics={c: m for c, m in self.metrics.items() if c not in columns})
+
     def pivot(self, *, index: str | Sequence[str], columns: str, values: str) -> "TableResult":
         """The table reshaped wide: one row per ``index``, one column per value of ``columns``.
 
@@ -171,8 +167,10 @@ class TableResult:
     def display(self) -> pd.DataFrame:
         """The frame for readers: metric columns formatted, headers renamed, :attr:`index` as row labels.
 
-        Its ``attrs`` keep the ``caption`` and the unformatted frame (``numbers``), which
-        :func:`shovir_core.book.show` uses for the caption and the CSV.
+        This is for reading a table in a console or a test. The book shows the :class:`TableResult`
+        itself (``book.show(table)``), which formats it again, captions it and writes the CSV of the
+        numbers; :func:`shovir_core.book.show` refuses this frame (its ``attrs`` mark it as
+        :data:`FORMATTED`, and every frame pandas derives from it keeps the mark).
         """
         from ..metrics.schema import metric_spec
 
@@ -189,6 +187,5 @@ class TableResult:
                        else pd.Index(headers))
         names = [self.labels.get(n, n) for n in out.index.names]
         out = out.rename_axis(index=names if len(names) > 1 else names[0])
-        # book.show keeps the caption, and writes the unformatted numbers (not this text) to the CSV
-        out.attrs.update({"caption": self.caption, "numbers": Numbers(self.frame, out)})
+        out.attrs.update({"caption": self.caption, FORMATTED: True})
         return out

@@ -104,7 +104,7 @@ def class_counts(run: Run) -> TableResult:
     c = _kind(run, "class")
     frame = pd.DataFrame({"class": c["class"], "images": c["images"].astype(int), "kept": c["kept"].astype(bool)})
     values = {"n_classes": int(frame["kept"].sum()), "min_count": int(run.manifest["spec"]["min_count"])}
-    return TableResult(frame, values, labels={"kept": f"≥ {values['min_count']} images"},
+    return TableResult(frame, values, index=("class",), labels={"kept": f"≥ {values['min_count']} images"},
                        caption="Per-class evaluation subsets.").with_runs(run)
 
 
@@ -127,7 +127,7 @@ def consistency(run: Run) -> TableResult:
               "f1_boxed": float(boxed_f1), "n_classes_boxed": int(len(boxed)), "fn_boxed": bfn,
               "n_classes_without_boxes": int(len(no_box)), "fn_without_boxes": int(no_box["fn"].sum()),
               "classes_without_boxes": ", ".join(no_box["class"])}
-    return TableResult(frame, values, metrics={"f1": "f1_class"},
+    return TableResult(frame, values, index=("class",), metrics={"f1": "f1_class"},
                        labels={"has_boxes": "class has boxes"},
                        caption="Agreement of image labels with box classes (micro F1 pooled over classes)."
                        ).with_runs(run)
@@ -140,7 +140,7 @@ def validation_sample(run: Run) -> TableResult:
     frame = v.groupby("class", sort=False).agg(images=("image_id", "size")).reset_index()
     values = {"n_cases": int(len(v)), "per_class": int(run.manifest["spec"]["per_class"]),
               "n_classes": int(frame["class"].nunique())}
-    out = TableResult(frame, values, caption="Validation cases drawn per class.").with_runs(run)
+    out = TableResult(frame, values, index=("class",), caption="Validation cases drawn per class.").with_runs(run)
     out.ids = v[["class", "image_id", "rank"]].copy()  # for the user's copy; the book never prints these
     return out
 
@@ -382,7 +382,7 @@ def prompt_sensitivity(runs: Mapping[str, Run], *, n_draws: int = 2000, seed: in
         if {"default", "shared"} <= set(row.index):
             values[f"{glue_key(model)}.delta_f1"] = float(row["shared"] - row["default"])
         values[f"{glue_key(model)}.identical_reports"] = same.get(model, np.nan)
-    return TableResult(frame, values, metrics={"f1": "f1_14_micro"},
+    return TableResult(frame, values, index=("model", "prompt"), metrics={"f1": "f1_14_micro"},
                        labels={"f1_lo": f"{level:.0%} CI low", "f1_hi": f"{level:.0%} CI high",
                                "identical_reports": "identical reports", "n_images": "images"},
                        caption=f"Baseline F1_14 under each prompt, {level:.0%} image-bootstrap intervals "
