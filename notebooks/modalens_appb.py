@@ -224,10 +224,11 @@ sns.histplot(distances, x="distance", bins=30, ax=axes[0])
 axes[0].set_title("A: centred cosine distance")
 axes[0].set_xlabel("cosine distance of the pair")
 axes[0].set_ylabel("pairs")
-sns.pointplot(byq.frame, x="quartile", y="flip_rate", hue="report", ax=axes[1], errorbar=None)
+sns.pointplot(byq.frame.assign(flip_pct=100 * byq.frame["flip_rate"]), x="quartile", y="flip_pct", hue="report",
+              ax=axes[1], errorbar=None)
 axes[1].set_title("B: flip rate by distance quartile")
 axes[1].set_xlabel("distance quartile (1 = closest)")
-axes[1].set_ylabel("flip rate")
+axes[1].set_ylabel("flip rate (%)")
 fig.tight_layout()
 book.show(fig, runs=runs, name="ml-appb-distance",
           caption=f"Appendix B ({profile}, {primary_model}): A, the centred cosine distance between the two images' "

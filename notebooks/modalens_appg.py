@@ -237,12 +237,13 @@ fig, axes = plt.subplots(1, 2, figsize=figures.column_figsize(5.2), sharey=True)
 sns.barplot(t17.frame, y="finding", x="aligned_change", hue="report", ax=axes[0])
 axes[0].axvline(0, color="grey", lw=1)
 axes[0].set_title("A: mean aligned change")
-axes[0].set_xlabel("y_d (m_d − m_c), logit units")
+axes[0].set_xlabel(r"$y_d\,(m_d - m_c)$ (logit units)")
 axes[0].set_ylabel("")
-sns.barplot(t17.frame, y="finding", x="share_aligned", hue="report", ax=axes[1], legend=False)
-axes[1].axvline(0.5, color="grey", ls="--", lw=1)
-axes[1].set_title("B: share moving towards y_d")
-axes[1].set_xlabel("share > 0")
+sns.barplot(t17.frame.assign(share_pct=100 * t17.frame["share_aligned"]), y="finding", x="share_pct", hue="report",
+            ax=axes[1], legend=False)
+axes[1].axvline(50, color="grey", ls="--", lw=1)
+axes[1].set_title(r"B: share moving towards $y_d$")
+axes[1].set_xlabel(r"trials with $y_d\,(m_d - m_c) > 0$ (%)")
 fig.tight_layout()
 book.show(fig, runs=runs, name="ml-appg-fig4",
           caption=f"Figure 4 ({profile}, {primary_model}): on label-changed trials, A, the mean target-aligned margin "

@@ -97,12 +97,12 @@ def run(protocol: str, name: str, spec: dict, *, progress: bool = True, shard: S
     module = get_protocol(protocol)
     resolved = module.resolve_spec(dict(spec or {}))
     h = spec_hash(resolved)
-    if is_complete(protocol, name, resolved, resolved=True):
-        return load_run(protocol, name, h)
     if shard is not None and shard.sharded and protocol not in SHARDED:
         if shard.index != 0:
-            return None
+            return None  # whatever shard 0 has done by now: a shard's report must not depend on timing
         shard = None
+    if is_complete(protocol, name, resolved, resolved=True):
+        return load_run(protocol, name, h)
     path = record_dir(protocol, name, resolved)
     if shard is not None and shard.sharded:  # shards of one record write side by side by design
         with writer_defaults(spec_passed=dict(spec or {}), shard=shard):
