@@ -5,7 +5,7 @@ executed notebooks and prints it with Debian's ``/usr/bin/chromium --headless --
 (no browser download, no network). Before printing, a copy of the page has every collapsed table
 (the audits' dropdowns) opened, so what a reader would have to click open is on paper; the code
 cells stay collapsed. :func:`chapters_in_pdf` reads the PDF back (pypdf) to check that every chapter
-is in it.
+is in it (``make pdf`` fails otherwise); ``build_pdf(chapters=[...])`` prints a few chapters only (the test).
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["CHROMIUM", "singlehtml_dir", "singlehtml_page", "open_collapsed", "print_pdf", "build_pdf", "chapter_titles",
-           "chapters_in_pdf", "pdf_pages"]
+__all__ = ["CHROMIUM", "singlehtml_dir", "singlehtml_page", "open_collapsed", "print_pdf", "subset_toc", "build_pdf",
+           "chapter_titles", "chapters_in_pdf", "pdf_pages"]
 
 CHROMIUM = os.environ.get("SHOVIR_CHROMIUM", "/usr/bin/chromium")
 """The browser that prints the book (Debian's ``chromium`` package)."""
@@ -76,17 +76,56 @@ def print_pdf(html: Path, pdf: Path, *, chromium: str = CHROMIUM, timeout: int =
     return pdf
 
 
-def build_pdf(*, pdf: Path | None = None, build: bool = True) -> Path:
-    """Build the single-page HTML of the executed book and print it to ``book/_build/pdf/book.pdf``."""
+def subset_toc(chapters: list[str], *, out: Path, toc: Path | None = None) -> Path:
+    """A copy of the book's table of contents (``_toc.yml``) that keeps the root page and only
+    ``chapters`` (notebook names, in the book's order), written to ``out``."""
+    import yaml
+
     from .. import paths
 
+    data = yaml.safe_load(Path(toc or paths.repo_root() / "_toc.yml").read_text(encoding="utf-8"))
+    wanted = {f"book/{c}" for c in chapters}
+    parts = [{**p, "chapters": [c for c in p.get("chapters", []) if c.get("file") in wanted]}
+             for p in data.get("parts", [])]
+    data["parts"] = [p for p in parts if p["chapters"]]
+    missing = wanted - {c["file"] for p in data["parts"] for c in p["chapters"]}
+    if missing:
+        raise ValueError(f"not chapters of the book: {sorted(missing)}")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return out
+
+
+def build_pdf(*, pdf: Path | None = None, build: bool = True, chapters: list[str] | None = None,
+              out_dir: Path | None = None, check: bool = True) -> Path:
+    """Build the single-page HTML of the executed book and print it to ``book/_build/pdf/book.pdf``.
+
+    ``chapters`` (notebook names) prints the root page and those chapters only, built under
+    ``out_dir`` (default: a temporary folder) instead of ``book/_build``; ``check`` reads the PDF
+    back and raises when a chapter of the single page is missing from it (:func:`chapters_in_pdf`)."""
+    from .. import paths
+
+    folder = None
+    if chapters is not None:
+        out_dir = Path(out_dir or tempfile.mkdtemp(prefix="shovir-pdf-book-"))
+        toc = subset_toc(chapters, out=out_dir / "_toc.yml")
+        folder = out_dir / "_build" / "singlehtml"
     if build:
         exe = (shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
                or "jupyter-book")  # the environment's own first (make runs .venv/bin/python, not an activated venv)
-        subprocess.run([exe, "build", str(paths.repo_root()), "--path-output", str(paths.book_root()),
-                        "--builder", "singlehtml", "--keep-going"], cwd=paths.repo_root(), check=True)
-    pdf = Path(pdf or paths.book_root() / "_build" / "pdf" / "book.pdf")
-    return print_pdf(singlehtml_page(), pdf)
+        cmd = [exe, "build", str(paths.repo_root()), "--builder", "singlehtml", "--keep-going"]
+        cmd += (["--path-output", str(paths.book_root())] if chapters is None
+                else ["--path-output", str(out_dir), "--toc", str(toc)])
+        subprocess.run(cmd, cwd=paths.repo_root(), check=True)
+    pdf = Path(pdf or (out_dir / "book.pdf" if chapters is not None else paths.book_root() / "_build" / "pdf" / "book.pdf"))
+    page = singlehtml_page(folder)
+    print_pdf(page, pdf)
+    if check:
+        found = chapters_in_pdf(pdf, chapter_titles(page.read_text(encoding="utf-8")))
+        if not found or not all(found.values()):
+            raise RuntimeError(f"{pdf}: chapters missing from the PDF: {[t for t, ok in found.items() if not ok]}")
+    return pdf
 
 
 def chapter_titles(html: str) -> list[str]:
