@@ -152,9 +152,10 @@ class ShingleIndex:
             self.n_texts += 1
             parts.append(_hashes(words(t), size))
         hashes = np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
-        allowed = [_hashes(words(a), size) for a in (project_phrases() if allow is None else allow)]
-        if allowed and len(hashes):
-            hashes = np.setdiff1d(hashes, np.concatenate(allowed), assume_unique=False)
+        allowed = (_project_hashes(size) if allow is None
+                   else np.concatenate([np.empty(0, dtype=np.int64)] + [_hashes(words(a), size) for a in allow]))
+        if len(allowed) and len(hashes):
+            hashes = np.setdiff1d(hashes, allowed, assume_unique=False)
         self._hashes = hashes
         self._labels = label_words()
 
@@ -275,6 +276,15 @@ def label_words() -> frozenset[str]:
         for key, m in metrics.items():
             texts += [key, str((m or {}).get("display", "")), str((m or {}).get("unit", ""))]
     return frozenset(w for t in texts for w in words(t))
+
+
+@functools.lru_cache(maxsize=4)
+def _project_hashes(size: int) -> np.ndarray:
+    """The ``size``-word windows of :func:`project_phrases`, hashed once per process as the phrases are
+    read once (a book run with credentialed chapters builds an index per dataset and field)."""
+    out = np.unique(np.concatenate([np.empty(0, dtype=np.int64)] + [_hashes(words(a), size) for a in project_phrases()]))
+    out.flags.writeable = False
+    return out
 
 
 @functools.lru_cache(maxsize=1)
