@@ -152,8 +152,12 @@ def test_layer_stand_ins_have_the_real_models_layer_count(monkeypatch):
     assert REGISTRY["medgemma-27b"].text_layers == 62
     monkeypatch.setenv(STAND_INS_ENV, json.dumps(stand_ins(layers=True)))
     model = get_model("medgemma-27b")
-    assert model.model.config.get_text_config().num_hidden_layers == 62
-    assert model_fingerprint("medgemma-27b")["stand_in"]["name"] == "tiny-gemma3@62"
+    text = model.model.config.get_text_config()
+    assert text.num_hidden_layers == 62
+    assert text.hidden_size == 32 < 64, "the deep stand-in is narrower than the tiny default (its cost is width)"
+    fingerprint = model_fingerprint("medgemma-27b")["stand_in"]
+    assert fingerprint["name"] == "tiny-gemma3@62" and fingerprint["dims"]["hidden"] == 32
+    assert "dims" not in model_fingerprint("tiny-gemma3")  # the demo's tiny models keep their identity
     assert tiny_dims("tiny-gemma3") is None
     with pytest.raises(UsageError, match="decoder-layer count"):
         tiny_dims("tiny-gemma3@x")
