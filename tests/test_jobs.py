@@ -43,19 +43,9 @@ class DieAfterParts:
         return self.task(index)
 
 
-@pytest.fixture(scope="module")
-def single(tmp_path_factory):
-    """The record made in one process, which every sharded record of ``SPEC`` must equal (made once
-    for the module: the local and the SLURM test shard the same spec under their own runs roots)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SHOVIR_RUNS", str(tmp_path_factory.mktemp("single")))
-    try:
-        return protocols.run("modalens", "jobs", SPEC, progress=False)
-    finally:
-        mp.undo()
-
-
-def test_killed_shard_is_resubmitted_and_the_record_completes(single, tmp_path, monkeypatch, capsys):
+def test_killed_shard_is_resubmitted_and_the_record_completes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "single"))
+    single = protocols.run("modalens", "jobs", SPEC, progress=False)
     monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "sharded"))
     task = ShardTask([RunTarget("modalens", "jobs", SPEC)], count=3)
     assert task.env["SHOVIR_RUNS"] == str(tmp_path / "sharded")
@@ -72,7 +62,7 @@ def test_killed_shard_is_resubmitted_and_the_record_completes(single, tmp_path, 
         outcomes[1].error
     assert "Loading pickle" not in outcomes[1].error
     assert outcomes[1].job_id not in asked  # told at once, without submitit's 15 s wait for the result file
-    path = tmp_path / "sharded" / single.path.relative_to(single.path.parents[2])
+    path = single.path.parents[3] / "sharded" / single.path.relative_to(single.path.parents[2])
     markers = read_markers(path)
     assert markers["s001of003"]["status"] == "running"  # died without a word
     progress = status([RunTarget("modalens", "jobs", SPEC)]).set_index("shard")
@@ -161,11 +151,13 @@ class PreemptAfterParts:
         return self.task.checkpoint(index)
 
 
-def test_slurm_array_with_a_preempted_task_requeues_and_completes(single, tmp_path, monkeypatch):
+def test_slurm_array_with_a_preempted_task_requeues_and_completes(tmp_path, monkeypatch):
     import time
 
     from shovir_core.jobs.submit import submit
 
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "single"))
+    single = protocols.run("modalens", "slurm", SPEC, progress=False)
     bin_dir, state = tmp_path / "bin", tmp_path / "slurm-state"
     bin_dir.mkdir()
     state.mkdir()
@@ -175,19 +167,19 @@ def test_slurm_array_with_a_preempted_task_requeues_and_completes(single, tmp_pa
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
     monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "sharded"))
-    task = ShardTask([RunTarget("modalens", "jobs", SPEC)], count=3)
+    task = ShardTask([RunTarget("modalens", "slurm", SPEC)], count=3)
     jobs = submit(PreemptAfterParts(task, victim=2, parts=1), [0, 1, 2],
                   options=ClusterOptions(gpus_per_task=0, time=30, array_parallelism=3),
                   folder=tmp_path / "jobs" / "%j", job_name="shovir-test")
     assert [j.job_id for j in jobs] == ["4200_0", "4200_1", "4200_2"]
     sbatch_file = next((tmp_path / "jobs").glob("**/*.sh")).read_text()
     assert "#SBATCH --array=0-2%3" in sbatch_file and "#SBATCH --signal=USR2@90" in sbatch_file
-    target = [RunTarget("modalens", "jobs", SPEC)]
+    target = [RunTarget("modalens", "slurm", SPEC)]
     deadline = time.time() + 300
     while time.time() < deadline and status(target)["record"].iloc[0] != "complete":
         time.sleep(1)
     assert (state / "requeues.log").read_text().split() == ["4200_2"]  # the preempted task, requeued once
-    sharded = load_run("modalens", "jobs")
+    sharded = load_run("modalens", "slurm")
     assert sharded.info.shards == 3
     assert_identical(sorted_trials(single), sorted_trials(sharded))
     for job in jobs:  # every task ended with a result (the requeued one on its second attempt)
