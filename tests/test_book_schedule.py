@@ -124,3 +124,49 @@ def test_a_failure_lets_the_running_finish_starts_nothing_and_is_raised(sched_jo
     s = _spans(tmp_path)
     assert "slow-ok" in s and "later" not in s and "last" not in s
     assert "not started" in capsys.readouterr().err
+
+
+MAKER = textwrap.dedent('''
+    import os, time
+    from pathlib import Path
+
+    def make(n):
+        from shovir_core import protocols
+        from shovir_core.protocols import cohort
+
+        log = Path(os.environ["SCHED_LOG"])
+
+        real = cohort.execute
+
+        def slow_execute(*args, **kwargs):  # a record that takes a while, so both processes ask while it is made
+            with open(log / "executed.log", "a") as fh:
+                fh.write(f"{os.getpid()}\\n")
+            time.sleep(1.0)
+            return real(*args, **kwargs)
+
+        cohort.execute = slow_execute
+        (log / f"ready-{os.getpid()}").touch()  # both processes imported: ask for the record together
+        deadline = time.time() + 300
+        while len(list(log.glob("ready-*"))) < n and time.time() < deadline:
+            time.sleep(0.05)
+        return protocols.run("cohort", "demo-bbox", {"dataset": "demo"}, progress=False).run_id
+''')
+
+
+def test_two_processes_asking_for_one_record_make_it_once(tmp_path, monkeypatch):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    (tmp_path / "sched_maker_mod.py").write_text(MAKER)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("SCHED_LOG", str(tmp_path))
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "runs"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import sched_maker_mod
+
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        ids = [f.result() for f in [pool.submit(sched_maker_mod.make, 2) for _ in range(2)]]
+    assert len(list(tmp_path.glob("ready-*"))) == 2, "the two calls came from two processes"
+    assert ids[0] == ids[1] == run_id("cohort", "demo-bbox", {"dataset": "demo"})
+    makers = (tmp_path / "executed.log").read_text().split()
+    assert len(makers) == 1, f"the record was made by {len(makers)} processes"
