@@ -44,6 +44,9 @@ def test_demo_plan_makes_each_record_once_and_puts_the_map_last(tmp_path, monkey
     assert len(appn) > 1, "a chapter's slow records are split over several tasks"
     tables = [plan.records[t] for t in plan.records if t.startswith("modalens_tables[")]
     assert any(len(rids) > 1 for rids in tables), "arms one prefill scores together stay in one task"
+    probes = load_params("modalens_appn_probes", "demo")["runs"].values()
+    lens = {run_id(r["protocol"], r["name"], r["spec"]) for r in probes if r["spec"].get("analysis") == "tuned-lens"}
+    assert len(lens) == 2 and len({maker[rid] for rid in lens}) == 1, "the tuned-lens records share one trained lens"
 
 
 def test_a_complete_record_gets_no_task(tmp_path, monkeypatch):

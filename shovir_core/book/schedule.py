@@ -3,9 +3,10 @@
 The records of every chapter are pooled first: a record (a run identity, ``<protocol>/<name>/<hash>``) that
 several chapters name is made once, by the task of the first chapter in toc order that names it (the one that
 made it when chapters ran one after another). A chapter's own records are split into the groups
-:func:`shovir_core.protocols.prefill_groups` gives (the ModaLens arms one prefill scores together; each other
-record alone), one task per group, so a chapter's slow records spread over the workers and the arms are scored
-with the same prompt-prefix sharing as ``shovir run <chapter>``. A notebook only reads records: it starts as
+:func:`shovir_core.protocols.record_groups` gives (the ModaLens arms one prefill scores together, the
+tuned-lens records that share one trained lens; each other record alone), one task per group, so a chapter's
+slow records spread over the workers and the arms are scored with the same prompt-prefix sharing as
+``shovir run <chapter>``. A notebook only reads records: it starts as
 soon as the tasks making its records have finished; ``requires: all`` (the reproduction map) waits for every
 other notebook, ``requires: [a, b]`` for those named.
 
@@ -64,7 +65,7 @@ def book_plan(names: list[str], profile: str, *, skip_complete: bool = True) -> 
 
     Records already complete get no task (``skip_complete``); the notebook reads them as they are.
     """
-    from ..protocols import is_complete, prefill_groups, resolve
+    from ..protocols import is_complete, record_groups, resolve
     from ..records import spec_hash
     from ..records.schema import SHORT_HASH
     from .runner import BookError, execute_notebook, make_record_group
@@ -92,7 +93,8 @@ def book_plan(names: list[str], profile: str, *, skip_complete: bool = True) -> 
             try:
                 rid = identity(r)
             except Exception as exc:  # noqa: BLE001 - the spec is refused: say which chapter and record
-                raise BookError(f"{n}: record {key!r} ({r['protocol']}/{r['name']}): {type(exc).__name__}: {exc}") from exc
+                raise BookError(f"{n}: record {key!r} ({r['protocol']}/{r['name']}): "
+                                f"{type(exc).__name__}: {exc}") from exc
             ids[key] = rid
             if rid not in made_by and rid not in new:
                 new[rid] = (key, r)
@@ -102,7 +104,7 @@ def book_plan(names: list[str], profile: str, *, skip_complete: bool = True) -> 
                 del new[rid]
         targets = [(r["protocol"], r["name"], r["spec"]) for _, r in new.values()]
         member = {id(t): (rid, key, r) for t, (rid, (key, r)) in zip(targets, new.items())}
-        groups = prefill_groups(targets)
+        groups = record_groups(targets)
         for i, group in enumerate(groups):
             task = f"{n}[records {i + 1}/{len(groups)}]"
             members = [member[id(t)] for t in group]

@@ -24,7 +24,7 @@ from . import catalog as _catalog  # noqa: F401  (installs the $SHOVIR_MODELS re
 from .spec import SpecError
 
 __all__ = ["REGISTRY", "SHARDED", "get_protocol", "resolve", "run", "run_id", "is_complete", "prefill",
-           "prefill_groups"]
+           "record_groups"]
 
 REGISTRY: dict[str, str] = {
     "modalens": "shovir_core.protocols.modalens",
@@ -88,19 +88,21 @@ def prefill(targets, *, progress: bool = True, shard: Shard | None = None) -> No
             pool(runs, progress=progress, shard=shard if protocol in SHARDED else None)
 
 
-def prefill_groups(targets) -> list[list[tuple]]:
-    """``targets`` (``(protocol, name, spec)`` triples) split into the groups :func:`prefill` scores together.
+def record_groups(targets) -> list[list[tuple]]:
+    """``targets`` (``(protocol, name, spec)`` triples) split into the groups best made in one process.
 
-    A protocol with ``prefill_arms`` says which arms go together (its ``prefill_key``); each other target
-    is a group of its own. Groups keep the targets' order and are ordered by their first target, so
-    calling :func:`prefill` on each group scores exactly what one call on all ``targets`` would.
+    A protocol's ``group_key(spec)`` says which of its records share work in a process: ModaLens arms that
+    :func:`prefill` scores together (same model and cases), the two tuned-lens records of one model (one
+    trained lens). Targets with equal keys form a group; each other target is a group of its own. Groups
+    keep the targets' order and are ordered by their first target, so :func:`prefill` on each group scores
+    exactly what one call on all ``targets`` would.
     """
     groups: dict[tuple, list[tuple]] = {}
     for i, target in enumerate(targets):
         protocol, _, spec = target
-        key_of = getattr(get_protocol(protocol), "prefill_key", None)
-        key = (protocol, key_of(spec)) if key_of is not None else ("", i)
-        groups.setdefault(key, []).append(target)
+        key_of = getattr(get_protocol(protocol), "group_key", None)
+        key = key_of(spec) if key_of is not None else None
+        groups.setdefault(("", i) if key is None else (protocol, key), []).append(target)
     return list(groups.values())
 
 
