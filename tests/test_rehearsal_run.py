@@ -27,6 +27,8 @@ def test_the_chapter_runs_to_the_end_with_stand_ins(report):
     (chapter,) = rep["chapters"]
     assert chapter["status"] == "ok", chapter.get("error")
     assert chapter["trials"] > 0 and chapter["peak_mb"] > 0 and chapter["seconds"] > 0
+    # the CPU time of the chapter's processes (child, kernel, shards): at least the notebook's kernel start
+    assert 1 < chapter["cpu_seconds"] < 2 * chapter["seconds"] + 5
     assert chapter["paper"] and chapter["paper"][0]["paper_trials"] > chapter["trials"]  # 2 % of the paper
     assert "--profile mimic" in chapter["command"]
     assert json.loads((runs / "rehearsal" / "report-mimic.json").read_text())["chapters"][0]["status"] == "ok"
