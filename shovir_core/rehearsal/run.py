@@ -13,9 +13,9 @@ model fingerprints name the stand-in, and every executed notebook starts with a 
 nothing made here can be mistaken for a result.
 
 The report (:func:`rehearse` returns it; ``report-<profile>.json`` beside the runs) gives per chapter
-its status, the trial count of every record, the chapter's trials beside the papers' stated
-denominators from the reproduction catalogue (``shovir_core/resources/reproduction.yaml``), wall
-time and peak memory, and the exact commands of the real run.
+its status, wall time, peak memory, model requests (the records' inference-cache entries) and the
+exact commands of the real run, and per record its trials beside the paper's stated denominator for
+that record (equal, or the difference and its reason: :mod:`shovir_core.rehearsal.denominators`).
 """
 from __future__ import annotations
 
@@ -113,21 +113,6 @@ def _banner(notebook: Path, text: str) -> None:
     os.replace(tmp, notebook)
 
 
-def _paper_trials(chapter: str, profile: str) -> list[dict]:
-    """The reproduction catalogue's items of ``chapter`` run on ``profile``, with the paper's trial count."""
-    from ..papers import load_values
-    from ..tables.reproduction import _paper_trials as trials_of
-    from ..tables.reproduction import design_factors, load_catalog
-
-    values, factors = {p: load_values(p) for p in ("shovir", "modalens")}, design_factors()
-    out = []
-    for item in load_catalog():
-        if item.get("notebook") != chapter or profile not in (item.get("profiles") or []) or not item.get("trials"):
-            continue
-        out.append({"item": f"{item['paper']} {item['item']}", "paper_trials": int(round(trials_of(item, values, factors)))})
-    return out
-
-
 def _child(profile: str, chapter: str, out_dir: str, shards: int | None) -> int:
     """In the chapter's own process: make its records (sharded when asked) and execute its notebook."""
     from ..book.runner import execute_notebook, make_records
@@ -147,16 +132,29 @@ def _child(profile: str, chapter: str, out_dir: str, shards: int | None) -> int:
     return 0
 
 
-def _record_rows(run_ids: dict) -> list[dict]:
+def _record_rows(run_ids: dict, *, chapter: str, profile: str, scale: float) -> list[dict]:
+    """One row per record: its trials and model requests beside the paper's denominator for it
+    (:mod:`shovir_core.rehearsal.denominators`)."""
     from ..records import load_run
+    from .denominators import compare, record_denominator
 
     rows = []
     for key, run_id in run_ids.items():
         protocol, name, h = run_id.split("/")
         run = load_run(protocol, name, h)
+        counts = run.manifest.get("counts") or {}
+        cells = counts.get("cells") if isinstance(counts.get("cells"), dict) else None
+        # the distinct model requests the record made (its inference-cache entries), where it keeps them
+        calls = (run.manifest.get("inference_cache") or {}).get("n_entries")
+        denominator = record_denominator(chapter=chapter, key=key, protocol=protocol, spec=run.info.spec,
+                                         profile=profile, scale=scale)
+        verdict = compare(denominator, trials=run.info.n_trials, cells=cells)
         rows.append({"key": key, "run_id": run_id, "protocol": protocol, "status": run.status,
-                     "trials": run.info.n_trials, "seconds": run.info.seconds,
-                     "model": (run.info.model or {}).get("id") if isinstance(run.info.model, dict) else None})
+                     "trials": run.info.n_trials, "seconds": run.info.seconds, "model_calls": calls,
+                     "model": (run.info.model or {}).get("id") if isinstance(run.info.model, dict) else None,
+                     "paper_item": denominator["paper_item"], "paper_trials": denominator["paper_trials"],
+                     "paper_trials_scaled": denominator["paper_trials_scaled"], "compared": denominator["compare"],
+                     **verdict})
     return rows
 
 
@@ -212,7 +210,7 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
         seconds = time.monotonic() - start
         entry = {"chapter": chapter, "status": "ok" if proc.returncode == 0 else "failed",
                  "seconds": round(seconds, 1), "log": str(log),
-                 "stand_ins": sorted(set(table.values())), "paper": _paper_trials(chapter, profile),
+                 "stand_ins": sorted(set(table.values())),
                  "command": _command(chapter, [profile], shards=16)}
         result = next((json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
                        if line.startswith("REHEARSAL-RESULT ")), None)
@@ -220,7 +218,7 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
             old = os.environ.get("SHOVIR_RUNS")
             os.environ["SHOVIR_RUNS"] = str(runs_root)
             try:
-                entry["records"] = _record_rows(result["run_ids"])
+                entry["records"] = _record_rows(result["run_ids"], chapter=chapter, profile=profile, scale=scale)
             finally:
                 if old is None:
                     os.environ.pop("SHOVIR_RUNS")
@@ -228,8 +226,8 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
                     os.environ["SHOVIR_RUNS"] = old
             entry["peak_mb"] = result["peak_mb"]
             entry["trials"] = sum(r["trials"] or 0 for r in entry["records"])
-            for item in entry["paper"]:
-                item["difference"] = entry["trials"] - item["paper_trials"]
+            known = [r["model_calls"] for r in entry["records"] if r["model_calls"] is not None]
+            entry["model_calls"] = sum(known) if known else None
             _banner(Path(result["notebook"]), BANNER.format(profile=profile, scale=scale,
                                                            stand_ins=", ".join(entry["stand_ins"])))
             entry["notebook"] = result["notebook"]
