@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import importlib
 import math
 import re
 from functools import lru_cache
@@ -64,9 +63,11 @@ def load_rules() -> dict:
 
 
 def protocol_defaults(protocol: str) -> dict:
-    """The declared defaults of ``protocol``'s spec (``shovir_core.protocols.<protocol>.SPEC``)."""
-    module = importlib.import_module(f"shovir_core.protocols.{protocol.replace('-', '_')}")
-    return dict(module.SPEC.defaults)
+    """The declared defaults of ``protocol``'s spec (its module's ``SPEC``; none where it declares none)."""
+    from ..protocols import get_protocol
+
+    spec = getattr(get_protocol(protocol), "SPEC", None)
+    return dict(spec.defaults) if spec is not None else {}
 
 
 def _globs(pattern, value) -> bool:

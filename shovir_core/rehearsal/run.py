@@ -136,7 +136,7 @@ def _record_rows(run_ids: dict, *, chapter: str, profile: str, scale: float) -> 
     """One row per record: its trials and model requests beside the paper's denominator for it
     (:mod:`shovir_core.rehearsal.denominators`)."""
     from ..records import load_run
-    from .denominators import compare, record_denominator
+    from .denominators import UNEXPLAINED, compare, record_denominator
 
     rows = []
     for key, run_id in run_ids.items():
@@ -146,9 +146,14 @@ def _record_rows(run_ids: dict, *, chapter: str, profile: str, scale: float) -> 
         cells = counts.get("cells") if isinstance(counts.get("cells"), dict) else None
         # the distinct model requests the record made (its inference-cache entries), where it keeps them
         calls = (run.manifest.get("inference_cache") or {}).get("n_entries")
-        denominator = record_denominator(chapter=chapter, key=key, protocol=protocol, spec=run.info.spec,
-                                         profile=profile, scale=scale)
-        verdict = compare(denominator, trials=run.info.n_trials, cells=cells)
+        try:
+            denominator = record_denominator(chapter=chapter, key=key, protocol=protocol, spec=run.info.spec,
+                                             profile=profile, scale=scale)
+            verdict = compare(denominator, trials=run.info.n_trials, cells=cells)
+        except (ValueError, KeyError) as e:  # a broken registry rule: reported on the record's row, not fatal
+            denominator = {"paper_item": None, "paper_trials": None, "paper_trials_scaled": None, "compare": None}
+            verdict = {"compared_trials": None, "difference": None, "verdict": UNEXPLAINED,
+                       "reason": f"denominators.yaml could not be evaluated for this record: {e}"}
         rows.append({"key": key, "run_id": run_id, "protocol": protocol, "status": run.status,
                      "trials": run.info.n_trials, "seconds": run.info.seconds, "model_calls": calls,
                      "model": (run.info.model or {}).get("id") if isinstance(run.info.model, dict) else None,
