@@ -55,14 +55,14 @@ def chapter_work() -> dict[str, str]:
 
 
 def _gpu_hours(frame: pd.DataFrame, benchmarks) -> pd.Series:
-    """Full-scale GPU-hours per chapter row: trials / scale x the benchmark's GPU seconds per trial of
-    the chapter's kind of work (NaN without a benchmark of that kind)."""
+    """Full-scale GPU-hours per chapter row: the trials of the records it made first / scale x the
+    benchmark's GPU seconds per trial of the chapter's kind of work (NaN without a benchmark of that kind)."""
     from .reproduction import gpu_seconds_per_trial
 
     gpu = gpu_seconds_per_trial(benchmarks)
     work = chapter_work()
     seconds = frame["chapter"].map(lambda c: (gpu.get(work.get(c, "none")) or {}).get("seconds", np.nan)).astype(float)
-    return frame["trials"].astype(float) / frame["scale"] * seconds / 3600.0
+    return frame["new_trials"].astype(float) / frame["scale"] * seconds / 3600.0
 
 
 def rehearsal_chapters(runs: dict[str, Run], *, benchmarks=None) -> TableResult:
@@ -79,6 +79,18 @@ def rehearsal_chapters(runs: dict[str, Run], *, benchmarks=None) -> TableResult:
         "trials": t["trials"].astype(float), "model_calls": t["model_calls"].astype(float),
         "scale": t["scale"], "stand_ins": t["stand_ins"], "error": t["error"].fillna(""),
     }).reset_index(drop=True)
+    # a record several chapters read (Table 1's are Figure 2's) is made once: its trials and requests count
+    # for the first chapter that made it (the profile's order), so the column sums to the profile's work
+    records = _rows(runs, "record")
+    if "model_calls" not in records:
+        records["model_calls"] = np.nan
+    first = records.drop_duplicates(["rehearsal", "run_id"])
+    new = first.groupby(["rehearsal", "chapter"]).agg(new_trials=("trials", "sum"), new_calls=("model_calls", "sum"),
+                                                      n_calls=("model_calls", "count"))
+    frame = frame.join(new, on=["rehearsal", "chapter"])
+    frame["new_trials"] = frame["new_trials"].fillna(0).astype(float)
+    frame["new_calls"] = frame["new_calls"].where(frame["n_calls"] > 0).astype(float)
+    frame = frame.drop(columns=["n_calls"])
     frame["gpu_hours"] = _gpu_hours(frame, benchmarks)
     gpu = gpu_seconds_per_trial(benchmarks)
     values = {
@@ -87,7 +99,7 @@ def rehearsal_chapters(runs: dict[str, Run], *, benchmarks=None) -> TableResult:
         "max_peak_mb": float(np.nanmax(frame["peak_mb"])) if frame["peak_mb"].notna().any() else float("nan"),
         "seconds_total": float(frame["seconds"].sum()),
         "failed_chapters": ", ".join(sorted(set(t.loc[t["status"] != "ok", "chapter"]))) or "none",
-        "model_calls_total": int(frame["model_calls"].sum()),
+        "model_calls_total": int(frame["new_calls"].sum()),
         "n_chapters_without_calls": int((frame["model_calls"].isna() & (frame["status"] == _STATUS["ok"])).sum()),
         "n_gpu_benchmarks": int(len(gpu)),
         "gpu_note": (NO_BENCHMARK if not gpu else
@@ -107,12 +119,14 @@ def rehearsal_chapters(runs: dict[str, Run], *, benchmarks=None) -> TableResult:
                        metrics={"seconds": "wall_seconds", "peak_mb": "memory_mb"},
                        labels={"rehearsal": "rehearsal", "chapter": "chapter", "status": "status",
                                "trials": "trials (rehearsal)", "model_calls": "model requests",
+                               "new_trials": "trials of records made first here",
+                               "new_calls": "model requests of records made first here",
                                "gpu_hours": "projected GPU-hours (paper's scale)",
                                "stand_ins": "stand-in models", "error": "error"},
                        caption="Each rehearsed chapter: whether it ran to the end, its wall time and peak memory on "
                                "this machine (non-model work plus the stand-ins), its trials and the distinct model "
                                "requests its records made (inference-cache entries; blank where a record keeps no "
-                               "request cache).").with_runs(runs)
+                               "request cache), and the part of both in records no earlier chapter made.").with_runs(runs)
 
 
 def rehearsal_records(runs: dict[str, Run]) -> TableResult:
