@@ -71,8 +71,8 @@ def test_compare_names_every_difference():
     assert compare(d, trials=n)["verdict"] == EQUAL
     off = compare(d, trials=n + 3)
     assert off["verdict"] == UNEXPLAINED and off["difference"] == 3 and "expects the paper's count" in off["reason"]
-    steer = _d("modalens_appn_interventions", "steer")
-    assert compare(steer, trials=5 * steer["paper_trials"])["verdict"] == DIFFERS
+    text = _d("modalens_text_controls", "findings_only")
+    assert compare(text, trials=text["paper_trials"] - 7)["verdict"] == DIFFERS
     assert compare(_d("modalens_ablation", "blind_full"), trials=10)["verdict"] == NO_COUNT
     k = _d("modalens_appk", "scores", scale=0.01)
     shown = compare(k, trials=k["paper_trials_scaled"] + 1)
@@ -80,9 +80,16 @@ def test_compare_names_every_difference():
     t1 = _d("shovir_table1", "cxrmate", profile="padchest", scale=0.02)
     images = t1["paper_trials_scaled"] // 2
     cells = {"Baseline|-": images, "FullNoise|-": images, "RO|Atelectasis": 240, "OCO|Atelectasis": 240}
-    out = compare(t1, trials=sum(cells.values()), cells=cells)
+    out = compare(t1, trials=sum(cells.values()), counts={"cells": cells})
     assert out["verdict"] == EQUAL and out["compared_trials"] == 2 * images
-    assert compare(t1, trials=sum(cells.values()), cells={**cells, "Baseline|-": images - 1})["verdict"] == UNEXPLAINED
+    assert compare(t1, trials=sum(cells.values()),
+                   counts={"cells": {**cells, "Baseline|-": images - 1}})["verdict"] == UNEXPLAINED
+    # a count the record states: the steering's test trials, not its rows (one per trial and cell)
+    steer = _d("modalens_appn_interventions", "steer")
+    assert steer["compare"] == "count n_trials_run"
+    rows = 4 * steer["paper_trials"]
+    assert compare(steer, trials=rows, counts={"n_trials_run": steer["paper_trials"]})["verdict"] == EQUAL
+    assert compare(steer, trials=rows, counts={})["verdict"] == UNEXPLAINED  # the count is missing: said so
 
 
 def test_every_rule_is_reachable_and_reasoned():

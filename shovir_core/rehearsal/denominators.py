@@ -157,19 +157,26 @@ def record_denominator(*, chapter: str, key: str, protocol: str, spec: dict, pro
     out.update(paper_item=f"{name} {'; '.join(locations)}",
                paper_trials=int(round(float(full_eval.value) * factor)), paper_trials_scaled=int(round(scaled)),
                expect=rule.get("expect", "equal"), exact_scaling=scale == 1 or not unscaled)
-    if rule.get("compare"):
+    if (rule.get("compare") or {}).get("conditions"):
         out["compare"] = "cells " + ", ".join(rule["compare"]["conditions"])
+    elif (rule.get("compare") or {}).get("count"):
+        out["compare"] = "count " + rule["compare"]["count"]
     return out
 
 
-def compare(denominator: dict, *, trials: int | None, cells: dict | None = None) -> dict:
+def compare(denominator: dict, *, trials: int | None, counts: dict | None = None) -> dict:
     """The record's trials beside ``denominator`` (:func:`record_denominator`): ``{"compared_trials",
-    "difference", "verdict", "reason"}``. ``cells`` (the manifest's ``counts.cells``, ``"<condition>|<class>"``)
-    is summed over the compared conditions where the rule compares only some."""
+    "difference", "verdict", "reason"}``. ``counts`` is the record manifest's: where the rule compares
+    only some cells, its ``cells`` (``"<condition>|<class>"``) are summed over the compared conditions;
+    where it compares a count the record states (``count <name>``: the steering's test trials), that one."""
     compared = trials
+    counts = counts or {}
     if denominator["compare"].startswith("cells "):
         wanted = set(denominator["compare"][len("cells "):].split(", "))
-        compared = sum(int(n) for k, n in (cells or {}).items() if k.split("|")[0] in wanted) if cells else None
+        cells = counts.get("cells") if isinstance(counts.get("cells"), dict) else None
+        compared = sum(int(n) for k, n in cells.items() if k.split("|")[0] in wanted) if cells else None
+    elif denominator["compare"].startswith("count "):
+        compared = counts.get(denominator["compare"][len("count "):])
     paper = denominator["paper_trials_scaled"]
     out = {"compared_trials": compared, "difference": None, "reason": denominator["reason"]}
     if paper is None:

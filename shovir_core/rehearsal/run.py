@@ -143,13 +143,12 @@ def _record_rows(run_ids: dict, *, chapter: str, profile: str, scale: float) -> 
         protocol, name, h = run_id.split("/")
         run = load_run(protocol, name, h)
         counts = run.manifest.get("counts") or {}
-        cells = counts.get("cells") if isinstance(counts.get("cells"), dict) else None
         # the distinct model requests the record made (its inference-cache entries), where it keeps them
         calls = (run.manifest.get("inference_cache") or {}).get("n_entries")
         try:
             denominator = record_denominator(chapter=chapter, key=key, protocol=protocol, spec=run.info.spec,
                                              profile=profile, scale=scale)
-            verdict = compare(denominator, trials=run.info.n_trials, cells=cells)
+            verdict = compare(denominator, trials=run.info.n_trials, counts=counts)
         except (ValueError, KeyError) as e:  # a broken registry rule: reported on the record's row, not fatal
             denominator = {"paper_item": None, "paper_trials": None, "paper_trials_scaled": None, "compare": None}
             verdict = {"compared_trials": None, "difference": None, "verdict": UNEXPLAINED,
