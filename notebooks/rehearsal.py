@@ -71,11 +71,14 @@ book.glue_values("rh", {**chapters.values, **records.values}, runs=runs)
 # papers' class minimum, so it holds more images than its scale), so equal still means the paper's design.
 
 # %%
-what = "data: synthetic trees in the credentialed layouts (planted sizes); models: CPU stand-ins of the paper's models"
-book.show(chapters, runs=runs, name="rh-chapters", what=what)
+what = rehearsal.rehearsal_what(runs)
+book.show(chapters, runs=runs, name="rh-chapters", what=what,
+          missing={"model_calls": "not cached", "new_calls": "not cached"})
 
 # %%
-book.show(records, runs=runs, name="rh-records", what=what, groups="chapter")
+book.show(records, runs=runs, name="rh-records", what=what, groups="chapter", formats={"difference": "+,.0f"},
+          missing={"paper_trials_scaled": "none stated", "paper_trials": "none stated", "difference": "none",
+                   "compared_trials": "none", "model_calls": "not cached"})
 
 # %% [markdown]
 # To rehearse a profile yourself, and then run it for real:

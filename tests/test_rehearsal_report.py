@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from shovir_core.protocols.rehearsal import report_rows
-from shovir_core.tables.rehearsal import NO_BENCHMARK, rehearsal_chapters, rehearsal_records
+from shovir_core.tables.rehearsal import NO_BENCHMARK, rehearsal_chapters, rehearsal_records, rehearsal_what
 
 
 def _record(key, run_id, trials, calls, verdict, **extra):
@@ -70,3 +70,8 @@ def test_gpu_hours_come_from_a_gpu_benchmark_only(tmp_path, device, projected):
     assert f.loc["shovir_table1", "gpu_hours"] == pytest.approx(9000 / 0.02 * 0.5 / 3600)
     assert f.loc["shovir_figures", "gpu_hours"] == 0
     assert "generation.json" in ch.values["gpu_note"]
+
+
+def test_the_caption_names_the_data_and_the_stand_ins():
+    what = rehearsal_what(_run(scale=0.02))
+    assert "padchest at scale 0.02" in what and "ref-context-shortcut" in what and "synthetic" in what

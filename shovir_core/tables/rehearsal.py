@@ -23,7 +23,7 @@ import pandas as pd
 from ..records import Run
 from .result import TableResult
 
-__all__ = ["rehearsal_chapters", "rehearsal_records", "chapter_work", "NO_BENCHMARK"]
+__all__ = ["rehearsal_chapters", "rehearsal_records", "rehearsal_what", "chapter_work", "NO_BENCHMARK"]
 
 _STATUS = {"ok": "ran to the end", "failed": "failed"}
 
@@ -127,6 +127,16 @@ def rehearsal_chapters(runs: dict[str, Run], *, benchmarks=None) -> TableResult:
                                "this machine (non-model work plus the stand-ins), its trials and the distinct model "
                                "requests its records made (inference-cache entries; blank where a record keeps no "
                                "request cache), and the part of both in records no earlier chapter made.").with_runs(runs)
+
+
+def rehearsal_what(runs: dict[str, Run]) -> str:
+    """What the rehearsal tables show, for their captions: the synthetic trees (profile and scale of each
+    rehearsal) and the CPU stand-ins its chapters ran in place of the papers' models."""
+    t = _rows(runs, "chapter")
+    stand_ins = sorted({s.strip() for v in t["stand_ins"].dropna() for s in str(v).split(",") if s.strip()})
+    trees = ", ".join(f"{run.info.spec['profile']} at scale {float(run.info.spec['scale']):g}" for run in runs.values())
+    return (f"data: synthetic trees in the credentialed layouts with planted sizes ({trees}); models: CPU "
+            f"stand-ins of the papers' models ({', '.join(stand_ins) or 'none'})")
 
 
 def rehearsal_records(runs: dict[str, Run]) -> TableResult:
