@@ -102,7 +102,7 @@ axes[1].set_ylabel("")
 axes[1].legend(title="report", loc="lower center", bbox_to_anchor=(0.5, 1.08), ncols=2)
 fig.tight_layout()
 book.show(fig, runs=runs, name="ml-fig2",
-          caption=f"ModaLens Figure 2 on the demo ({primary_model}, template reports): A/B, the distribution of "
+          caption=f"ModaLens Figure 2 ({primary_model}" + (", template reports" if profile == "demo" else "") + "): A/B, the distribution of "
                   "the paired margin change |Δm| under image swap with and without the report (dashed: the "
                   "threshold); C, the mean |Δm| per question.",
           alt="Left: step histograms of the absolute margin change for report present and absent. Right: "

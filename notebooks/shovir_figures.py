@@ -134,7 +134,7 @@ grid.set_axis_labels("occlusion strength p", "μ-F1 (class-weighted)")
 grid.set_titles("{col_name}")
 grid.set(ylim=(-0.02, 1.02), xticks=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
 book.show(grid.figure, runs=runs, name="sv-fig2",
-          caption="ShoViR Figure 2 on the demo: μ-F1 against the occlusion strength p (0 = clean image, 1 = the "
+          caption="ShoViR Figure 2: μ-F1 against the occlusion strength p (0 = clean image, 1 = the "
                   "boxes fully replaced by matched noise) for random (RO), own-finding (OCO) and co-finding (DOCO) "
                   "occlusion, one panel per model.",
           alt="Line charts, one per model, of μ-F1 from 0 to 1 against p from 0 to 1 for the RO, OCO and DOCO "
@@ -194,7 +194,7 @@ fig.legend(*axes[1].get_legend_handles_labels(), title="arm", loc="lower center"
            bbox_to_anchor=(0.5, -0.02))
 fig.tight_layout(rect=(0, 0.12, 1, 1))
 book.show(fig, runs=runs, name="sv-fig3a",
-          caption="ShoViR Figure 3(a) on the demo, at p = 1: Δ_X = μ-F1(RO) − μ-F1(X) (higher: the arm costs more "
+          caption="ShoViR Figure 3(a) at p = 1: Δ_X = μ-F1(RO) − μ-F1(X) (higher: the arm costs more "
                   "F1 than random occlusion) and the flip rate FR (share of the calls made under RO that X no "
                   f"longer makes), with 95% percentile bootstrap intervals over images ({n_draws:,} draws); each "
                   f"FR bar is labelled with its n (eligible items); hatched pale bars rest on fewer than "
@@ -235,7 +235,7 @@ ax.tick_params(axis="x", rotation=30)
 ax.legend(title="condition", loc="upper left", bbox_to_anchor=(1.01, 1))
 fig.tight_layout()
 book.show(fig, runs=runs, name="sv-fig3b",
-          caption=f"ShoViR Figure 3(b) on the demo: per-class F1 at p = 1, the mean over "
+          caption=f"ShoViR Figure 3(b): per-class F1 at p = 1, the mean over "
                   f"{by_class['n_models'].max()} models (without the pipeline check "
                   f"{', '.join(pipeline_only) or '-'}); Baseline is OCO at p = 0."
                   + sv.no_doco_note(no_doco),

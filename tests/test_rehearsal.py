@@ -226,3 +226,15 @@ def test_planted_checks_of_reference_models_sit_under_reference_validation():
                            and "planted" in ast.unparse(n.msg) and "second reader" not in ast.unparse(n.msg)]
         assert planted_asserts, name
         assert all(id(n) in guarded for n in planted_asserts), name
+
+
+def test_a_rehearsal_does_not_rehearse_its_own_page():
+    """The Rehearsal chapter's record on mimic/padchest is the full rehearsal itself: rehearsing that chapter
+    would start the rehearsal again inside itself."""
+    from shovir_core.params import profiles_of
+    from shovir_core.rehearsal.run import _chapters
+
+    for profile in ("mimic", "padchest"):
+        assert profile in profiles_of("rehearsal")
+        chapters = _chapters(profile, None)
+        assert "rehearsal" not in chapters and "shovir_table1" in chapters

@@ -17,6 +17,7 @@ from .. import paths
 from ..records import READ_LOG_ENV
 from ..records.files import HOST, pid_alive
 from .glue import GLUE_LOG_ENV
+from .kernel import ipc_kernels
 from .render import OUTPUT_DIR_ENV
 from ..params import load_params, toc_notebooks
 from ..errors import ShovirError
@@ -195,10 +196,11 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         try:
             work = Path(tmp) / "cwd"  # what a notebook writes to its working folder never reaches book/
             work.mkdir()
-            papermill.execute_notebook(
-                str(src_nb), str(executed_path), parameters=params, kernel_name="python3",
-                cwd=str(work), progress_bar=False, log_output=False,
-            )
+            with ipc_kernels() as kernel_manager:
+                papermill.execute_notebook(
+                    str(src_nb), str(executed_path), parameters=params, kernel_name="python3",
+                    cwd=str(work), progress_bar=False, log_output=False, kernel_manager_class=kernel_manager,
+                )
         except papermill.PapermillExecutionError as exc:
             credentialed = [e for e in _read_entries(log) if e.get("credentialed")]
             kept = _keep_failed_copy(executed_path, output_dir, notebook, credentialed=bool(credentialed))

@@ -88,13 +88,23 @@ def stand_ins(*, layers: bool, override: str | None = None) -> dict[str, str]:
 def _chapters(profile: str, only) -> list[str]:
     from ..params import profiles_of, toc_notebooks
 
-    names = [n for n in toc_notebooks() if profile in profiles_of(n)]
+    # the Rehearsal chapter's record on a credentialed profile is this rehearsal itself: rehearsing it would
+    # start the rehearsal again inside itself
+    names = [n for n in toc_notebooks() if profile in profiles_of(n) and not _is_rehearsal_page(n, profile)]
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:
             raise UsageError(f"not chapters of the {profile!r} profile: {unknown}; it has {names}")
         names = [n for n in names if n in only]
     return names
+
+
+def _is_rehearsal_page(chapter: str, profile: str) -> bool:
+    from ..params import load_params
+    from ..protocols.rehearsal import PROTOCOL
+
+    runs = load_params(chapter, profile)["runs"].values()
+    return bool(runs) and all(r["protocol"] == PROTOCOL for r in runs)
 
 
 def _needs_layers(chapter: str, profile: str) -> bool:

@@ -47,9 +47,10 @@ def label_priors(labels) -> dict[str, float]:
 
 def context_calibration(grays: list[np.ndarray], boxes: list[list], priors: dict[str, float]) -> dict:
     """Per-finding thresholds (quantile at the prior: that share reads positive) and the texture spread."""
-    from ..models.reference import context_texture
+    from ..models.reference import context_textures
 
-    values = {f: np.array([context_texture(g, b, f) for g, b in zip(grays, boxes)]) for f in FINDINGS_13}
+    per_image = [context_textures(g, b, FINDINGS_13) for g, b in zip(grays, boxes)]
+    values = {f: np.array([t[f] for t in per_image]) for f in FINDINGS_13}
     allv = np.concatenate(list(values.values()))
     q75, q25 = np.percentile(allv, [75, 25])
     return {
