@@ -54,7 +54,15 @@ def test_denominators_are_the_papers_stated_counts():
     assert _d("modalens_ablation", "blind_full")["paper_item"] == NO_COUNT
 
 
-def test_a_reduced_rehearsal_evaluates_the_denominator_at_its_planted_sizes():
+def test_a_reduced_rehearsal_evaluates_the_denominator_at_its_planted_sizes(monkeypatch):
+    from shovir_core.rehearsal.scaling import REHEARSAL_SCALE_ENV
+
+    # the reduced rehearsal's own specs (sizes scaled: §4.2's 40 patients become the tree's) match the same rules
+    monkeypatch.setenv(REHEARSAL_SCALE_ENV, "0.01")
+    assert load_params("modalens_ablation", "mimic")["runs"]["blind_full"]["spec"]["n_patients"] != 40
+    assert _d("modalens_ablation", "blind_full", scale=0.01)["paper_item"] == NO_COUNT
+    assert _d("modalens_appn", "ko_report", scale=0.01)["paper_trials_scaled"] == \
+        load_params("modalens_appn", "mimic")["runs"]["ko_report"]["spec"]["knockout_n_cases"]
     p = planted(0.01)
     assert _d("modalens_tables", "P", scale=0.01)["paper_trials_scaled"] == p["ml_cases"] * 14
     assert _d("modalens_s41", "P_seed0", scale=0.01)["paper_trials_scaled"] == p["ml_cases"]
