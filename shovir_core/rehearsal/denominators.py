@@ -124,7 +124,7 @@ def record_denominator(*, chapter: str, key: str, protocol: str, spec: dict, pro
     "exact_scaling"}``; ``paper_trials`` is ``None`` (and ``paper_item`` says so) where the paper
     states no count for the record or no rule matches it (then ``reason`` says that no rule does).
     """
-    from ..papers import evaluate
+    from ..papers import evaluate, load_values
     from ..tables.reproduction import design_factors
 
     full = {**protocol_defaults(protocol), **(spec or {})}
@@ -150,8 +150,6 @@ def record_denominator(*, chapter: str, key: str, protocol: str, spec: dict, pro
     scaled = float(scaled_eval.value) * factor
     if scale != 1 and unscaled:  # a published size the rehearsal does not plant: the paper's times the scale
         scaled = scaled * scale
-    from ..papers import load_values
-
     locations = sorted({load_values(paper)[i].location for i in inputs})
     name = {"shovir": "ShoViR", "modalens": "ModaLens"}[paper]
     out.update(paper_item=f"{name} {'; '.join(locations)}",
