@@ -77,7 +77,7 @@ def rehearsal_chapters(runs: dict[str, Run], *, benchmarks=None) -> TableResult:
         "rehearsal": t["rehearsal"], "chapter": t["chapter"], "status": t["status"].map(_STATUS).fillna(t["status"]),
         "seconds": t["seconds"].astype(float), "peak_mb": t["peak_mb"].astype(float),
         "trials": t["trials"].astype(float), "model_calls": t["model_calls"].astype(float),
-        "scale": t["scale"], "stand_ins": t["stand_ins"], "error": t["error"].fillna(""),
+        "scale": t["scale"], "stand_ins": t["stand_ins"], "error": t["error"].replace("", np.nan),
     }).reset_index(drop=True)
     # a record several chapters read (Table 1's are Figure 2's) is made once: its trials and requests count
     # for the first chapter that made it (the profile's order), so the column sums to the profile's work
