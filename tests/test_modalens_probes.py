@@ -170,3 +170,29 @@ def test_an_interrupted_tuned_lens_record_resumes_to_the_same_rows(runs_root, mo
 
     pd.testing.assert_frame_equal(whole[cols].sort_values("trial_id").reset_index(drop=True),
                                   resumed.trials[cols].sort_values("trial_id").reset_index(drop=True))
+
+
+def test_the_two_arms_train_the_tuned_lens_once(runs_root, monkeypatch):
+    """Table 34's report-present and report-absent records train the same translators (the lens reads the
+    corpus, never a trial): a process trains them once; another seed trains again."""
+    from shovir_core.models import tuned_lens as tl
+
+    mp._TRAINED.clear()
+    real, calls = tl.train_tuned_lens, []
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["seed"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tl, "train_tuned_lens", counted)
+    present = run("modalens-probes", "t.lens-P", {**LENS, "report": "present"}, progress=False)
+    absent = run("modalens-probes", "t.lens-A", {**LENS, "report": "absent"}, progress=False)
+    assert calls == [0]
+    assert present.manifest["counts"]["lens_sha256"] == absent.manifest["counts"]["lens_sha256"]
+    assert present.manifest["counts"]["lens_training"] == absent.manifest["counts"]["lens_training"]
+    other = run("modalens-probes", "t.lens-A1", {**LENS, "report": "absent", "lens_seed": 1}, progress=False)
+    assert calls == [0, 1] and other.manifest["counts"]["lens_sha256"] != absent.manifest["counts"]["lens_sha256"]
+    mp._TRAINED.clear()
+    monkeypatch.setattr(tl, "train_tuned_lens", real)
+    fresh = run("modalens-probes", "t.lens-A2", {**LENS, "report": "absent", "n_patients": 7}, progress=False)
+    assert fresh.manifest["counts"]["lens_sha256"] == absent.manifest["counts"]["lens_sha256"]  # trained again: the same

@@ -152,8 +152,12 @@ def test_layer_stand_ins_have_the_real_models_layer_count(monkeypatch):
     assert REGISTRY["medgemma-27b"].text_layers == 62
     monkeypatch.setenv(STAND_INS_ENV, json.dumps(stand_ins(layers=True)))
     model = get_model("medgemma-27b")
-    assert model.model.config.get_text_config().num_hidden_layers == 62
-    assert model_fingerprint("medgemma-27b")["stand_in"]["name"] == "tiny-gemma3@62"
+    text = model.model.config.get_text_config()
+    assert text.num_hidden_layers == 62
+    assert text.hidden_size == 32 < 64, "the deep stand-in is narrower than the tiny default (its cost is width)"
+    fingerprint = model_fingerprint("medgemma-27b")["stand_in"]
+    assert fingerprint["name"] == "tiny-gemma3@62" and fingerprint["dims"]["hidden"] == 32
+    assert "dims" not in model_fingerprint("tiny-gemma3")  # the demo's tiny models keep their identity
     assert tiny_dims("tiny-gemma3") is None
     with pytest.raises(UsageError, match="decoder-layer count"):
         tiny_dims("tiny-gemma3@x")
@@ -208,6 +212,32 @@ def test_a_reduced_rehearsal_scales_the_designs_sample_sizes(monkeypatch):
     monkeypatch.setenv(REHEARSAL_SCALE_ENV, "2")
     with pytest.raises(UsageError, match="SHOVIR_REHEARSAL_SCALE"):
         spec("modalens_appn", "ko_report")
+
+
+def test_a_reduced_rehearsal_scales_the_tuned_lens(monkeypatch):
+    """App. N.1's tuned lens trains 2,000 steps on 50,000 paragraphs in the paper's design; a reduced rehearsal
+    trains ``scale`` of both (at least 100 steps, 200 texts), and the report names what it scaled."""
+    from shovir_core.params import load_params
+    from shovir_core.rehearsal.run import _scaled
+    from shovir_core.rehearsal.scaling import REHEARSAL_SCALE_ENV
+
+    def lens(key):
+        return load_params("modalens_appn_probes", "mimic")["runs"][key]["spec"]
+
+    monkeypatch.delenv(REHEARSAL_SCALE_ENV, raising=False)
+    assert (lens("lens_P")["lens_steps"], lens("lens_P")["lens_max_texts"]) == (2000, 50000)  # the paper's
+    monkeypatch.setenv(REHEARSAL_SCALE_ENV, "0.01")
+    for key in ("lens_P", "lens_A"):
+        assert (lens(key)["lens_steps"], lens(key)["lens_max_texts"]) == (100, 500)
+    assert lens("lens_P")["lens_seed"] == 0 and lens("lens_P")["lens_heldout"] == 0.02  # not sizes
+    monkeypatch.setenv(REHEARSAL_SCALE_ENV, "0.5")
+    assert (lens("lens_P")["lens_steps"], lens("lens_P")["lens_max_texts"]) == (1000, 25000)
+    monkeypatch.setenv(REHEARSAL_SCALE_ENV, "1")
+    assert lens("lens_A")["lens_steps"] == 2000
+    scaled = _scaled("modalens_appn_probes", "mimic", 0.01)
+    assert scaled["lens_P"]["lens_steps"] == [2000, 100] and scaled["lens_A"]["lens_max_texts"] == [50000, 500]
+    assert scaled["probe"]["probe_n_patients"][0] == 650 and "lens_steps" not in scaled["probe"]
+    assert _scaled("modalens_appn_probes", "mimic", 1.0) == {}
 
 
 def test_planted_checks_of_reference_models_sit_under_reference_validation():

@@ -75,3 +75,20 @@ def test_gpu_hours_come_from_a_gpu_benchmark_only(tmp_path, device, projected):
 def test_the_caption_names_the_data_and_the_stand_ins():
     what = rehearsal_what(_run(scale=0.02))
     assert "padchest at scale 0.02" in what and "ref-context-shortcut" in what and "synthetic" in what
+
+
+def test_the_cli_summarises_each_chapters_verdicts(monkeypatch, capsys):
+    import argparse
+
+    from shovir_core.rehearsal import cli, run
+
+    report = {"report": "r.json", "seconds": 1.0, "chapters": [
+        {"chapter": "shovir_table1", "status": "ok", "seconds": 2.0, "peak_mb": 10.0,
+         "records": [{"verdict": "equal"}, {"verdict": "equal"}, {"verdict": "differs (not explained)"}]},
+        {"chapter": "modalens_s41", "status": "failed", "seconds": 1.0, "error": ["boom"]}]}
+    monkeypatch.setattr(run, "rehearse", lambda *a, **k: report)
+    args = argparse.Namespace(profile="padchest", only=None, stand_in=None, scale=0.02, seed=0, pixels="small",
+                              shards=None, root=None, quiet=True)
+    assert cli.main(args) == 1  # a failed chapter
+    out = capsys.readouterr().out
+    assert "1 differs (not explained), 2 equal" in out and "no records" in out and "boom" in out

@@ -1,6 +1,7 @@
 """A reduced rehearsal (1 % of the ModaLens cohort, one chapter, §4.1's) runs the real code path end to end:
-the synthetic tree, the stand-ins, the chapter's records and notebook in a child process, the guard,
-the banner and the report. (The book's Rehearsal chapter runs a reduced PadChest-GR one.)"""
+the synthetic tree, the stand-ins, the chapter's records made in two local shard processes (issue 26:
+sharded execution works in rehearsal too), its notebook in a child process, the guard, the banner and
+the report. (The book's Rehearsal chapter runs reduced ones without shards.)"""
 import json
 
 import nbformat
@@ -16,7 +17,7 @@ def report(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("SHOVIR_RUNS", str(runs))
     try:
-        yield rehearse("mimic", only=["modalens_s41"], scale=0.01, progress=False), runs, mp
+        yield rehearse("mimic", only=["modalens_s41"], scale=0.01, shards=2, progress=False), runs, mp
     finally:
         mp.undo()
 
@@ -40,6 +41,9 @@ def test_the_chapter_runs_to_the_end_with_stand_ins(report):
         text = json.dumps(run.manifest)
         assert "stand_in" in text, f"{r['run_id']}: the record does not name its stand-in"
         assert run.manifest.get("credentialed") is True  # the guard treats the synthetic tree as credentialed
+        # the sharded records were made by the two shard processes, not again by the chapter's own process
+        assert run.manifest.get("shards") == 2 and {p["file"].split("-")[1] for p in run.manifest["parts"]} == \
+            {"s000of002", "s001of002"}, f"{r['run_id']}: not made by two shards"
 
 
 def test_every_executed_page_carries_the_banner(report):

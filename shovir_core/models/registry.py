@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from .remote import RemoteCodeVLM
 
 __all__ = ["ModelSpec", "REGISTRY", "ALIASES", "ModelNotAvailableError", "get_model", "list_models", "tiny_dims",
-           "STAND_INS_ENV", "SURROGATE_STAND_INS", "stand_in_for",
+           "DEEP_TWIN_WIDTH", "STAND_INS_ENV", "SURROGATE_STAND_INS", "stand_in_for",
            "resolve_weights", "MODEL_DIR_ENV", "model_fingerprint", "register_remote_adapter", "ADAPTERS", "LOADERS"]
 
 _GEMMA_FAMILIES = {"yes_id": 4443, "no_id": 1904, "yes_family": (4443, 10784, 11262, 8438),
@@ -204,12 +204,26 @@ def stand_in_for(name: str) -> str | None:
     return target
 
 
+DEEP_TWIN_WIDTH: dict[str, dict[str, int]] = {
+    "tiny-gemma3": {"hidden": 32, "heads": 2, "kv_heads": 1, "intermediate": 64},
+}
+"""The text width of a tiny model named with a layer count (``tiny-gemma3@62``, MedGemma-27B's stand-in in a
+rehearsal), where it differs from the tiny default (hidden 64, 4 heads, 2 KV heads, intermediate 128).
+At 62 layers the width is what a stand-in's forward pass costs: half the width (the same head size,
+16) runs a 124-token prompt about 2.5 times faster on one CPU thread, and the rehearsal scores every
+trial of App. N's designs through all 62 layers. The layer count is the design's (App. N names
+L16, L25, L46, L61); the width is no part of any design."""
+
+
 def tiny_dims(name: str) -> dict | None:
     """The text dimensions a tiny model's name asks for: ``tiny-gemma3@62`` has 62 decoder layers (a
-    rehearsal's stand-in of a 62-layer model); a bare name, the tiny default (``None``).
+    rehearsal's stand-in of a 62-layer model) at the width of :data:`DEEP_TWIN_WIDTH`; a bare name, the
+    tiny default (``None``).
 
     >>> tiny_dims("tiny-gemma3@62"), tiny_dims("tiny-gemma3")
-    ({'layers': 62}, None)
+    ({'layers': 62, 'hidden': 32, 'heads': 2, 'kv_heads': 1, 'intermediate': 64}, None)
+    >>> tiny_dims("tiny-llava-1.5@32")
+    {'layers': 32}
     """
     base, _, arg = ALIASES.get(name, name).partition("@")
     if not arg:
@@ -217,7 +231,7 @@ def tiny_dims(name: str) -> dict | None:
     if not arg.isdigit() or int(arg) < 1:
         raise UsageError(f"{name!r}: the number after '@' of a tiny model is its decoder-layer count (a positive "
                          f"integer), e.g. {base}@62")
-    return {"layers": int(arg)}
+    return {"layers": int(arg), **DEEP_TWIN_WIDTH.get(base, {})}
 
 
 def get_model(name: str, *, local_path: str | Path | None = None, device: str | None = None,
@@ -285,6 +299,9 @@ def model_fingerprint(name: str, *, seed: int = 0) -> dict:
         out["sha256"] = sha
         if spec.adapter == "tiny":
             out["seed"] = seed
+            dims = tiny_dims(name)
+            if dims:  # a tiny model named with a layer count: its dimensions (a bare name keeps its fingerprint)
+                out["dims"] = dims
     declared = getattr(spec, "declared", None)
     if declared:  # a catalogue entry: the record says exactly which declared model made it
         out["declared"] = dict(declared)

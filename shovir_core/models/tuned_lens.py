@@ -31,7 +31,8 @@ Memory: the KL needs the distribution over the vocabulary ``kl_ids`` (default: t
 as the paper's training does); every projection multiplies by the unembedding rows ``kl_ids`` only,
 one layer at a time (in training each layer's backward runs before the next layer's forward: the
 translators are independent), so memory is ``positions x len(kl_ids)`` for one batch and never
-``layers x positions x vocabulary``. Readouts
+``layers x positions x vocabulary``; the final distribution's log-softmax is computed once per batch,
+not once per layer. Readouts
 (yes/no logits) use the two readout rows only (as :func:`shovir_core.models.lens.layer_logits`).
 """
 from __future__ import annotations
@@ -210,9 +211,20 @@ def _text_residuals(model, ids: torch.Tensor, mask: torch.Tensor) -> list[torch.
 
 def kl_to_final(final_logits: torch.Tensor, lens_logits: torch.Tensor) -> torch.Tensor:
     """``KL(softmax(final) || softmax(lens))`` over the last axis (nats), computed in float32."""
+    return _kl(_final_dist(final_logits), lens_logits)
+
+
+def _final_dist(final_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(log p, p)`` of the final distribution, computed once for all the layers compared with it."""
     lp = torch.log_softmax(final_logits.float(), dim=-1)
+    return lp, lp.exp()
+
+
+def _kl(final: tuple[torch.Tensor, torch.Tensor], lens_logits: torch.Tensor) -> torch.Tensor:
+    """:func:`kl_to_final` from the final distribution's ``(log p, p)`` (the same operations, the same values)."""
+    lp, p = final
     lq = torch.log_softmax(lens_logits.float(), dim=-1)
-    return (lp.exp() * (lp - lq)).sum(-1)
+    return (p * (lp - lq)).sum(-1)
 
 
 @contextmanager
@@ -270,12 +282,12 @@ def train_tuned_lens(model, tokenizer, texts: Sequence[str], *, steps: int, seed
             resid = _text_residuals(model, ids, mask)
             keep = mask.bool()
             with torch.no_grad():
-                final = _project(resid[-1][keep], parts, ids_t)
+                final = _final_dist(_project(resid[-1][keep], parts, ids_t))
             opt.zero_grad()
             total = 0.0
             for layer in range(lens.n_layers):  # each translator's loss is separate: backward layer by layer
                 h = lens.translate(resid[layer][keep], layer)
-                loss = kl_to_final(final, _project(h, parts, ids_t)).mean()
+                loss = _kl(final, _project(h, parts, ids_t)).mean()
                 loss.backward()
                 total += float(loss.detach())
             opt.step()
@@ -307,10 +319,10 @@ def corpus_kl(model, tokenizer, texts: Sequence[str], lens: TunedLens, *, max_to
         ids, mask = _pad(chunk, pad, device)
         resid = _text_residuals(model, ids, mask)
         m = mask.float()
-        final = _project(resid[-1], parts, ids_t)
+        final = _final_dist(_project(resid[-1], parts, ids_t))
         for layer in range(n_entries - 1):
             for name, h in (("logit", resid[layer]), ("tuned", lens.translate(resid[layer], layer))):
-                kl = kl_to_final(final, _project(h, parts, ids_t))
+                kl = _kl(final, _project(h, parts, ids_t))
                 out[name][start:start + len(chunk), layer] = ((kl * m).sum(1) / m.sum(1)).cpu().numpy()
     return out
 
@@ -335,11 +347,11 @@ def answer_readouts(vlm, requests: Sequence[ScoreRequest], lens: TunedLens, *, t
     out = {k: np.zeros((n, n_entries, len(ids)), dtype=np.float32) for k in ("logit", "tuned")}
     out.update({k: np.zeros((n, n_entries), dtype=np.float32) for k in ("kl_logit", "kl_tuned")})
     with torch.no_grad():
-        final = _project(resid[:, -1], parts, kl_t)
+        final = _final_dist(_project(resid[:, -1], parts, kl_t))
         for layer in range(n_entries):
             for name, h in (("logit", resid[:, layer]), ("tuned", lens.translate(resid[:, layer], layer))):
                 out[name][:, layer] = _project(h, parts, ids_t).float().cpu().numpy()
-                out[f"kl_{name}"][:, layer] = kl_to_final(final, _project(h, parts, kl_t)).cpu().numpy()
+                out[f"kl_{name}"][:, layer] = _kl(final, _project(h, parts, kl_t)).cpu().numpy()
     return out
 
 

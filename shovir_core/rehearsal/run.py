@@ -13,9 +13,11 @@ model fingerprints name the stand-in, and every executed notebook starts with a 
 nothing made here can be mistaken for a result.
 
 The report (:func:`rehearse` returns it; ``report-<profile>.json`` beside the runs) gives per chapter
-its status, wall time, peak memory, model requests (the records' inference-cache entries) and the
-exact commands of the real run, and per record its trials beside the paper's stated denominator for
-that record (equal, or the difference and its reason: :mod:`shovir_core.rehearsal.denominators`).
+its status, wall time, peak memory, model requests (the records' inference-cache entries), the sizes
+a reduced rehearsal scaled (``scaled``: per record key, spec key -> ``[paper, run]``;
+:mod:`shovir_core.rehearsal.scaling`) and the exact commands of the real run, and per record its
+trials beside the paper's stated denominator for that record (equal, or the difference and its
+reason: :mod:`shovir_core.rehearsal.denominators`).
 """
 from __future__ import annotations
 
@@ -111,6 +113,21 @@ def _needs_layers(chapter: str, profile: str) -> bool:
     from ..params import load_params
 
     return any(r["protocol"] in LAYER_PROTOCOLS for r in load_params(chapter, profile)["runs"].values())
+
+
+def _scaled(chapter: str, profile: str, scale: float) -> dict:
+    """The sizes a reduced rehearsal changes in ``chapter``'s designs (:func:`~shovir_core.rehearsal.scaling.scaled_keys`
+    of the profile's own, unscaled, specs)."""
+    from ..params import load_params
+    from .scaling import REHEARSAL_SCALE_ENV, scaled_keys
+
+    old = os.environ.pop(REHEARSAL_SCALE_ENV, None)
+    try:
+        runs = load_params(chapter, profile)["runs"]
+    finally:
+        if old is not None:
+            os.environ[REHEARSAL_SCALE_ENV] = old
+    return scaled_keys(runs, scale)
 
 
 def _banner(notebook: Path, text: str) -> None:
@@ -224,7 +241,7 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
         seconds = time.monotonic() - start
         entry = {"chapter": chapter, "status": "ok" if proc.returncode == 0 else "failed",
                  "seconds": round(seconds, 1), "log": str(log),
-                 "stand_ins": sorted(set(table.values())),
+                 "stand_ins": sorted(set(table.values())), "scaled": _scaled(chapter, profile, scale),
                  "command": _command(chapter, [profile], shards=16)}
         result = next((json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
                        if line.startswith("REHEARSAL-RESULT ")), None)

@@ -11,6 +11,16 @@ size by the share the tree keeps of the population it is drawn from (:data:`DESI
 at least :data:`MIN_SIZE` units where there are so many, so the reduced rehearsal runs the same design
 at about the same proportions. At scale 1 nothing changes: the full
 rehearsal runs the papers' sizes, as the real run does.
+
+The tuned lens of App. N.1 (Table 34) has two sizes that are not drawn from a planted cohort but
+scale with the tree all the same (:data:`LENS_SIZES`): its training steps (the paper's 2,000) and the
+corpus texts it draws (``lens_max_texts``, 50,000 WikiText-103 paragraphs; the synthetic corpus has
+``max(200, 50,000 x scale)``, :func:`shovir_core.rehearsal.synthetic.write_wikitext`). Each becomes
+``round(size x scale)``, at least its floor: 100 steps (the first training length the paper logs,
+829.1 after 100 steps; the training-log table keeps that row) and 200 texts (the synthetic corpus's
+own floor). At 1 % the lens trains 100 steps on 500 texts instead of 2,000 steps: the 2,000 steps of a
+62-layer stand-in alone took longer than every other chapter of the profile together. The rehearsal
+report lists, per chapter, every spec key a reduced rehearsal changed (``scaled``: paper -> run).
 """
 from __future__ import annotations
 
@@ -18,7 +28,8 @@ import os
 
 from ..errors import UsageError
 
-__all__ = ["REHEARSAL_SCALE_ENV", "DESIGN_SIZES", "MIN_SIZE", "rehearsal_scale", "scale_design"]
+__all__ = ["REHEARSAL_SCALE_ENV", "DESIGN_SIZES", "LENS_SIZES", "MIN_SIZE", "rehearsal_scale", "scale_design",
+           "scaled_keys"]
 
 REHEARSAL_SCALE_ENV = "SHOVIR_REHEARSAL_SCALE"
 """The scale of the rehearsal a process runs in (unset, or 1: the papers' sizes)."""
@@ -34,6 +45,12 @@ DESIGN_SIZES: dict[str, dict[str, str]] = {
 }
 """Per protocol, the spec keys that are sample sizes, and the planted population each is drawn from
 (a key of :func:`shovir_core.rehearsal.synthetic.planted`)."""
+
+LENS_SIZES: dict[str, dict[str, int]] = {
+    "modalens-probes": {"lens_steps": 100, "lens_max_texts": 200},
+}
+"""Per protocol, the spec keys that scale with the rehearsal's scale itself (no planted population), and
+the floor of each: the tuned lens's training steps and corpus texts (see the module's docstring)."""
 
 
 def rehearsal_scale() -> float | None:
@@ -69,14 +86,20 @@ def scale_design(protocol: str, spec: dict, scale: float) -> dict:
     >>> scale_design("modalens-layers", {"knockout_n_patients": 282, "knockout_n_cases": 400,
     ...                                  "knockout_n_decisive": 300}, 0.01)
     {'knockout_n_patients': 10, 'knockout_n_cases': 20, 'knockout_n_decisive': 19}
+    >>> scale_design("modalens-probes", {"lens_steps": 2000, "lens_max_texts": 50000}, 0.01)
+    {'lens_steps': 100, 'lens_max_texts': 500}
     """
     from .synthetic import PLANTED, planted
 
+    out = dict(spec)
+    for key, floor in LENS_SIZES.get(protocol, {}).items():
+        value = out.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[key] = min(value, max(floor, round(value * scale)))
     sizes = DESIGN_SIZES.get(protocol)
     if not sizes:
-        return dict(spec)
+        return out
     counts = planted(scale).counts
-    out = dict(spec)
     for key, population in sizes.items():
         value = out.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -91,4 +114,22 @@ def scale_design(protocol: str, spec: dict, scale: float) -> dict:
         # non-decisive cases (the 1 % tree: 3 of 32), so a proportional 25 % of 20 cases cannot be drawn
         non_decisive = round((cases - decisive) * counts["ml_cases"] / PLANTED["ml_cases"])
         out["knockout_n_decisive"] = max(0, out["knockout_n_cases"] - non_decisive)
+    return out
+
+
+def scaled_keys(runs: dict, scale: float) -> dict[str, dict[str, list]]:
+    """Per run key of a chapter's ``runs`` (the paper's specs, unscaled), ``{spec key: [paper, run]}`` of
+    every size a rehearsal at ``scale`` changes (empty at scale 1); the rehearsal report's ``scaled``.
+
+    >>> scaled_keys({"lens": {"protocol": "modalens-probes", "spec": {"lens_steps": 2000, "lens_seed": 0}}}, 0.01)
+    {'lens': {'lens_steps': [2000, 100]}}
+    """
+    if scale >= 1:
+        return {}
+    out = {}
+    for key, r in runs.items():
+        new = scale_design(r["protocol"], r["spec"], scale)
+        diff = {k: [r["spec"].get(k), v] for k, v in new.items() if r["spec"].get(k) != v}
+        if diff:
+            out[key] = diff
     return out
