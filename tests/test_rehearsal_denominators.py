@@ -63,6 +63,13 @@ def test_a_reduced_rehearsal_evaluates_the_denominator_at_its_planted_sizes(monk
     assert _d("modalens_ablation", "blind_full", scale=0.01)["paper_item"] == NO_COUNT
     assert _d("modalens_appn", "ko_report", scale=0.01)["paper_trials_scaled"] == \
         load_params("modalens_appn", "mimic")["runs"]["ko_report"]["spec"]["knockout_n_cases"]
+    # a scaled fixed sample size is drawn from what the reduced tree holds: the 1 % tree had 15 steering cases per
+    # finding where 20 were asked for, a reduced-scale difference, not a design's
+    steer = _d("modalens_appn_interventions", "steer", scale=0.01)
+    assert not steer["exact_scaling"]
+    short = compare(steer, trials=1000, counts={"n_trials_run": steer["paper_trials_scaled"] - 60})
+    assert short["verdict"] == DIFFERS and short["reason"].startswith("reduced scale")
+    assert _d("modalens_appn_interventions", "steer")["exact_scaling"]  # at full scale the paper's 150 per finding
     p = planted(0.01)
     assert _d("modalens_tables", "P", scale=0.01)["paper_trials_scaled"] == p["ml_cases"] * 14
     assert _d("modalens_s41", "P_seed0", scale=0.01)["paper_trials_scaled"] == p["ml_cases"]

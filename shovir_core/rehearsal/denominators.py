@@ -105,10 +105,8 @@ def _values_at(paper: str, scale: float) -> dict:
     return values
 
 
-def _scaled_ids(paper: str) -> set[str]:
-    doc = load_rules()
-    return (set((doc.get("planted") or {}).get(paper, {})) | set((doc.get("designs") or {}).get(paper, {}))
-            | set((doc.get("constants") or {}).get(paper, [])))
+def _ids_of(section: str, paper: str) -> set[str]:
+    return set((load_rules().get(section) or {}).get(paper) or [])
 
 
 def _ids(text: str, values) -> set[str]:
@@ -146,15 +144,17 @@ def record_denominator(*, chapter: str, key: str, protocol: str, spec: dict, pro
     full_eval = evaluate(text, _values_at(paper, 1.0))
     scaled_eval = evaluate(text, _values_at(paper, scale))
     inputs = _ids(text, _values_at(paper, 1.0))
-    unscaled = inputs - _scaled_ids(paper)
+    unscaled = inputs - _ids_of("planted", paper) - _ids_of("designs", paper) - _ids_of("constants", paper)
     scaled = float(scaled_eval.value) * factor
     if scale != 1 and unscaled:  # a published size the rehearsal does not plant: the paper's times the scale
         scaled = scaled * scale
+    # a fixed sample size scaled by rehearsal.scaling is drawn from what the reduced tree holds, which may be less
+    approximate = bool(unscaled or inputs & _ids_of("designs", paper))
     locations = sorted({load_values(paper)[i].location for i in inputs})
     name = {"shovir": "ShoViR", "modalens": "ModaLens"}[paper]
     out.update(paper_item=f"{name} {'; '.join(locations)}",
                paper_trials=int(round(float(full_eval.value) * factor)), paper_trials_scaled=int(round(scaled)),
-               expect=rule.get("expect", "equal"), exact_scaling=scale == 1 or not unscaled)
+               expect=rule.get("expect", "equal"), exact_scaling=scale == 1 or not approximate)
     if (rule.get("compare") or {}).get("conditions"):
         out["compare"] = "cells " + ", ".join(rule["compare"]["conditions"])
     elif (rule.get("compare") or {}).get("count"):
@@ -190,8 +190,8 @@ def compare(denominator: dict, *, trials: int | None, counts: dict | None = None
         out["verdict"] = DIFFERS
     elif not denominator["exact_scaling"]:
         out.update(verdict=DIFFERS, reason="reduced scale: the denominator uses a published size the rehearsal does "
-                                           "not plant, so it is only the paper's count times the scale. "
-                                           + denominator["reason"])
+                                           "not plant (taken times the scale) or a fixed sample size scaled with the "
+                                           "tree, which a reduced tree may not hold in full. " + denominator["reason"])
     else:
         out.update(verdict=UNEXPLAINED, reason="the registry expects the paper's count here: " + denominator["reason"])
     return out
