@@ -361,9 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default="demo", help="params profile (default: demo)")
     p.add_argument("--only", nargs="+", metavar="NB", help="execute only these notebooks")
     p.add_argument("-j", "--jobs", type=int, metavar="K",
-                   help="notebooks executed at once, each in its own process (default: the CPU count up to 4 on "
+                   help="tasks run at once, each in its own process (default: the CPU count up to 4 on "
                         "the demo profile, whose models run on one CPU thread each; 1 on other profiles, whose "
-                        "models share the GPU). Notebooks that read a common record run one after the other.")
+                        "models share the GPU). The chapters' records are made once each (a record several "
+                        "chapters read, once), spread over the K processes; a notebook starts as soon as its "
+                        "own records exist.")
     p.add_argument("--no-build", action="store_true", help="execute notebooks but do not build the HTML")
     p.add_argument("--no-execute", action="store_true", help="build the HTML from the notebooks already in book/")
     p.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")

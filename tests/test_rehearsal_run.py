@@ -27,6 +27,8 @@ def test_the_chapter_runs_to_the_end_with_stand_ins(report):
     (chapter,) = rep["chapters"]
     assert chapter["status"] == "ok", chapter.get("error")
     assert chapter["trials"] > 0 and chapter["peak_mb"] > 0 and chapter["seconds"] > 0
+    # the CPU time of the chapter's processes (child, kernel, shards): at least the notebook's kernel start
+    assert 1 < chapter["cpu_seconds"] < 2 * chapter["seconds"] + 5
     # every record's trials beside the paper's denominator at the rehearsal's planted sizes: §4.1's all-14 and
     # one-question records run exactly the paper's designs (ModaLens §3), so each is equal to it
     assert {r["verdict"] for r in chapter["records"]} == {"equal"}, [(r["key"], r["reason"]) for r in chapter["records"]]

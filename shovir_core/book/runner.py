@@ -22,10 +22,11 @@ from .render import OUTPUT_DIR_ENV
 from ..params import load_params, toc_notebooks
 from ..errors import ShovirError
 
-__all__ = ["make_records", "execute_notebook", "execute_book", "book_schedule", "build_book", "BookError", "glue_index",
+__all__ = ["make_records", "make_record_group", "execute_notebook", "execute_book", "build_book", "BookError", "glue_index",
            "GLUE_INDEX", "RECORDS_DIR", "PROFILE_TAG", "unglued_references"]
 
 from .publish import GLUE_INDEX, book_lock, glue_index, publish, recover, watch_book
+from .schedule import book_plan, execute_parallel
 RECORDS_DIR = "_records"
 """``book/_records/<run_id>/manifest.json``: a copy of every manifest a notebook read, which the book
 links from each glued number and each chapter's "Records read" table (copied into the HTML)."""
@@ -43,13 +44,19 @@ def make_records(notebook: str, *, profile: str = "demo", progress: bool = True)
     record fails, the error says which record, that the trials already written are kept, and the
     command that resumes it.
     """
+    return make_record_group(notebook, load_params(notebook, profile)["runs"], profile=profile, progress=progress)
+
+
+def make_record_group(notebook: str, runs: dict[str, dict], *, profile: str = "demo",
+                      progress: bool = True) -> dict[str, str]:
+    """Make (or resume) ``runs`` (key -> ``{protocol, name, spec}``, some of ``notebook``'s records) as
+    :func:`make_records` does: prefill first, then each record; returns key -> run id."""
     from ..protocols import prefill
     from ..protocols import run as run_protocol
 
-    spec = load_params(notebook, profile)
-    prefill([(r["protocol"], r["name"], r["spec"]) for r in spec["runs"].values()], progress=progress)
+    prefill([(r["protocol"], r["name"], r["spec"]) for r in runs.values()], progress=progress)
     ids = {}
-    for key, r in spec["runs"].items():
+    for key, r in runs.items():
         try:
             run = run_protocol(r["protocol"], r["name"], r["spec"], progress=progress)
         except KeyboardInterrupt:
@@ -321,10 +328,11 @@ def execute_book(*, profile: str = "demo", only: list[str] | None = None, progre
                  jobs: int = 1) -> list[Path]:
     """Make the records and execute every notebook the toc names (or ``only``).
 
-    With ``jobs`` > 1 up to that many notebooks run at once, each in its own process, in the order
-    :func:`book_schedule` allows: notebooks that name a common record run one after the other (in toc
-    order) so that no record is made twice, and a notebook whose params say ``requires: all`` (the
-    reproduction map reads every chapter's records) runs after all the others. When a notebook fails, the
+    With ``jobs`` > 1 up to that many tasks run at once, each in its own process, as
+    :func:`~shovir_core.book.schedule.book_plan` lays them out: the records of all the notebooks are made
+    once each (a record several chapters name, once), a chapter's records spread over the workers, and each
+    notebook starts as soon as its own records exist; a notebook whose params say ``requires: all`` (the
+    reproduction map reads every chapter's records) runs after all the others. When a task fails, the
     ones already running finish, none is started, and the first failure is raised.
     """
     names = toc_notebooks()
@@ -342,94 +350,8 @@ def execute_book(*, profile: str = "demo", only: list[str] | None = None, progre
             bar.set_postfix_str(f"{name}: executing")
             done.append(execute_notebook(name, profile=profile, run_ids=ids))
         return done
-    return execute_parallel(names, profile=profile, progress=progress, jobs=jobs)
-
-
-def book_schedule(names: list[str], profile: str) -> dict[str, set[str]]:
-    """For each notebook, the notebooks that must finish before it starts.
-
-    Two notebooks whose params name the same record (same protocol and name) are chained in toc order;
-    ``requires: all`` waits for every other notebook without that flag; ``requires: [a, b]`` for those
-    named (when they are part of this build).
-    """
-    specs = {n: load_params(n, profile) for n in names}
-    after: dict[str, set[str]] = {n: set() for n in names}
-    last_user: dict[tuple[str, str], str] = {}
-    for n in names:
-        for r in specs[n]["runs"].values():
-            key = (r["protocol"], r["name"])
-            if key in last_user and last_user[key] != n:
-                after[n].add(last_user[key])
-            last_user[key] = n
-    everyone = [n for n in names if specs[n]["requires"] != "all"]
-    for n in names:
-        req = specs[n]["requires"]
-        if req == "all":
-            after[n].update(m for m in everyone if m != n)
-        elif req:
-            if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
-                raise BookError(f"{specs[n]['path']}: 'requires' must be 'all' or a list of notebook names, got {req!r}")
-            after[n].update(m for m in req if m in specs and m != n)
-    return after
-
-
-def _notebook_job(name: str, profile: str) -> Path:
-    """One notebook in a worker process of :func:`execute_book` (no progress bars of its own)."""
-    ids = make_records(name, profile=profile, progress=False)
-    return execute_notebook(name, profile=profile, run_ids=ids)
-
-
-def execute_parallel(names: list[str], *, profile: str, progress: bool, jobs: int, job=_notebook_job,
-                     after: dict[str, set[str]] | None = None) -> list:
-    """Run ``job(name, profile)`` for each notebook in up to ``jobs`` processes, none before the ones
-    ``after[name]`` names (default: :func:`book_schedule`) have finished; ``job`` must be importable."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    after = book_schedule(names, profile) if after is None else after
-    remaining = list(names)
-    finished: set[str] = set()
-    running: dict = {}
-    done: dict[str, Path] = {}
-    failures: list[tuple[str, BaseException]] = []
-
-    def weight(n: str) -> int:  # start the notebook that the most others wait for, then toc order
-        return -sum(n in after[m] for m in remaining)
-
-    bar = tqdm(total=len(names), desc=f"notebooks ({jobs} at once)", unit="nb", disable=not progress)
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
-    try:
-        while remaining or running:
-            if not failures:
-                ready = sorted((n for n in remaining if after[n] <= finished), key=lambda n: (weight(n), names.index(n)))
-                for n in ready[:jobs - len(running)]:
-                    running[pool.submit(job, n, profile)] = n
-                    remaining.remove(n)
-            if not running:
-                break
-            bar.set_postfix_str("running: " + ", ".join(sorted(running.values())))
-            completed, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in completed:
-                n = running.pop(fut)
-                try:
-                    done[n] = fut.result()
-                except Exception as exc:  # noqa: BLE001 - reported below, after the running ones finish
-                    failures.append((n, exc))
-                finished.add(n)
-                bar.update()
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    finally:
-        bar.close()
-    pool.shutdown()
-    if failures:
-        name, exc = failures[0]
-        others = [n for n, _ in failures[1:]]
-        if others or remaining:
-            print(f"shovir book: {name} failed" + (f"; also failed: {others}" if others else "")
-                  + (f"; not started: {remaining}" if remaining else ""), file=sys.stderr)
-        raise exc
+    plan = book_plan(names, profile)
+    done = execute_parallel(plan.tasks, after=plan.after, jobs=jobs, progress=progress, priority=plan.priority)
     return [done[n] for n in names]
 
 

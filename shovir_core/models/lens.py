@@ -30,8 +30,8 @@ import torch
 from .knockout_spans import SCOPES, SPANS
 from .protocol import ScoreRequest
 
-__all__ = ["decoder_parts", "layer_logits", "token_spans", "Knockout", "SPANS", "SCOPES", "knockout_hooks",
-           "request_chunks", "answer_stream"]
+__all__ = ["decoder_parts", "layer_logits", "layer_logits_each", "token_spans", "Knockout", "SPANS", "SCOPES",
+           "knockout_hooks", "request_chunks", "answer_stream"]
 
 
 def decoder_parts(model) -> dict:
@@ -307,24 +307,40 @@ def layer_logits(vlm, requests: Sequence[ScoreRequest], *, token_ids: Sequence[i
     norm, rows and soft-capping). ``token_ids`` defaults to ``(yes_id, no_id)`` of the adapter's
     token families. With ``knockout`` the forward pass runs with that span blocked; ``spans`` (one
     :func:`token_spans` dict per request) saves locating the spans again when several knockouts run
-    on the same requests.
+    on the same requests (:func:`layer_logits_each` runs several on one encoding of the requests).
+    """
+    return layer_logits_each(vlm, requests, [knockout], token_ids=token_ids, spans=spans)[0]
+
+
+@torch.inference_mode()
+def layer_logits_each(vlm, requests: Sequence[ScoreRequest], knockouts: Sequence[Knockout | None], *,
+                      token_ids: Sequence[int] | None = None, spans: Sequence[dict] | None = None) -> list[np.ndarray]:
+    """:func:`layer_logits` under each of ``knockouts`` (``None``: none), one array per knockout.
+
+    Each padded batch is encoded once (the processor's tokenising and image preprocessing) and run once
+    per knockout; each pass is the forward :func:`layer_logits` would run alone on that batch, so the
+    arrays are those of one :func:`layer_logits` call per knockout.
     """
     parts = decoder_parts(vlm.model)
     ids = list(token_ids) if token_ids is not None else [vlm.families.yes_id, vlm.families.no_id]
     ids_t = torch.tensor(ids, device=vlm.device)
     requests = list(requests)
-    out = np.zeros((len(requests), len(parts["layers"]) + 1, len(ids)), dtype=np.float32)
+    knockouts = list(knockouts)
+    outs = [np.zeros((len(requests), len(parts["layers"]) + 1, len(ids)), dtype=np.float32) for _ in knockouts]
     for chunk in request_chunks(vlm, requests):
         batch = vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
         length = int(batch["input_ids"].shape[1])
         pads = (length - batch["attention_mask"].sum(dim=1)).tolist()
-        if knockout is None:
-            chunk_spans = [{}] * len(chunk)
-        elif spans is not None:
-            chunk_spans = [spans[i] for i in chunk]
-        else:
-            chunk_spans = [token_spans(vlm, requests[i]) for i in chunk]
-        with knockout_hooks(vlm.model, knockout, _rows(chunk_spans, knockout, pads), length=length):
-            resid = answer_stream(vlm, batch)  # (b, L + 1, d)
-        out[np.asarray(chunk)] = _project(resid, parts, ids_t).float().cpu().numpy()
-    return out
+        chunk_spans = None
+        for out, knockout in zip(outs, knockouts):
+            if knockout is None:
+                rows = _rows([{}] * len(chunk), None, pads)
+            else:
+                if chunk_spans is None:
+                    chunk_spans = ([spans[i] for i in chunk] if spans is not None
+                                   else [token_spans(vlm, requests[i]) for i in chunk])
+                rows = _rows(chunk_spans, knockout, pads)
+            with knockout_hooks(vlm.model, knockout, rows, length=length):
+                resid = answer_stream(vlm, batch)  # (b, L + 1, d)
+            out[np.asarray(chunk)] = _project(resid, parts, ids_t).float().cpu().numpy()
+    return outs

@@ -23,7 +23,8 @@ from ..records.schema import SHORT_HASH
 from . import catalog as _catalog  # noqa: F401  (installs the $SHOVIR_MODELS reader in the model registry)
 from .spec import SpecError
 
-__all__ = ["REGISTRY", "SHARDED", "get_protocol", "resolve", "run", "run_id", "is_complete", "prefill"]
+__all__ = ["REGISTRY", "SHARDED", "get_protocol", "resolve", "run", "run_id", "is_complete", "prefill",
+           "record_groups"]
 
 REGISTRY: dict[str, str] = {
     "modalens": "shovir_core.protocols.modalens",
@@ -85,6 +86,24 @@ def prefill(targets, *, progress: bool = True, shard: Shard | None = None) -> No
         pool = getattr(get_protocol(protocol), "prefill_arms", None)
         if pool is not None and len(runs) > 1:
             pool(runs, progress=progress, shard=shard if protocol in SHARDED else None)
+
+
+def record_groups(targets) -> list[list[tuple]]:
+    """``targets`` (``(protocol, name, spec)`` triples) split into the groups best made in one process.
+
+    A protocol's ``group_key(spec)`` says which of its records share work in a process: ModaLens arms that
+    :func:`prefill` scores together (same model and cases), the two tuned-lens records of one model (one
+    trained lens). Targets with equal keys form a group; each other target is a group of its own. Groups
+    keep the targets' order and are ordered by their first target, so :func:`prefill` on each group scores
+    exactly what one call on all ``targets`` would.
+    """
+    groups: dict[tuple, list[tuple]] = {}
+    for i, target in enumerate(targets):
+        protocol, _, spec = target
+        key_of = getattr(get_protocol(protocol), "group_key", None)
+        key = key_of(spec) if key_of is not None else None
+        groups.setdefault(("", i) if key is None else (protocol, key), []).append(target)
+    return list(groups.values())
 
 
 def run(protocol: str, name: str, spec: dict, *, progress: bool = True, shard: Shard | None = None) -> Run | None:

@@ -635,6 +635,21 @@ _CASE_KEYS = ("dataset", "dataset_sha256", "substitute_seed", "ssim_size", "ssim
 """Spec keys that arms scored together must share (same cases, reports, labels and decoding)."""
 
 
+def _prefill_key(resolved: dict) -> tuple:
+    """Arms with the same key are scored together by :func:`prefill_arms`: the model and :data:`_CASE_KEYS`."""
+    return resolved["model"], json.dumps([resolved.get(k) for k in _CASE_KEYS], sort_keys=True, default=str)
+
+
+def group_key(spec: dict) -> tuple:
+    """The group :func:`prefill_arms` scores an arm of ``spec`` with (arms with equal keys go together).
+
+    The book's scheduler (:func:`shovir_core.book.schedule.book_plan`, through
+    :func:`shovir_core.protocols.record_groups`) makes each such group in one task, so the arms are scored
+    together as one notebook's :func:`shovir_core.book.runner.make_records` would.
+    """
+    return _prefill_key(resolve_spec(dict(spec)))
+
+
 def prefill_arms(runs, *, progress: bool = True, batch_cases: int = 64, shard=None) -> dict[str, int]:
     """Score the trials of several arms together, so the model shares their prompt prefixes.
 
@@ -664,7 +679,7 @@ def prefill_arms(runs, *, progress: bool = True, batch_cases: int = 64, shard=No
         answer_batch.setdefault(resolved["model"], SPEC.execution(dict(spec))["answer_batch_size"])
         if is_complete(PROTOCOL, name, resolved, resolved=True):
             continue
-        key = (resolved["model"], json.dumps([resolved.get(k) for k in _CASE_KEYS], sort_keys=True, default=str))
+        key = _prefill_key(resolved)
         if resolved not in groups[key]:
             groups[key].append(resolved)
     out = {"groups": 0, "arms": 0, "requests": 0}

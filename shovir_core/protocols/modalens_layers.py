@@ -173,11 +173,35 @@ def _layers(spec: dict, n_layers: int) -> list[int]:
     return layers
 
 
+def _spans(model, reqs: list) -> list[dict]:
+    """:func:`~shovir_core.models.lens.token_spans` of each request, located once per rendered prompt and image
+    size: the two sides of a trial differ only in the image's pixels, which change no token id (the processor
+    expands the image placeholder to a number of tokens set by the image's size)."""
+    from ..models.lens import token_spans
+
+    found: dict[tuple, dict] = {}
+    out = []
+    for r in reqs:
+        key = (model.render(r), None if r.image is None else tuple(np.shape(r.image)))
+        if key not in found:
+            found[key] = token_spans(model, r)
+        out.append(found[key])
+    return out
+
+
 def _score(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: dict) -> pd.DataFrame:
-    from ..models.lens import Knockout, decoder_parts, layer_logits, token_spans
+    from ..models.lens import Knockout, decoder_parts, layer_logits, layer_logits_each
 
     reqs = _requests(spec, trials, reports, images)
-    lens = layer_logits(model, reqs)
+    if spec["analysis"] == "lens":
+        lens = layer_logits(model, reqs)
+    else:  # the plain readout and every knockout on one encoding of the requests
+        n_layers = len(decoder_parts(model.model)["layers"])
+        layers = _layers(spec, n_layers)
+        kos = [Knockout.cumulative(spec["knockout_span"], start, n_layers, scope=spec["knockout_scope"])
+               if spec["knockout_variant"] == "cumulative"
+               else Knockout.single(spec["knockout_span"], start, scope=spec["knockout_scope"]) for start in layers]
+        lens, *per_layer = layer_logits_each(model, reqs, [None, *kos], spans=_spans(model, reqs))
     out = trials.copy()
     final = lens[:, -1]
     for k, side in enumerate(("c", "d")):
@@ -189,16 +213,7 @@ def _score(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, images: 
         for k, side in enumerate(("c", "d")):
             out[f"lens_{side}"] = [json.dumps(np.round(x, 5).tolist()) for x in lens[k::2]]
         return out
-    n_layers = len(decoder_parts(model.model)["layers"])
-    layers = _layers(spec, n_layers)
-    spans = [token_spans(model, r) for r in reqs]
-    per_layer = []
-    for start in layers:
-        ko = (Knockout.cumulative(spec["knockout_span"], start, n_layers, scope=spec["knockout_scope"])
-              if spec["knockout_variant"] == "cumulative"
-              else Knockout.single(spec["knockout_span"], start, scope=spec["knockout_scope"]))
-        per_layer.append(layer_logits(model, reqs, knockout=ko, spans=spans)[:, -1])
-    stacked = np.stack(per_layer, axis=1)  # (2 n, n_start, 2)
+    stacked = np.stack([x[:, -1] for x in per_layer], axis=1)  # (2 n, n_start, 2)
     for k, side in enumerate(("c", "d")):
         out[f"ko_{side}"] = [json.dumps(np.round(x, 5).tolist()) for x in stacked[k::2]]
     out["ko_layers"] = json.dumps(layers)

@@ -375,6 +375,17 @@ def load_stored_hash(writer) -> str | None:
     return values.pop() if values else None
 
 
+def group_key(spec: dict) -> str | None:
+    """Tuned-lens records of one model and lens settings share one trained lens in a process
+    (:func:`_trained_lens`): the book's scheduler makes them in one task (:func:`shovir_core.protocols.record_groups`).
+    Probe records: ``None`` (a task of their own)."""
+    r = resolve_spec(dict(spec))
+    if r["analysis"] != "tuned-lens":
+        return None
+    return json.dumps({"model": r["model_fingerprint"], **{k: v for k, v in r.items() if k.startswith("lens_")}},
+                      sort_keys=True, default=str)
+
+
 _TRAINED: dict[str, tuple] = {}
 """The last tuned lens trained in this process, by :func:`_lens_key` (one entry)."""
 

@@ -140,6 +140,14 @@ def _banner(notebook: Path, text: str) -> None:
     os.replace(tmp, notebook)
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far: a chapter's child, its notebook's
+    kernel and its local shards. Beside the wall time, it says what the chapter costs on a machine that
+    other work shares (the wall time alone then overstates it)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _child(profile: str, chapter: str, out_dir: str, shards: int | None) -> int:
     """In the chapter's own process: make its records (sharded when asked) and execute its notebook."""
     from ..book.runner import execute_notebook, make_records
@@ -232,15 +240,15 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
         table = stand_ins(layers=_needs_layers(chapter, profile), override=stand_in)
         cenv = dict(env, **{STAND_INS_ENV: json.dumps(table)})
         log = book_dir / f"{chapter}.log"
-        start = time.monotonic()
+        start, cpu_before = time.monotonic(), _children_cpu()
         with open(log, "w", encoding="utf-8") as fh:
             proc = subprocess.Popen([sys.executable, "-m", "shovir_core.rehearsal.run", profile, chapter,
                                      str(book_dir), str(shards or 0)], env=cenv, stdout=subprocess.PIPE,
                                     stderr=fh, text=True)
             out, _ = proc.communicate()
-        seconds = time.monotonic() - start
+        seconds, cpu = time.monotonic() - start, _children_cpu() - cpu_before
         entry = {"chapter": chapter, "status": "ok" if proc.returncode == 0 else "failed",
-                 "seconds": round(seconds, 1), "log": str(log),
+                 "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "log": str(log),
                  "stand_ins": sorted(set(table.values())), "scaled": _scaled(chapter, profile, scale),
                  "command": _command(chapter, [profile], shards=16)}
         result = next((json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
