@@ -43,33 +43,42 @@ records = rehearsal.rehearsal_records(runs)
 frame = chapters.frame
 assert frame["chapter"].notna().all() and len(frame)
 assert (frame.loc[frame["status"] == "ran to the end", "trials"] > 0).all(), "a chapter that ran made trials"
-assert (frame["paper_trials"].dropna() > 0).all()
+assert records.frame["verdict"].notna().all() and (records.frame["paper_trials"].dropna() > 0).all()
 book.glue_values("rh", {**chapters.values, **records.values}, runs=runs)
 
 # %% [markdown]
 # {glue:}`rh.n_ok` of {glue:}`rh.n_chapters` rehearsed chapters ran to the end (failed:
 # {glue:text}`rh.failed_chapters`), in {glue:text}`rh.seconds_total:,.0f` s of wall time in all; the largest
-# peak memory of a single chapter was {glue:text}`rh.max_peak_mb:,.0f` MB. The rehearsals made
-# {glue:}`rh.n_records` records (below). A chapter's trials stand beside the paper's count for the same
-# item scaled by the rehearsal's scale: a ratio of 1 means the chapter's design makes as many trials
-# per case as the paper states; another ratio names a difference to explain (a design that differs, or
-# records that count trials per image and condition where the catalogue counts per model).
+# peak memory of a single chapter was {glue:text}`rh.max_peak_mb:,.0f` MB. Their records asked the stand-ins
+# {glue:text}`rh.model_calls_total:,` distinct model requests (the records' inference-cache entries, which the
+# real models would answer the same way; {glue:}`rh.n_chapters_without_calls` chapters made records that keep
+# no request cache). GPU time: {glue:text}`rh.gpu_note`.
+#
+# The rehearsals made {glue:}`rh.n_records` records (second table). Each record's trials stand beside the
+# paper's stated denominator for such a record -- an expression over the papers' published values (the
+# registry `shovir_core/resources/denominators.yaml`), evaluated at the rehearsal's planted sizes, so that a
+# reduced rehearsal is held to the same design: {glue:}`rh.n_equal` records are equal to it,
+# {glue:}`rh.n_differs` differ for the reason the table names (a record that keeps more rows than the
+# paper counts, or a size the rehearsal does not plant), {glue:}`rh.n_no_count` have no stated count in
+# the papers (the reason says why), and {glue:}`rh.n_unexplained` differ without an explanation
+# ({glue:text}`rh.unexplained`): a design that does not run the paper's count.
 
 # %% [markdown] tags=["profile:demo"]
 # On the demo this page shows a *reduced* rehearsal (scale {glue:}`rh.padchest.scale` of PadChest-GR and
 # {glue:}`rh.mimic.scale` of MIMIC-CXR, a chapter each), the same code path that `make test` runs;
-# the full-scale rehearsals are this chapter's `mimic` and `padchest` profiles.
-# At this scale the ratios are not 1, and they do not measure a design difference: the reduced
-# PadChest-GR tree keeps every class at the papers' class minimum (so it holds more images than its
-# scale), and a chapter's trials are the sum over all its records (every model, arm and condition),
-# set beside a single catalogue item. Per-record denominators are not derived yet.
+# the full-scale rehearsals are this chapter's `mimic` and `padchest` profiles. The denominators are
+# evaluated at the reduced tree's planted sizes (the reduced PadChest-GR tree keeps every class at the
+# papers' class minimum, so it holds more images than its scale), so equal still means the paper's design.
 
 # %%
-what = "data: synthetic trees in the credentialed layouts (planted sizes); models: CPU stand-ins of the paper's models"
-book.show(chapters, runs=runs, name="rh-chapters", what=what)
+what = rehearsal.rehearsal_what(runs)
+book.show(chapters, runs=runs, name="rh-chapters", what=what,
+          missing={"model_calls": "not cached", "new_calls": "not cached"})
 
 # %%
-book.show(records, runs=runs, name="rh-records", what=what)
+book.show(records, runs=runs, name="rh-records", what=what, groups="chapter", formats={"difference": "+,.0f"},
+          missing={"paper_trials_scaled": "none stated", "paper_trials": "none stated", "difference": "none",
+                   "compared_trials": "none", "model_calls": "not cached"})
 
 # %% [markdown]
 # To rehearse a profile yourself, and then run it for real:

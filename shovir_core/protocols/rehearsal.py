@@ -3,9 +3,9 @@
 One record per (profile, scale, seed, pixels, chapters, stand-in): :func:`execute` runs
 :func:`shovir_core.rehearsal.run.rehearse` into a folder of its own under the runs root and stores
 one row per record each rehearsed chapter made (``kind = "record"``: its protocol, run id and
-trials) and one per chapter (``kind = "chapter"``: status, wall time, peak memory, the chapter's
-trials beside each paper item's stated trial count from the reproduction catalogue, and the real
-run's command). The rehearsal's own records and notebooks stay in that folder; nothing in them is a
+trials, model requests, and the paper's denominator for the record with the verdict and its reason,
+:mod:`shovir_core.rehearsal.denominators`) and one per chapter (``kind = "chapter"``: status, wall
+time, peak memory, trials and model requests, and the real run's command). The rehearsal's own records and notebooks stay in that folder; nothing in them is a
 result (see :mod:`shovir_core.rehearsal.run`).
 """
 from __future__ import annotations
@@ -31,8 +31,9 @@ SPEC = SpecSchema(PROTOCOL, [
 ])
 """The declared spec (:class:`shovir_core.protocols.spec.SpecSchema`)."""
 
-_COLUMNS = ["trial_id", "kind", "chapter", "status", "seconds", "peak_mb", "trials", "record_key", "run_id",
-            "record_protocol", "record_status", "paper_item", "paper_trials", "command", "error", "stand_ins"]
+_COLUMNS = ["trial_id", "kind", "chapter", "status", "seconds", "peak_mb", "trials", "model_calls", "record_key",
+            "run_id", "record_protocol", "record_status", "paper_item", "paper_trials", "paper_trials_scaled",
+            "compared", "compared_trials", "difference", "verdict", "reason", "command", "error", "stand_ins"]
 
 
 def code_sha256() -> str:
@@ -63,16 +64,16 @@ def report_rows(report: dict) -> list[dict]:
     rows = []
     for c in report["chapters"]:
         base = {"chapter": c["chapter"], "status": c["status"]}
-        papers = c["paper"] or [{"item": None, "paper_trials": None}]
-        for k, p in enumerate(papers):
-            rows.append({**base, "trial_id": f"chapter|{c['chapter']}|{k}", "kind": "chapter",
-                         "seconds": c["seconds"], "peak_mb": c.get("peak_mb"), "trials": c.get("trials"),
-                         "paper_item": p["item"], "paper_trials": p["paper_trials"], "command": c["command"],
-                         "error": (c.get("error") or [None])[0], "stand_ins": ", ".join(c["stand_ins"])})
+        rows.append({**base, "trial_id": f"chapter|{c['chapter']}", "kind": "chapter",
+                     "seconds": c["seconds"], "peak_mb": c.get("peak_mb"), "trials": c.get("trials"),
+                     "model_calls": c.get("model_calls"), "command": c["command"],
+                     "error": (c.get("error") or [None])[0], "stand_ins": ", ".join(c["stand_ins"])})
         for r in c.get("records", []):
             rows.append({**base, "trial_id": f"record|{c['chapter']}|{r['key']}", "kind": "record",
                          "record_key": r["key"], "run_id": r["run_id"], "record_protocol": r["protocol"],
-                         "record_status": r["status"], "trials": r["trials"], "seconds": r["seconds"]})
+                         "record_status": r["status"], "trials": r["trials"], "seconds": r["seconds"],
+                         **{k: r.get(k) for k in ("model_calls", "paper_item", "paper_trials", "paper_trials_scaled",
+                                                  "compared", "compared_trials", "difference", "verdict", "reason")}})
     return [{k: r.get(k) for k in _COLUMNS} for r in rows]
 
 

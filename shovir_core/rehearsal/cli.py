@@ -37,6 +37,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(args) -> int:
+    from collections import Counter
+
     from .run import rehearse
 
     if not 0 < args.scale <= 1:
@@ -45,8 +47,8 @@ def main(args) -> int:
                       pixels=args.pixels, shards=args.shards, root=args.root, progress=not args.quiet)
     failed = [c for c in report["chapters"] if c["status"] != "ok"]
     for c in report["chapters"]:
-        paper = "; ".join(f"{p['item']}: paper {p['paper_trials']:,}, rehearsal {c.get('trials', 0):,}"
-                          for p in c["paper"]) or "no stated denominator"
+        verdicts = Counter(r["verdict"] for r in c.get("records", []))
+        paper = ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())) or "no records"
         print(f"{c['status']:6s} {c['chapter']:32s} {c['seconds']:8.1f} s  {c.get('peak_mb', float('nan')):8.0f} MB  "
               f"{paper}" + (f"\n       {c['error'][0]}" if c.get("error") else ""))
     print(json.dumps({"report": report["report"], "seconds": report["seconds"],

@@ -13,10 +13,11 @@ model fingerprints name the stand-in, and every executed notebook starts with a 
 nothing made here can be mistaken for a result.
 
 The report (:func:`rehearse` returns it; ``report-<profile>.json`` beside the runs) gives per chapter
-its status, the trial count of every record, the chapter's trials beside the papers' stated
-denominators from the reproduction catalogue (``shovir_core/resources/reproduction.yaml``), wall
-time and peak memory, the sizes a reduced rehearsal scaled (``scaled``: per record key, spec key ->
-``[paper, run]``; :mod:`shovir_core.rehearsal.scaling`) and the exact commands of the real run.
+its status, wall time, peak memory, model requests (the records' inference-cache entries), the sizes
+a reduced rehearsal scaled (``scaled``: per record key, spec key -> ``[paper, run]``;
+:mod:`shovir_core.rehearsal.scaling`) and the exact commands of the real run, and per record its
+trials beside the paper's stated denominator for that record (equal, or the difference and its
+reason: :mod:`shovir_core.rehearsal.denominators`).
 """
 from __future__ import annotations
 
@@ -139,21 +140,6 @@ def _banner(notebook: Path, text: str) -> None:
     os.replace(tmp, notebook)
 
 
-def _paper_trials(chapter: str, profile: str) -> list[dict]:
-    """The reproduction catalogue's items of ``chapter`` run on ``profile``, with the paper's trial count."""
-    from ..papers import load_values
-    from ..tables.reproduction import _paper_trials as trials_of
-    from ..tables.reproduction import design_factors, load_catalog
-
-    values, factors = {p: load_values(p) for p in ("shovir", "modalens")}, design_factors()
-    out = []
-    for item in load_catalog():
-        if item.get("notebook") != chapter or profile not in (item.get("profiles") or []) or not item.get("trials"):
-            continue
-        out.append({"item": f"{item['paper']} {item['item']}", "paper_trials": int(round(trials_of(item, values, factors)))})
-    return out
-
-
 def _children_cpu() -> float:
     """CPU seconds (user + system) of the finished child processes so far: a chapter's child, its notebook's
     kernel and its local shards. Beside the wall time, it says what the chapter costs on a machine that
@@ -181,16 +167,33 @@ def _child(profile: str, chapter: str, out_dir: str, shards: int | None) -> int:
     return 0
 
 
-def _record_rows(run_ids: dict) -> list[dict]:
+def _record_rows(run_ids: dict, *, chapter: str, profile: str, scale: float) -> list[dict]:
+    """One row per record: its trials and model requests beside the paper's denominator for it
+    (:mod:`shovir_core.rehearsal.denominators`)."""
     from ..records import load_run
+    from .denominators import UNEXPLAINED, compare, record_denominator
 
     rows = []
     for key, run_id in run_ids.items():
         protocol, name, h = run_id.split("/")
         run = load_run(protocol, name, h)
+        counts = run.manifest.get("counts") or {}
+        # the distinct model requests the record made (its inference-cache entries), where it keeps them
+        calls = (run.manifest.get("inference_cache") or {}).get("n_entries")
+        try:
+            denominator = record_denominator(chapter=chapter, key=key, protocol=protocol, spec=run.info.spec,
+                                             profile=profile, scale=scale)
+            verdict = compare(denominator, trials=run.info.n_trials, counts=counts)
+        except (ValueError, KeyError) as e:  # a broken registry rule: reported on the record's row, not fatal
+            denominator = {"paper_item": None, "paper_trials": None, "paper_trials_scaled": None, "compare": None}
+            verdict = {"compared_trials": None, "difference": None, "verdict": UNEXPLAINED,
+                       "reason": f"denominators.yaml could not be evaluated for this record: {e}"}
         rows.append({"key": key, "run_id": run_id, "protocol": protocol, "status": run.status,
-                     "trials": run.info.n_trials, "seconds": run.info.seconds,
-                     "model": (run.info.model or {}).get("id") if isinstance(run.info.model, dict) else None})
+                     "trials": run.info.n_trials, "seconds": run.info.seconds, "model_calls": calls,
+                     "model": (run.info.model or {}).get("id") if isinstance(run.info.model, dict) else None,
+                     "paper_item": denominator["paper_item"], "paper_trials": denominator["paper_trials"],
+                     "paper_trials_scaled": denominator["paper_trials_scaled"], "compared": denominator["compare"],
+                     **verdict})
     return rows
 
 
@@ -246,8 +249,7 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
         seconds, cpu = time.monotonic() - start, _children_cpu() - cpu_before
         entry = {"chapter": chapter, "status": "ok" if proc.returncode == 0 else "failed",
                  "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "log": str(log),
-                 "stand_ins": sorted(set(table.values())), "paper": _paper_trials(chapter, profile),
-                 "scaled": _scaled(chapter, profile, scale),
+                 "stand_ins": sorted(set(table.values())), "scaled": _scaled(chapter, profile, scale),
                  "command": _command(chapter, [profile], shards=16)}
         result = next((json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
                        if line.startswith("REHEARSAL-RESULT ")), None)
@@ -255,7 +257,7 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
             old = os.environ.get("SHOVIR_RUNS")
             os.environ["SHOVIR_RUNS"] = str(runs_root)
             try:
-                entry["records"] = _record_rows(result["run_ids"])
+                entry["records"] = _record_rows(result["run_ids"], chapter=chapter, profile=profile, scale=scale)
             finally:
                 if old is None:
                     os.environ.pop("SHOVIR_RUNS")
@@ -263,8 +265,8 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
                     os.environ["SHOVIR_RUNS"] = old
             entry["peak_mb"] = result["peak_mb"]
             entry["trials"] = sum(r["trials"] or 0 for r in entry["records"])
-            for item in entry["paper"]:
-                item["difference"] = entry["trials"] - item["paper_trials"]
+            known = [r["model_calls"] for r in entry["records"] if r["model_calls"] is not None]
+            entry["model_calls"] = sum(known) if known else None
             _banner(Path(result["notebook"]), BANNER.format(profile=profile, scale=scale,
                                                            stand_ins=", ".join(entry["stand_ins"])))
             entry["notebook"] = result["notebook"]
