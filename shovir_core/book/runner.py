@@ -207,6 +207,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
                 papermill.execute_notebook(
                     str(src_nb), str(executed_path), parameters=params, kernel_name="python3",
                     cwd=str(work), progress_bar=False, log_output=False, kernel_manager_class=kernel_manager,
+                    iopub_timeout=IOPUB_TIMEOUT_S,
                 )
         except papermill.PapermillExecutionError as exc:
             credentialed = [e for e in _read_entries(log) if e.get("credentialed")]
@@ -271,6 +272,11 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
                     files=files)
     return target
 
+
+IOPUB_TIMEOUT_S = 120
+"""How long papermill waits for a cell's last output after the kernel says the cell is done (nbclient's
+default, 4 s, failed a notebook of a rehearsal on a loaded 2-core machine: "Timeout waiting for IOPub
+output"; a busy cluster node is no different)."""
 
 BOOK_TMP = ".book-tmp"
 """``<runs root>/.book-tmp/<notebook>-<host>-<pid>-<random>/``: a notebook's executed copy, staged
