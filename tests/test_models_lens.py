@@ -17,11 +17,15 @@ Q = "Does this chest X-ray show edema?"
 REPORT = "FINDINGS: There is pulmonary edema. No pneumothorax.\nIMPRESSION: Pulmonary edema."
 
 
+def _tiny_gemma3(*, batch_size: int):
+    m = get_model("tiny-gemma3", seed=3)
+    m.batch_size = batch_size
+    return m
+
+
 @pytest.fixture(scope="module")
 def vlm():
-    m = get_model("tiny-gemma3", seed=3)
-    m.batch_size = 4
-    return m
+    return _tiny_gemma3(batch_size=4)
 
 
 @pytest.fixture(scope="module")
@@ -181,13 +185,11 @@ def test_spans_encode_the_prompt_and_its_cuts_in_one_call_per_kind(vlm, requests
 
 @pytest.fixture(scope="module")
 def vlm3():
-    m = get_model("tiny-gemma3", seed=3)
-    m.batch_size = 3  # several padded batches
-    return m
+    return _tiny_gemma3(batch_size=3)  # several padded batches
 
 
 @pytest.fixture(scope="module")
-def requests_():
+def ko_requests():
     rng = np.random.default_rng(1)
     a, b = rng.integers(0, 256, (64, 64), dtype=np.uint8), rng.integers(0, 256, (64, 64), dtype=np.uint8)
     return [ScoreRequest(a, Q, report=REPORT), ScoreRequest(b, Q, report=REPORT),
@@ -196,27 +198,27 @@ def requests_():
             ScoreRequest(b, Q, report="No edema.", order="text_first"), ScoreRequest(None, Q, report=REPORT)]
 
 
-def test_each_knockout_on_one_encoding_equals_one_call_per_knockout(vlm3, requests_, monkeypatch):
+def test_each_knockout_on_one_encoding_equals_one_call_per_knockout(vlm3, ko_requests, monkeypatch):
     kos = [None, Knockout.cumulative("report", 0, 2), Knockout.single("question", 1),
            Knockout.cumulative("image", 0, 2, scope="non_image")]
-    alone = [layer_logits(vlm3, requests_, knockout=ko) for ko in kos]
-    spans = [token_spans(vlm3, r) for r in requests_]
+    alone = [layer_logits(vlm3, ko_requests, knockout=ko) for ko in kos]
+    spans = [token_spans(vlm3, r) for r in ko_requests]
     calls = []
     encode = type(vlm3)._encode
     monkeypatch.setattr(type(vlm3), "_encode", lambda self, *a, **k: calls.append(1) or encode(self, *a, **k))
-    together = layer_logits_each(vlm3, requests_, kos, spans=spans)
+    together = layer_logits_each(vlm3, ko_requests, kos, spans=spans)
     assert len(calls) == 3, "each padded batch is encoded once (6 requests, with and without an image, by 3)"
     for a, b in zip(alone, together):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(together[0], together[1]), "a knockout that changes nothing would make this vacuous"
 
 
-def test_the_two_sides_of_a_trial_share_their_spans(vlm3, requests_, monkeypatch):
-    want = [token_spans(vlm3, r) for r in requests_]
+def test_the_two_sides_of_a_trial_share_their_spans(vlm3, ko_requests, monkeypatch):
+    want = [token_spans(vlm3, r) for r in ko_requests]
     located = []
     monkeypatch.setattr("shovir_core.models.lens.token_spans",
                         lambda m, r: located.append(r) or token_spans(m, r))
-    got = _spans(vlm3, requests_)
+    got = _spans(vlm3, ko_requests)
     assert len(located) == 4, "requests 0/1 and 2/3 differ only in the image's pixels: located once each"
     for a, b in zip(want, got):
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
