@@ -92,3 +92,19 @@ def test_the_cli_summarises_each_chapters_verdicts(monkeypatch, capsys):
     assert cli.main(args) == 1  # a failed chapter
     out = capsys.readouterr().out
     assert "1 differs (not explained), 2 equal" in out and "no records" in out and "boom" in out
+
+
+def test_a_rehearsal_record_follows_the_denominators_it_judges_by(tmp_path, monkeypatch):
+    """Stored verdicts compare with ``resources/denominators.yaml``: editing it must make a new rehearsal record."""
+    from shovir_core import paths
+    from shovir_core.protocols.rehearsal import code_sha256
+
+    (tmp_path / "shovir_core" / "resources").mkdir(parents=True)
+    (tmp_path / "shovir_core" / "x.py").write_text("x = 1\n")
+    counts = tmp_path / "shovir_core" / "resources" / "denominators.yaml"
+    counts.write_text("rules: []\n")
+    (tmp_path / "_toc.yml").write_text("root: intro\n")
+    monkeypatch.setattr(paths, "repo_root", lambda: tmp_path)
+    before = code_sha256()
+    counts.write_text("rules: [{chapter: shovir_table1}]\n")
+    assert code_sha256() != before

@@ -37,13 +37,15 @@ _COLUMNS = ["trial_id", "kind", "chapter", "status", "seconds", "peak_mb", "tria
 
 
 def code_sha256() -> str:
-    """SHA-256 over the files a rehearsal executes: ``shovir_core/**/*.py``, ``notebooks/*.py``,
-    ``params/**/*.yaml`` and ``_toc.yml`` (relative paths and bytes), so a rehearsal record is never
-    reused across a change of the code it rehearsed."""
+    """SHA-256 over the files a rehearsal executes or judges by: ``shovir_core/**/*.py``, the package's
+    resources (``shovir_core/resources/**/*.yaml``: the paper denominators its verdicts read),
+    ``notebooks/*.py``, ``params/**/*.yaml`` and ``_toc.yml`` (relative paths and bytes), so a rehearsal
+    record is never reused across a change of the code it rehearsed or of the counts it compares with."""
     from .. import paths
 
     root = paths.repo_root()
-    files = sorted([*(root / "shovir_core").rglob("*.py"), *(root / "notebooks").glob("*.py"),
+    files = sorted([*(root / "shovir_core").rglob("*.py"), *(root / "shovir_core" / "resources").rglob("*.yaml"),
+                    *(root / "notebooks").glob("*.py"),
                     *(root / "params").rglob("*.yaml"), root / "_toc.yml"])
     h = hashlib.sha256()
     for f in files:
