@@ -172,3 +172,7 @@ def test_full_grid_counts_doco_on_its_eligible_items_only(runs_root):
     assert sup.paper_grid_inputs(base, full=full) == grid
     cost = sup.compute_cost({"full": full, "base": base}).frame.set_index("record")
     assert cost.loc["base", "grid_inputs"] == cost.loc["full", "grid_inputs"] == grid
+    # the record's own cells (one strength p > 0 here) and the cells whose input another cell already showed
+    assert cost.loc["full", "grid_cells"] == 2 * n_images + (2 * items + items - dropped)
+    assert cost.loc["full", "coinciding_inputs"] == cost.loc["full", "grid_cells"] - counts["n_unique_inputs"] >= 0
+    assert np.isnan(cost.loc["base", "grid_cells"]), "a record that is not a full grid has no full-grid cells"

@@ -454,12 +454,19 @@ def compute_cost(runs: Mapping[str, Run]) -> TableResult:
         except ValueError:
             grid = -1
         calls = int(run.manifest["counts"].get("n_model_calls_this_session", -1))
+        unique = int(run.manifest["counts"].get("n_unique_inputs", -1))
+        # the full grid's cells the record holds: Baseline and Full Noise per image, every item at p > 0 (p = 0 is
+        # the Baseline image); two cells can show the same input (a random box that found no place beside the
+        # annotated ones leaves the clean image), which is generated once
+        cells = int((t["condition"].isin(["Baseline", "FullNoise"]) | (pd.to_numeric(t["p"]) > 0)).sum()) \
+            if _covers_full_grid(run) else -1
         rows.append({"model": run.manifest["spec"]["model"], "device": device, "model_calls": calls,
                      "reports_timed": int(len(timed)),
                      "seconds_per_report": spr, "reports_per_hour": 3600.0 / spr if spr > 0 else float("nan"),
                      "grid_inputs": grid if grid >= 0 else np.nan,
                      "projected_hours": grid * spr / 3600.0 if spr == spr and grid >= 0 else float("nan"),
-                     "unique_inputs": int(run.manifest["counts"].get("n_unique_inputs", -1)),
+                     "unique_inputs": unique, "grid_cells": cells if cells >= 0 else np.nan,
+                     "coinciding_inputs": cells - unique if cells >= 0 and unique >= 0 else np.nan,
                      "full_grid": _covers_full_grid(run), "record": key})
     frame = pd.DataFrame(rows)
     values = {"n_untimed": int((frame["reports_timed"] == 0).sum()) if len(frame) else 0}
@@ -467,12 +474,17 @@ def compute_cost(runs: Mapping[str, Run]) -> TableResult:
         k = glue_key(r.model)
         values.update({f"{k}.seconds_per_report": r.seconds_per_report, f"{k}.projected_hours": r.projected_hours})
     values["grid_inputs"] = int(frame["grid_inputs"].max()) if len(frame) and frame["grid_inputs"].notna().any() else 0
+    values["coinciding_inputs"] = int(frame["coinciding_inputs"].max()) \
+        if len(frame) and frame["coinciding_inputs"].notna().any() else 0
     return TableResult(frame, values, metrics={"model_calls": "count", "reports_timed": "count",
                                                "seconds_per_report": "seconds_per_report",
                                                "reports_per_hour": "reports_per_hour", "grid_inputs": "count",
-                                               "projected_hours": "hours", "unique_inputs": "count"},
+                                               "projected_hours": "hours", "unique_inputs": "count",
+                                               "grid_cells": "count", "coinciding_inputs": "count"},
                        labels={"model_calls": "model calls", "reports_timed": "reports timed",
                                "grid_inputs": "full-grid reports", "unique_inputs": "distinct inputs of the record",
+                               "grid_cells": "full-grid cells of the record",
+                               "coinciding_inputs": "cells sharing another cell's input",
                                "full_grid": "record runs the full grid"},
                        index=("model", "device"),
                        caption="Generation cost per model and device.").with_runs(runs)
