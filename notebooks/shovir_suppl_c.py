@@ -90,11 +90,11 @@ book.glue("sc.cost.slowest_model", str(slowest["model"]), runs=runs)
 book.glue("sc.cost.slowest_seconds", float(slowest["seconds_per_report"]), runs=runs)
 
 # %% [markdown]
-# The paper's full grid on this profile's dataset is {glue:text}`sc.cost.grid_inputs:,` model inputs, one per
-# cell: every condition and strength on every item, the cells a record that runs the full grid holds. Two cells
-# can show the same input (a random box that finds no place beside the annotated boxes leaves the clean image),
-# which the inference cache generates once: {glue:text}`sc.cost.coinciding_inputs:,` cells of a full-grid record
-# here.
+# The paper's full grid on this profile's dataset is {glue:text}`sc.cost.grid_inputs:,` model inputs, a cell for
+# every condition and strength on every item: the cells a record that runs the full grid holds. Some cells can
+# show the input of another (a random box that finds no place beside the annotated boxes leaves the clean
+# image), which the inference cache generates once: {glue:text}`sc.cost.coinciding_inputs:,` cells of a
+# full-grid record here.
 #
 # The slowest model of this profile, {glue:text}`sc.cost.slowest_model`, spends
 # {glue:text}`sc.cost.slowest_seconds:.3f` s per report here. Records that read every report from
