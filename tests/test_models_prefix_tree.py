@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from shovir_core.models import ScoreRequest, get_model
 from shovir_core.models.hf import _pil
-from shovir_core.models.tiny import build_tiny
+from shovir_core.models.tiny import TINY_NAMES, build_tiny
 
 REPORT = "FINDINGS: There is pulmonary edema. No pneumothorax.\nIMPRESSION: Pulmonary edema."
 OTHER = "The morning train left the station a few minutes after seven."
@@ -98,3 +99,28 @@ def test_generation_past_the_sliding_window_matches_the_naive_path():
         b = model.score_yes_no([r], answer_tokens=6)[0]
         assert a["generated"] == b["generated"]
         assert a["logit_yes"] == pytest.approx(b["logit_yes"], abs=1e-4)
+
+
+@pytest.mark.parametrize("name", TINY_NAMES)
+def test_one_processor_call_per_group_gives_each_prompts_own_tokens(name):
+    """The shared-prefix path encodes a group's prompts in one processor call, with the group's image
+    preprocessed once and tiled: the token ids are those of each prompt encoded alone, and the tiled
+    image outputs equal the processor's own for the same batch."""
+    from shovir_core.models.hf import _OnceImageProcessor, _pil
+
+    model = build_tiny(name)
+    img = _pil(np.random.default_rng(3).integers(0, 256, (40, 56), dtype=np.uint8))
+    texts = [model.render(r) for r in _arms(np.asarray(img))]
+    alone = [model._encode([t], [img])["input_ids"][0].tolist() for t in texts]
+    assert model._token_ids(texts, img, chunk=5) == alone
+    assert len({len(x) for x in alone}) > 1  # padding was really stripped
+    inner = model.processor.image_processor
+    tiled = _OnceImageProcessor(inner)([[img]] * 3, return_tensors="pt")
+    direct = inner([[img]] * 3, return_tensors="pt")
+    assert tiled.keys() == direct.keys()
+    for key in direct:
+        a, b = tiled[key], direct[key]
+        if torch.is_tensor(b):
+            assert torch.equal(a, b), (name, key)
+        else:
+            assert np.array_equal(np.asarray(a), np.asarray(b)), (name, key)

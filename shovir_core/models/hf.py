@@ -61,7 +61,10 @@ class _OnceImageProcessor:
     """Stands in for a processor's image processor while one image is encoded with many prompts.
 
     The first call is computed; later calls with the same image objects and options return a shallow
-    copy of it. Every other attribute is the wrapped processor's.
+    copy of it. A batch whose samples are all one object (``[[image]] * k``: many prompts about one
+    image in one processor call) is computed for one sample and tiled along the first axis of each
+    output (the axis the processors stack samples or their patches on; a test holds this to the
+    processor's own output for every tiny family). Every other attribute is the wrapped processor's.
     """
 
     def __init__(self, inner) -> None:
@@ -78,8 +81,25 @@ class _OnceImageProcessor:
                 flat.append(id(item))
         key = (tuple(flat), repr(args), repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
         if key not in self._memo:
-            self._memo[key] = self._inner(images, *args, **kwargs)
+            self._memo[key] = self._tiled(images, args, kwargs)
         return copy.copy(self._memo[key])
+
+    def _tiled(self, images, args, kwargs):
+        k = len(images) if isinstance(images, list) else 0
+        if k < 2 or any(e is not images[0] for e in images):
+            return self._inner(images, *args, **kwargs)
+        one = self._inner([images[0]], *args, **kwargs)
+        out = copy.copy(one)
+        for name, value in one.items():
+            if torch.is_tensor(value):
+                out[name] = torch.cat([value] * k)
+            elif isinstance(value, np.ndarray):
+                out[name] = np.concatenate([value] * k)
+            elif isinstance(value, list):
+                out[name] = value * k
+            else:  # an output this tiling does not know: compute the batch as it is
+                return self._inner(images, *args, **kwargs)
+        return out
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
@@ -329,6 +349,22 @@ class HFVLM(VLM):
         batch = self.processor(**kwargs)
         return {k: (v.to(self.device) if torch.is_tensor(v) else v) for k, v in batch.items()}
 
+    def _token_ids(self, texts: list[str], image, *, chunk: int = 256) -> list[list[int]]:
+        """Each prompt's token ids with ``image`` (or none), from one processor call per ``chunk`` prompts.
+
+        The same ids as encoding each prompt alone (the processor's text path costs about a
+        millisecond a call, more than a small model's forward share of a prompt; a test compares)."""
+        out: list[list[int]] = []
+        for start in range(0, len(texts), chunk):
+            part = texts[start:start + chunk]
+            kwargs = dict(text=part, return_tensors="pt", padding=True, add_special_tokens=False)
+            if image is not None:
+                kwargs["images"] = [[image]] * len(part)
+            batch = self.processor(**kwargs)
+            ids, mask = batch["input_ids"], batch["attention_mask"].bool()
+            out += [row[keep].tolist() for row, keep in zip(ids, mask)]
+        return out
+
     def _to_model(self, batch: dict) -> dict:
         out = dict(batch)
         if "pixel_values" in out and torch.is_floating_point(out["pixel_values"]):
@@ -422,16 +458,16 @@ class HFVLM(VLM):
         if inner is not None:  # the group shares one image: preprocess it once, not once per question
             self.processor.image_processor = _OnceImageProcessor(inner)
         try:
-            full = [self._encode([t], [pil]) for t in texts]
+            first = self._encode(texts[:1], [pil])
+            ids = self._token_ids(texts, pil)
         finally:
             if inner is not None:
                 self.processor.image_processor = inner
-        ids = [f["input_ids"][0].tolist() for f in full]
         n = self._shared_prefix(ids)
         if n == 0:
             return None
         prefix = {}
-        for key, value in full[0].items():
+        for key, value in first.items():
             if key in _TOKEN_ALIGNED:
                 prefix[key] = value[:, :n]
             else:
@@ -454,8 +490,10 @@ class HFVLM(VLM):
 
         The requests' common text beyond ``n`` is prefilled once (on a copy: the parent's cache still
         serves its other branches); they then split by their next token. A branch of two or more
-        requests recurses; requests alone on their branch (or with one token left) run their
-        suffixes as one batch from this node. Each token of the group is thus prefilled once per
+        requests recurses if some stretch below it is worth a prefill of its own
+        (:meth:`_trie_extends`); requests alone on their branch, with one token left, or on a branch
+        with no such stretch run their suffixes as one batch from this node (splitting them further
+        would only cost more forward passes and decoding loops for the same tokens). Each token of the group is thus prefilled once per
         distinct prefix it ends -- the trie's size -- rather than once per request. A stretch that
         would save fewer than ``trie_min_saved_tokens`` tokens ((requests - 1) x its length) is not
         a node of its own: its branches prefill it with their own text, which costs a few tokens but
@@ -483,14 +521,36 @@ class HFVLM(VLM):
                 branches[ids[i][m]].append(i)
             else:
                 leaves.append(i)
-        nodes = [b for b in branches.values() if 1 < len(b) < len(idx)]
-        leaves += [i for b in branches.values() if not 1 < len(b) < len(idx) for i in b]
+        nodes = []
+        for b in branches.values():  # a branch that prefills nothing of its own anywhere below runs here
+            if 1 < len(b) < len(idx) and self._trie_extends(ids, b, base):
+                nodes.append(b)
+            else:
+                leaves += b
         for i, res in zip(leaves, self._score_suffixes(cache, base, [ids[i] for i in leaves],
                                                        [requests[i] for i in leaves], answer_tokens, deltas)):
             results[i] = res
         for k, branch in enumerate(nodes):
             self._score_trie(cache, base, ids, requests, branch, answer_tokens, deltas, results,
                              owned=owned and k == len(nodes) - 1)
+
+    def _trie_extends(self, ids: list[list[int]], idx: list[int], n: int) -> bool:
+        """Whether the trie below a node at ``n`` holding ``idx`` has a stretch worth its own prefill.
+
+        A branch with none would only split its requests into more, smaller suffix batches (one forward
+        pass each, plus each batch's greedy decoding steps) for the same tokens, so they run with the
+        leaves of the node above instead.
+        """
+        if len(idx) < 2:
+            return False
+        m = self._common_length([ids[i] for i in idx], start=n)
+        if m > n and (len(idx) - 1) * (m - n) >= self.trie_min_saved_tokens:
+            return True
+        branches: dict[int, list[int]] = defaultdict(list)
+        for i in idx:
+            if len(ids[i]) - m > 1:
+                branches[ids[i][m]].append(i)
+        return any(1 < len(b) < len(idx) and self._trie_extends(ids, b, n) for b in branches.values())
 
     @staticmethod
     def _common_length(ids: list[list[int]], *, start: int) -> int:
