@@ -446,7 +446,8 @@ book.show(n4, runs=runs, name="ml-appn-n4")
 # %%
 n4v = n4.values
 assert n4v["image_all.L0.flip_rate"] == 0.0, "no text position can see the image: both images answer alike"
-assert bv["absent.flip_rate"] > 0.05, "without the knockout the report-absent answers do depend on the image"
+if not reproduces_paper:  # planted in ref-vlm; a real model (or a rehearsal's random stand-in) may be image-blind
+    assert bv["absent.flip_rate"] > 0.05, "without the knockout the report-absent answers do depend on the image"
 book.glue_values("mln.n4", n4v, runs=runs)
 
 # %% [markdown]
