@@ -34,8 +34,9 @@ book: $(STAMP)
 
 # the browser test (tests/test_book_browser.py) reads the built HTML, so `test` builds the book; the executed
 # notebooks are checked where `book` wrote them (tests/test_executed_notebooks.py), not executed a second time
+# -n auto: one worker per core (pytest-xdist); --dist loadfile keeps a file's tests and its module fixtures on one
 test: book
-	$(BIN)/python -m pytest tests shovir_core --doctest-modules -p no:cacheprovider
+	$(BIN)/python -m pytest tests shovir_core --doctest-modules -p no:cacheprovider -n auto --dist loadfile
 
 # the whole book as one PDF: the executed notebooks as one HTML page, printed by /usr/bin/chromium
 pdf: notebooks
