@@ -35,6 +35,7 @@ def _arms(img):
 @pytest.mark.parametrize("name", ["tiny-gemma3", "tiny-qwen2vl"])
 def test_arms_pooled_equal_the_naive_path_with_fewer_prefill_tokens(name, images):
     model = get_model(name)
+    model.trie_min_saved_tokens = 16  # the GPU default: text nodes (the CPU's has none)
     requests = [r for img in images for r in _arms(img)]
     model.stats.update(prefill_tokens=0, forward_passes=0, requests=0)
     pooled = model.score_yes_no(requests, answer_tokens=3)
@@ -124,3 +125,20 @@ def test_one_processor_call_per_group_gives_each_prompts_own_tokens(name):
             assert torch.equal(a, b), (name, key)
         else:
             assert np.array_equal(np.asarray(a), np.asarray(b)), (name, key)
+
+
+def test_the_cpu_default_prefills_each_image_prefix_once_and_no_text_node(images):
+    """On the CPU no text node (TRIE_MIN_SAVED_TOKENS): one prefix pass per image, the suffixes in batches,
+    the same answers as the trie; the provenance says which setting ran."""
+    from shovir_core.models.hf import TEXT_NODES_OFF
+
+    model = build_tiny("tiny-gemma3", batch_size=64)
+    assert model.trie_min_saved_tokens == TEXT_NODES_OFF
+    assert model.provenance()["decoding"]["trie_min_saved_tokens"] == TEXT_NODES_OFF
+    requests = [r for img in images for r in _arms(img) if r.order != "text_first"]
+    model.stats.update(prefill_tokens=0, forward_passes=0)
+    flat = model.score_yes_no(requests, answer_tokens=0)
+    assert model.stats["forward_passes"] == 2 * len(images)  # each image: its prefix, then one suffix batch
+    model.trie_min_saved_tokens = 1
+    for a, b in zip(flat, model.score_yes_no(requests, answer_tokens=0)):
+        assert a["logit_yes"] == pytest.approx(b["logit_yes"], abs=1e-4) and a["answer"] == b["answer"]

@@ -57,6 +57,20 @@ def checkpoint_fingerprint(path: str | Path) -> str:
     return h.hexdigest()
 
 
+TEXT_NODES_OFF = 2 ** 62
+"""``trie_min_saved_tokens`` that no stretch reaches: past each image's shared prefix, no text node."""
+
+TRIE_MIN_SAVED_TOKENS: dict[str, int] = {"cuda": 16}
+"""Default ``HFVLM.trie_min_saved_tokens`` by device type; any other device (the CPU) gets
+:data:`TEXT_NODES_OFF`. On a GPU a forward pass costs what its tokens cost, and the trie prefills
+3-3.8x fewer of them (``benchmarks/appendix_arms.py``). On the CPU each node's extra pass and cache
+copy costs more than its tokens save: on ref-vlm's four main-chapter arms the trie took 1.31x the
+wall time of the image prefix alone (``benchmarks/trie.py``; on tiny-gemma3 with 256 image tokens,
+``benchmarks/appendix_arms.py``: pooled arms 0.84x one arm at a time with text nodes, 0.97x without).
+Both paths give the same answers and logits within ~3e-6; the device type is part of the model's
+identity, so records and inference-cache entries made on a CPU and on a GPU are apart anyway."""
+
+
 class _OnceImageProcessor:
     """Stands in for a processor's image processor while one image is encoded with many prompts.
 
@@ -202,10 +216,11 @@ class HFVLM(VLM):
         self.prefix_reuse = bool(prefix_reuse) and not _has_recurrent_layers(model)
         self.report_batch_size = _batch_setting(spec.name, "report_batch_size", report_batch_size)
         self.answer_batch_size = answer_batch_size
-        self.trie_min_saved_tokens = 16
-        """A shared stretch becomes its own prefix-trie node only if it saves at least this many
-        prefill tokens (:meth:`_score_trie`); 1 makes every shared stretch a node."""
         self.device = next(model.parameters()).device
+        self.trie_min_saved_tokens = TRIE_MIN_SAVED_TOKENS.get(self.device.type, TEXT_NODES_OFF)
+        """A shared stretch becomes its own prefix-trie node only if it saves at least this many
+        prefill tokens (:meth:`_score_trie`); 1 makes every shared stretch a node,
+        :data:`TEXT_NODES_OFF` none (each image's prefix is still prefilled once)."""
         self.dtype = next(model.parameters()).dtype
         self.families = self._token_families(spec)
         self.stats = {"prefill_tokens": 0, "forward_passes": 0, "requests": 0, "reports": 0, "generated_tokens": 0}
@@ -306,6 +321,7 @@ class HFVLM(VLM):
                               "names": {str(k): v for k, v in self.families.names.items()}},
             "decoding": {"greedy": not self.spec.do_sample, "report_max_new_tokens": self.spec.max_new_tokens,
                          "padding": "left", "batch_size": self.batch_size, "prefix_reuse": self.prefix_reuse,
+                         "trie_min_saved_tokens": self.trie_min_saved_tokens,
                          "report_batch_size": self.report_batch_size,
                          "answer_batch_size": self.answer_batch_size},
             "report_prompt": {"system": self.spec.report_system, "user": self.spec.report_user,
