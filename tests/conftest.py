@@ -8,6 +8,13 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+# submitit configures logging when first imported (logging.config.dictConfig), which closes every handler
+# that exists at that moment, and with them any stream a handler owned. Imported first inside a test (the
+# sharding tests), it closed a stream an earlier test's code had attached, and pytest's capture with it
+# ("I/O operation on closed file" in whichever test came next, depending on the order the workers ran the
+# files in). Imported here, before any test, it finds nothing to close.
+import submitit  # noqa: E402,F401
+
 collect_ignore_glob = ["fixtures/*"]
 """Fixture files (stand-in packages, leak notebooks, fake SLURM commands) are data, not test or doctest modules."""
 
