@@ -147,3 +147,25 @@ def test_a_record_names_the_cache_entries_it_was_made_from(runs_root, capsys):
     (run.path / CACHE_ENTRIES_FILE).write_text((run.path / CACHE_ENTRIES_FILE).read_text().replace(key, "0" * 64))
     assert cli.main(["records", "verify"]) == 1
     assert "does not match the manifest's inference_cache.sha256" in capsys.readouterr().out
+
+
+def test_entries_of_a_record_are_committed_before_its_trials_not_after_every_call(tmp_path, runs_root):
+    """Attached to a record's writer, new entries are held and served from memory, then committed in one
+    transaction when the writer is about to write trials: a trial never exists before its entries."""
+    from shovir_core.records import RunWriter
+
+    _, requests = _requests(2)
+    model = cached(get_model("ref-image-classifier"), directory=tmp_path, progress=False)
+    with RunWriter("shovir", "deferred", {"x": 1}) as writer:
+        model.record_into(writer)
+        first = model.score_yes_no(requests[:2])
+        second = model.score_yes_no(requests)  # the first two are served from the held entries
+        assert second[:2] == first and model.computed == len(requests)
+        con = sqlite3.connect(model.cache.path)
+        assert con.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 0  # nothing committed yet
+        con.close()
+        writer.append([{"trial_id": f"t{i}", "input_hash": s["input_hash"]} for i, s in enumerate(second)])
+        stored = InferenceCache(tmp_path).seals([s["input_hash"] for s in second])
+        assert stored == {s["input_hash"]: model.used[s["input_hash"]] for s in second}
+    fresh = cached(get_model("ref-image-classifier"), directory=tmp_path, progress=False)
+    assert fresh.score_yes_no(requests) == second and fresh.computed == 0

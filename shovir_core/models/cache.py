@@ -4,7 +4,12 @@ A result is keyed by the SHA-256 of (model identity = id + revision + settings, 
 input from :meth:`VLM.input_key` = rendered token ids and pixels, the task and its decoding
 settings). Under ShoViR, p = 0 under RO, OCO and DOCO gives byte-identical images, so those trials
 hit the baseline's entries. Results are committed chunk by chunk to one SQLite file, so a killed
-run loses at most one chunk.
+run loses at most one chunk. A :class:`CachedVLM` that makes a record's trials
+(:meth:`CachedVLM.record_into`) commits its new entries when the record's writer is about to append
+trials (and at least every :data:`DEFER_MAX_ROWS` entries or :data:`DEFER_MAX_SECONDS`), not after
+every model call: a full-scale ShoViR record made ~10,000 calls of a few images each, and their
+commits (each an fsync) took 112 of its 695 profiled seconds. Trials are never written before the
+entries they were made from, so a killed run still loses only results it had not written.
 
 Every entry is sealed: it stores the JSON of its key's inputs (whose SHA-256 is the key) and
 ``entry_sha256``, the SHA-256 of ``key + "\n" + value``. A read checks both, so an edited value,
@@ -21,9 +26,12 @@ entry it served; the completed record lists them with their seals in ``cache_ent
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import sqlite3
+import time
+import weakref
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Sequence
@@ -75,6 +83,24 @@ def _model_of(inputs: str | None) -> str | None:
     return str(model.get("id") or model.get("name") or "") or None
 
 
+DEFER_MAX_ROWS = 4096
+"""Deferred entries (:meth:`InferenceCache.put_many` with ``defer``) are committed at this many at the latest."""
+
+DEFER_MAX_SECONDS = 30.0
+"""... or when the oldest of them has waited this long."""
+
+_OPEN_CACHES: "weakref.WeakSet[InferenceCache]" = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_open_caches() -> None:  # a process that ends normally keeps what it computed
+    for cache in list(_OPEN_CACHES):
+        try:
+            cache.flush()
+        except Exception:  # noqa: BLE001 - at exit a damaged cache costs recomputation only
+            pass
+
+
 class InferenceCache:
     """A key -> JSON value store in ``<directory>/inference.sqlite``.
 
@@ -88,6 +114,9 @@ class InferenceCache:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "inference.sqlite"
+        self._pending: dict[str, tuple] = {}  # key -> row of an entry stored but not committed yet
+        self._pending_since: float | None = None
+        _OPEN_CACHES.add(self)
         with self._db() as con:
             con.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             columns = {row[1] for row in con.execute("PRAGMA table_info(results)")}
@@ -128,7 +157,15 @@ class InferenceCache:
     def get_sealed(self, keys: Sequence[str]) -> dict[str, tuple[object, str]]:
         """``{key: (value, entry_sha256)}`` of the keys present, checked like :meth:`get_many`."""
         out: dict[str, tuple[object, str]] = {}
-        unique = list(dict.fromkeys(keys))
+        unique = []
+        for key in dict.fromkeys(keys):
+            row = self._pending.get(key)
+            if row is None:
+                unique.append(key)
+            else:
+                out[key] = (json.loads(row[1]), row[3])
+        if not unique:
+            return out
         with self._db() as con:
             for start in range(0, len(unique), 500):
                 chunk = unique[start:start + 500]
@@ -141,6 +178,7 @@ class InferenceCache:
 
     def seals(self, keys: Sequence[str]) -> dict[str, str]:
         """``{key: entry_sha256}`` as stored (no check), for the keys present."""
+        self.flush()
         out: dict[str, str] = {}
         unique = list(dict.fromkeys(keys))
         with self._db() as con:
@@ -150,10 +188,13 @@ class InferenceCache:
                 out.update(con.execute(f"SELECT key, entry_sha256 FROM results WHERE key IN ({marks})", chunk))
         return out
 
-    def put_many(self, items: dict[str, object], inputs: dict[str, str] | None = None) -> dict[str, str]:
+    def put_many(self, items: dict[str, object], inputs: dict[str, str] | None = None, *,
+                 defer: bool = False) -> dict[str, str]:
         """Store values atomically (one transaction), sealed; ``inputs``: each key's :func:`cache_inputs`.
 
-        Returns ``{key: entry_sha256}``.
+        With ``defer`` the entries are held (and served by :meth:`get_sealed`) until :meth:`flush`, which
+        commits them in one transaction; at the latest when :data:`DEFER_MAX_ROWS` are held or the oldest
+        has waited :data:`DEFER_MAX_SECONDS`, and when the process ends normally. Returns ``{key: entry_sha256}``.
         """
         inputs = inputs or {}
         rows, seals = [], {}
@@ -161,13 +202,31 @@ class InferenceCache:
             text = json.dumps(v)
             seals[k] = entry_sha256(k, text)
             rows.append((k, text, inputs.get(k), seals[k], _model_of(inputs.get(k))))
+        if not defer:
+            self._write(rows)
+            return seals
+        self._pending.update((row[0], row) for row in rows)
+        if self._pending_since is None:
+            self._pending_since = time.monotonic()
+        if len(self._pending) >= DEFER_MAX_ROWS or time.monotonic() - self._pending_since >= DEFER_MAX_SECONDS:
+            self.flush()
+        return seals
+
+    def flush(self) -> None:
+        """Commit the deferred entries (:meth:`put_many`) in one transaction."""
+        if self._pending:
+            self._write(list(self._pending.values()))
+        self._pending.clear()
+        self._pending_since = None
+
+    def _write(self, rows: list[tuple]) -> None:
         with self._db() as con:
             con.executemany("INSERT OR REPLACE INTO results (key, value, inputs, entry_sha256, model) "
                             "VALUES (?, ?, ?, ?, ?)", rows)
-        return seals
 
     def verify(self, *, evict: bool = False) -> list[str]:
         """One line per entry that does not match its seal (removed with ``evict``)."""
+        self.flush()
         bad, lines = [], []
         with self._db() as con:
             for key, value, inputs, seal in con.execute("SELECT key, value, inputs, entry_sha256 FROM results"):
@@ -182,6 +241,7 @@ class InferenceCache:
 
     def clear(self, *, model: str | None = None) -> int:
         """Remove every entry (or those of ``model``: its id or name); returns how many."""
+        self.flush()
         with self._db() as con:
             if model is None:
                 n = int(con.execute("SELECT COUNT(*) FROM results").fetchone()[0])
@@ -191,10 +251,12 @@ class InferenceCache:
 
     def models(self) -> dict[str | None, int]:
         """Entries per model (``None``: entries made before the model was stored)."""
+        self.flush()
         with self._db() as con:
             return dict(con.execute("SELECT model, COUNT(*) FROM results GROUP BY model"))
 
     def __len__(self) -> int:
+        self.flush()
         with self._db() as con:
             return int(con.execute("SELECT COUNT(*) FROM results").fetchone()[0])
 
@@ -219,8 +281,11 @@ class CachedVLM(VLM):
         self._writer = None
 
     def record_into(self, writer) -> None:
-        """Note the entries served from now on in ``writer``'s record (:meth:`RunWriter.note_cache_entries`)."""
+        """Note the entries served from now on in ``writer``'s record (:meth:`RunWriter.note_cache_entries`);
+        new entries are committed when ``writer`` is about to write trials (:meth:`InferenceCache.put_many`'s
+        ``defer``; :meth:`RunWriter.before_writing`)."""
         self._writer = writer
+        writer.before_writing(self.cache.flush)
 
     def identity(self) -> dict:
         return self.model.identity()
@@ -249,7 +314,7 @@ class CachedVLM(VLM):
                 chunk = pending[start:start + self.chunk_size]
                 values = compute([todo[k][0] for k in chunk])
                 new = dict(zip(chunk, values))
-                seals.update(self.cache.put_many(new, inputs))
+                seals.update(self.cache.put_many(new, inputs, defer=self._writer is not None))
                 found.update(new)
                 self.computed += len(chunk)
                 bar.update(sum(len(todo[k]) for k in chunk))
