@@ -161,6 +161,16 @@ def record_texts(run_path: str | Path) -> list[str]:
 
 
 _INDEXES: dict[tuple, shingles.ShingleIndex] = {}
+_PART_INDEXES: dict[tuple, shingles.ShingleIndex] = {}
+
+
+def _part_index(key: tuple, texts, label: str) -> shingles.ShingleIndex:
+    """The index of one dataset's or one record's texts, built once per process: a notebook's later
+    ``book.show`` calls read more records, and each new set of reads merges indexes already built
+    (rebuilding all of them per call took most of a full-scale Supp. §B notebook's time)."""
+    if key not in _PART_INDEXES:
+        _PART_INDEXES[key] = shingles.ShingleIndex(texts(), label=label)
+    return _PART_INDEXES[key]
 
 
 def index_for_reads(entries: Iterable[Mapping], *, what: str = "") -> shingles.ShingleIndex:
@@ -177,10 +187,15 @@ def index_for_reads(entries: Iterable[Mapping], *, what: str = "") -> shingles.S
     if key in _INDEXES:
         return _INDEXES[key]
     parts = []
+
+    def dataset_part(source, options, what_):
+        name, texts = dataset_texts(source, options, what=what_)
+        key = ("dataset", json.dumps([source, options], sort_keys=True, default=str))
+        return _part_index(key, lambda: texts, f"the reports of {name!r}")
+
     for e in entries:
         if e.get("kind") == "dataset":
-            name, texts = dataset_texts(e["source"], e.get("options"), what=what)
-            parts.append(shingles.ShingleIndex(texts, label=f"the reports of {name!r}"))
+            parts.append(dataset_part(e["source"], e.get("options"), what))
             continue
         rid = e.get("run_id", "?")
         path = Path(e["path"]) if e.get("path") else None
@@ -189,9 +204,10 @@ def index_for_reads(entries: Iterable[Mapping], *, what: str = "") -> shingles.S
                                         "cannot build the report index")
         spec = Run(path).manifest.get("spec") or {}
         for source, options in _dataset_sources(spec):
-            name, texts = dataset_texts(source, options, what=f"{what or 'record'} {rid}".strip())
-            parts.append(shingles.ShingleIndex(texts, label=f"the reports of {name!r}"))
-        parts.append(shingles.ShingleIndex(record_texts(path), label=f"the free text of record {rid}"))
+            parts.append(dataset_part(source, options, f"{what or 'record'} {rid}".strip()))
+        stat = (path / "manifest.json").stat()  # a record that grew since is indexed again
+        parts.append(_part_index(("record", str(path.resolve()), stat.st_mtime_ns, stat.st_size),
+                                 lambda: record_texts(path), f"the free text of record {rid}"))
     index = shingles.ShingleIndex.merge(parts)
     _INDEXES[key] = index
     return index
