@@ -224,3 +224,22 @@ def test_six_range_is_defined_once():
     assert ml.six_range("mimic-jpg:/somewhere") == ml.SIX_RANGE == (0.2, 0.8)
     assert ml.six_range("demo-64px") == ml.SIX_RANGE_BY_DATASET["demo-64px"]
     assert ml.SPEC.defaults["six_range"] == list(ml.SIX_RANGE), "the spec's default is the same window"
+
+
+def test_substitute_pairs_are_drawn_once_per_runs_root(runs_root, monkeypatch):
+    """Shards and chapters share one draw of the substitute pairs (SSIM at 896 px at full scale): a second
+    process finds them on disk; another seed or another copy of the drawing code draws again."""
+    from shovir_core.protocols import modalens as ml
+    import shovir_core.perturb as perturb
+
+    spec = ml.resolve_spec({"dataset": "demo-64px", "model": "ref-anchored@0.5", "ssim_size": 64, "n_patients": 8})
+    args = (spec["dataset"], spec["dataset_sha256"], 0, 64, float(spec["ssim_threshold"]))
+    first = ml._pairs(*args)
+    ml._PAIRS.clear()  # as a new process
+    with monkeypatch.context() as m:
+        m.setattr(perturb, "sample_substitutes", lambda *a, **k: pytest.fail("drawn again"))
+        pd.testing.assert_frame_equal(ml._pairs(*args), first)
+    assert len(list((runs_root / ".cache" / "substitute-pairs").glob("*.parquet"))) == 1
+    ml._PAIRS.clear()
+    ml._pairs(spec["dataset"], spec["dataset_sha256"], 1, 64, float(spec["ssim_threshold"]))
+    assert len(list((runs_root / ".cache" / "substitute-pairs").glob("*.parquet"))) == 2

@@ -49,6 +49,7 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -281,21 +282,59 @@ def _pairs(source: str, sha: str, seed: int, ssim_size: int, ssim_threshold: flo
                            f"(sha256 {ds.manifest_hash[:12]}..., the spec pins {sha[:12]}...)")
     key = (sha, seed, ssim_size, ssim_threshold, patients)
     if key not in _PAIRS:
-        pool = _source_pool(ds)
-        if patients is not None:
-            of = dict(zip(ds.images["image_id"], ds.images["patient_id"].astype(str)))
-            pool = [i for i in pool if of[i] in patients]
-        cohort = cohort_from_dataset(ds)
-        cohort = cohort[cohort["image_id"].isin(pool)].reset_index(drop=True)
-        # the pool is frontal by construction (blank-view frontal MIMIC images included)
-        views = tuple(cohort["view"].astype(str).unique())
-        _PAIRS[key] = sample_substitutes(cohort, seed=seed, sources=pool, ssim_size=ssim_size,
-                                         ssim_threshold=ssim_threshold, frontal_views=views,
-                                         load_image=ds.load_image)
+        def draw() -> pd.DataFrame:
+            pool = _source_pool(ds)
+            if patients is not None:
+                of = dict(zip(ds.images["image_id"], ds.images["patient_id"].astype(str)))
+                pool = [i for i in pool if of[i] in patients]
+            cohort = cohort_from_dataset(ds)
+            cohort = cohort[cohort["image_id"].isin(pool)].reset_index(drop=True)
+            # the pool is frontal by construction (blank-view frontal MIMIC images included)
+            views = tuple(cohort["view"].astype(str).unique())
+            return sample_substitutes(cohort, seed=seed, sources=pool, ssim_size=ssim_size,
+                                      ssim_threshold=ssim_threshold, frontal_views=views, load_image=ds.load_image)
+
+        _PAIRS[key] = _pairs_on_disk(key, draw)
         while len(_PAIRS) > _PAIRS_MAX:
             _PAIRS.popitem(last=False)
     _PAIRS.move_to_end(key)
     return _PAIRS[key].copy()
+
+
+def _pairs_on_disk(key: tuple, draw) -> pd.DataFrame:
+    """The substitute pairs of ``key``, drawn once for every process sharing the runs root.
+
+    At full scale the draw compares candidates by SSIM at 896 px for every case, and each shard of a
+    sharded record (and each chapter's process) drew the whole cohort's pairs again. The pairs are kept in
+    ``<runs root>/.cache/substitute-pairs/<hash>.parquet``, the hash over ``key`` (the dataset's content
+    hash, the seed, SSIM size and threshold, the patients) and the bytes of the code that draws them
+    (``perturb/swap.py``, this module), so a code change draws again; the first process draws under a
+    lock while the others wait and then read.
+    """
+    from .. import paths
+    from ..perturb import swap
+    from ..records.files import locked, make_temp_file
+
+    code = hashlib.sha256()
+    for module in (swap, __import__(__name__, fromlist=["_"])):
+        with open(module.__file__, "rb") as fh:
+            code.update(fh.read())
+    ident = json.dumps([list(key[:4]), sorted(key[4]) if key[4] is not None else None, code.hexdigest()])
+    folder = paths.runs_root() / ".cache" / "substitute-pairs"
+    path = folder / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.parquet"
+    with locked(folder / f".{path.stem}.lock"):
+        if path.is_file():
+            return pd.read_parquet(path)
+        pairs = draw()
+        fd, tmp = make_temp_file(path)
+        os.close(fd)
+        try:
+            pairs.to_parquet(tmp, index=False)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return pd.read_parquet(path)  # what every other process reads: the same frame, dtypes included
 
 
 def _source_pool(ds) -> list[str]:
