@@ -34,9 +34,11 @@ book: $(STAMP)
 
 # the browser test (tests/test_book_browser.py) reads the built HTML, so `test` builds the book; the executed
 # notebooks are checked where `book` wrote them (tests/test_executed_notebooks.py), not executed a second time
-# -n auto: one worker per core (pytest-xdist); --dist loadfile keeps a file's tests and its module fixtures on one
+# one pytest-xdist worker per core this process may use, at most 4 (each worker holds its own torch and models);
+# --dist loadfile keeps a file's tests and its module fixtures on one worker. TEST_WORKERS=1 runs in one process.
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))" 2>/dev/null || echo 2)
 test: book
-	$(BIN)/python -m pytest tests shovir_core --doctest-modules -p no:cacheprovider -n auto --dist loadfile
+	$(BIN)/python -m pytest tests shovir_core --doctest-modules -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # the whole book as one PDF: the executed notebooks as one HTML page, printed by /usr/bin/chromium
 pdf: notebooks
