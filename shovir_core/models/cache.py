@@ -30,6 +30,7 @@ import atexit
 import hashlib
 import json
 import sqlite3
+import sys
 import time
 import weakref
 from contextlib import closing, contextmanager
@@ -97,8 +98,9 @@ def _flush_open_caches() -> None:  # a process that ends normally keeps what it 
     for cache in list(_OPEN_CACHES):
         try:
             cache.flush()
-        except Exception:  # noqa: BLE001 - at exit a damaged cache costs recomputation only
-            pass
+        except Exception as exc:  # noqa: BLE001 - said, not raised: the entries are only computed again
+            print(f"shovir: {len(cache._pending)} inference-cache entries not kept in {cache.path} "
+                  f"({type(exc).__name__}: {exc}); they are computed again when needed", file=sys.stderr)
 
 
 class InferenceCache:

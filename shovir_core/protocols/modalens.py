@@ -316,9 +316,8 @@ def _pairs_on_disk(key: tuple, draw) -> pd.DataFrame:
     from ..records.files import locked, make_temp_file
 
     code = hashlib.sha256()
-    for module in (swap, __import__(__name__, fromlist=["_"])):
-        with open(module.__file__, "rb") as fh:
-            code.update(fh.read())
+    for source in (Path(swap.__file__), Path(__file__)):
+        code.update(source.read_bytes())
     ident = json.dumps([list(key[:4]), sorted(key[4]) if key[4] is not None else None, code.hexdigest()])
     folder = paths.runs_root() / ".cache" / "substitute-pairs"
     path = folder / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.parquet"
