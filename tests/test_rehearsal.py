@@ -52,6 +52,26 @@ def test_modalens_cohort_has_the_planted_shape(tree):
     assert len(everything.images) == p["sv_test_images"]
 
 
+def test_app_f_rule_selects_the_papers_six_findings(tree):
+    """ModaLens App. F's rule (source yes-rate in [20 %, 80 %], u-negative targets) picks the paper's
+    six findings on the tree, the others fall below the band (a full-scale tree once had none inside)."""
+    from shovir_core.labels import FINDINGS_13, apply_policy
+    from shovir_core.protocols.modalens import prespecified_findings, six_range
+    from shovir_core.rehearsal.synthetic import planted_yes_rates
+
+    root, _ = tree
+    test = load_mimic_jpg(root / "mimic")
+    targets = apply_policy(test.labels.reindex(test.images["image_id"])[list(FINDINGS_13)], "u-negative")
+    lo, hi = six_range("mimic")
+    six = prespecified_findings(targets, lo=lo, hi=hi)
+    assert six == [f for f, r in planted_yes_rates().items() if lo <= r <= hi]
+    assert sorted(six) == ["Atelectasis", "Cardiomegaly", "Edema", "Lung Opacity", "Pleural Effusion",
+                           "Support Devices"]
+    n = len(targets)
+    for f, r in planted_yes_rates().items():
+        assert abs(targets[f].mean() - r) <= 1.5 / n + (0.05 if f not in six else 0.0), f
+
+
 def test_shovir_funnels_come_out_at_the_planted_sizes(tree):
     root, _ = tree
     p = planted(SCALE)

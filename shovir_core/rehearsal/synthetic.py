@@ -21,7 +21,10 @@ sizes (:data:`PLANTED`): ModaLens §3 (3,199 cases from 293 test patients, 3,180
 cross-patient, 492 cases without a positive finding, a training pool of 1,811 available patients,
 687 studies with radiologist labels, App. E), ShoViR §3.1 (3,858 MIMIC test images, 1,397 without
 ImaGenome annotations, 232 No-Finding-only, 2,160 after the true-positive filter; PadChest-GR 1,390
-images, 1,997 boxes, 8 classes). **These counts are planted**: a rehearsal proves the pipeline and
+images, 1,997 boxes, 8 classes). The cohort's source yes-rates are planted too
+(:func:`planted_yes_rates`): ModaLens App. F's six prespecified findings at the paper's published
+rates (20.8-32.7 %, inside its [20 %, 80 %] rule), the other seven below 20 %, so the rule selects the
+paper's six questions at every scale. **These counts are planted**: a rehearsal proves the pipeline and
 the designs at the papers' scale, not the papers' funnels.
 
 Ids follow the invented-id rules of the repository's fixtures (``tests/test_fixture_ids.py``):
@@ -38,6 +41,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -50,11 +54,11 @@ from ..data.padchest import GROUNDED_REPORTS
 from ..data.template_reports import template_report
 from ..labels import CHEXPERT_CLASSES, FINDINGS_13
 
-__all__ = ["PLANTED", "MIN_PATIENTS", "PADCHEST_REMOVED_SHARE", "GENERATOR_VERSION", "Planted", "planted", "write_mimic",
+__all__ = ["PLANTED", "MIN_PATIENTS", "planted_yes_rates", "PADCHEST_REMOVED_SHARE", "GENERATOR_VERSION", "Planted", "planted", "write_mimic",
            "write_padchest", "write_wikitext",
            "write_tree", "PIXELS"]
 
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
 """Bumped whenever the generator's output changes (part of the rehearsal cache key)."""
 
 PIXELS = {"small": 64, "full": 2048}
@@ -159,24 +163,105 @@ def _random_box(rng: np.random.Generator, w: int, h: int) -> list[float]:
     return [round(float(x1), 1), round(float(y1), 1), round(float(x1 + bw), 1), round(float(y1 + bh), 1)]
 
 
+SIX_RULE = (0.2, 0.8)
+"""ModaLens App. F's prespecified-six rule (source yes-rate in [20 %, 80 %]): the band the planted
+rates of :func:`planted_yes_rates` are kept inside (the six) or below (the other seven)."""
+
+_TRAIN_POSITIVE_SHARE = 0.85
+"""Share of training-pool studies with a positive finding (about the cohort's 2,707 / 3,199)."""
+
+
+_RARER = ("Consolidation", "Pneumonia", "Enlarged Cardiomediastinum", "Lung Lesion", "Pneumothorax", "Fracture",
+          "Pleural Other")
+"""The seven findings outside App. F's six, most to least frequent (12 % down to 3 %): Pleural Other the rarest,
+as the mimic profile's steering chapter assumes when it leaves it out (ModaLens App. N.3)."""
+
+
+@lru_cache(maxsize=1)
+def _yes_rates() -> tuple[tuple[str, float], ...]:
+    from ..papers import published
+
+    six = published("modalens", group="six_yes_rate")
+    by_name = {c.lower(): c for c in FINDINGS_13}
+    rates = {by_name[f]: float(v) / 100 for f, v in zip(six["finding"], six["value"])}
+    if sorted(rates) != sorted(set(FINDINGS_13) - set(_RARER)):
+        raise ValueError(f"the paper's six findings {sorted(rates)} and the rarer seven {_RARER} do not split FINDINGS_13")
+    rates.update(zip(_RARER, np.linspace(0.12, 0.03, len(_RARER)).tolist()))
+    return tuple((c, rates[c]) for c in FINDINGS_13)
+
+
+def planted_yes_rates() -> dict[str, float]:
+    """The source yes-rate planted per finding (CheXbert order) on the ModaLens cohort.
+
+    The six prespecified findings of ModaLens App. F at the paper's published source yes-rates
+    (``f.six.yes.*``: atelectasis 22.3 %, cardiomegaly 27.1 %, edema 20.8 %, lung opacity 32.0 %,
+    pleural effusion 32.4 %, support devices 32.7 %), the other seven spread over 12 % to 3 % in the
+    order of :data:`_RARER`.
+
+    >>> r = planted_yes_rates(); sorted(f for f, v in r.items() if 0.2 <= v <= 0.8)
+    ['Atelectasis', 'Cardiomegaly', 'Edema', 'Lung Opacity', 'Pleural Effusion', 'Support Devices']
+    """
+    return dict(_yes_rates())
+
+
+def _other_codes(rng: np.random.Generator, codes: dict[str, float]) -> dict[str, float]:
+    """Fill the findings not positive with uncertain (5 %), negative (30 %) or blank codes."""
+    for cls in FINDINGS_13:
+        if cls not in codes:
+            u = rng.random()
+            if u < 0.05:
+                codes[cls] = -1.0
+            elif u < 0.35:
+                codes[cls] = 0.0
+    return codes
+
+
 def _study_labels(rng: np.random.Generator, *, positive: bool) -> dict[str, float]:
-    """CheXpert codes of one study: a primary positive finding plus others, or none positive."""
+    """CheXpert codes of one training-pool study: positives drawn at the planted rates, or none positive."""
     codes: dict[str, float] = {}
-    prevalence = np.linspace(0.35, 0.05, len(FINDINGS_13))
-    for cls, prev in zip(FINDINGS_13, rng.permutation(prevalence)):
-        u = rng.random()
-        if positive and u < prev:
-            codes[cls] = 1.0
-        elif u < prev + 0.05:
-            codes[cls] = -1.0
-        elif u < prev + 0.35:
-            codes[cls] = 0.0
-    if positive and not any(v == 1.0 for v in codes.values()):
-        codes[FINDINGS_13[int(rng.integers(len(FINDINGS_13)))]] = 1.0
+    if positive:
+        for cls, rate in planted_yes_rates().items():
+            if rng.random() < rate / _TRAIN_POSITIVE_SHARE:
+                codes[cls] = 1.0
+        if not codes:
+            codes[FINDINGS_13[int(rng.integers(len(FINDINGS_13)))]] = 1.0
+    codes = _other_codes(rng, codes)
     if not positive:
-        codes = {k: v for k, v in codes.items() if v != 1.0}
         codes["No Finding"] = 1.0
     return codes
+
+
+def _case_labels(rng: np.random.Generator, n_cases: int, no_pos: set[int]) -> list[dict[str, float]]:
+    """CheXpert codes of the cohort's cases: each finding positive on exactly ``round(rate * n)`` of
+    the cases with a positive finding (:func:`planted_yes_rates`), the count held inside
+    :data:`SIX_RULE` for the six and below it for the others at every scale; a case of ``no_pos``
+    has none (No Finding), every other case at least one (the least-planted finding below the band)."""
+    lo, hi = SIX_RULE
+    lo_n, hi_n = math.ceil(lo * n_cases), math.floor(hi * n_cases)
+    pos = np.array([k for k in range(n_cases) if k not in no_pos])
+    cases: list[dict[str, float]] = [{} for _ in range(n_cases)]
+    counts: dict[str, int] = {}
+    for cls, rate in planted_yes_rates().items():
+        k = round(rate * n_cases)
+        k = min(max(k, lo_n), hi_n) if lo <= rate <= hi else min(k, lo_n - 1)
+        k = min(k, len(pos))
+        for i in rng.choice(pos, size=k, replace=False):
+            cases[int(i)][cls] = 1.0
+        counts[cls] = k
+    below = [c for c in FINDINGS_13 if counts[c] < lo_n]
+    for i in pos:
+        if not cases[int(i)]:
+            room = [c for c in below if counts[c] < lo_n - 1]
+            if not room:
+                raise RuntimeError(f"_case_labels: {n_cases} cases leave no finding below the band to make "
+                                   "every positive case positive")
+            cls = min(room, key=counts.get)
+            cases[int(i)][cls] = 1.0
+            counts[cls] += 1
+    out = [_other_codes(rng, c) for c in cases]
+    for i in no_pos:
+        out[i]["No Finding"] = 1.0
+    return out
 
 
 def _chexbert_codes(codes: dict[str, float]) -> list[int]:
@@ -205,6 +290,7 @@ def write_mimic(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixels: 
     extra = rng.multinomial(p["ml_same_patient"] - 2 * n_multi, np.full(n_multi, 1 / n_multi))
     per_patient = [2 + int(e) for e in extra] + [1] * p["ml_cross_patient"]
     no_pos = set(rng.choice(p["ml_cases"], size=p["ml_no_positive"], replace=False).tolist())
+    case_codes = _case_labels(rng, p["ml_cases"], no_pos)
     meta, split, chexpert, studies = [], [], [], []
     k = 0
     for i, n_studies in enumerate(per_patient):
@@ -212,7 +298,7 @@ def write_mimic(root: str | Path, *, scale: float = 1.0, seed: int = 0, pixels: 
         day = pd.Timestamp("2241-01-01") + pd.Timedelta(days=int(rng.integers(0, 3000)))
         for j in range(n_studies):
             study = f"9{2000000 + k:07d}"
-            codes = _study_labels(rng, positive=k not in no_pos)
+            codes = case_codes[k]
             day += pd.Timedelta(days=int(rng.integers(1, 120)))
             studies.append({"subject": subject, "study": study, "codes": codes, "date": day, "case": k, "split": "test"})
             k += 1
