@@ -222,3 +222,25 @@ def test_the_two_sides_of_a_trial_share_their_spans(vlm3, ko_requests, monkeypat
     assert len(located) == 4, "requests 0/1 and 2/3 differ only in the image's pixels: located once each"
     for a, b in zip(want, got):
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("family", ["tiny-gemma3", "tiny-qwen2vl", "tiny-llava-next"])
+def test_a_cases_questions_share_their_prefix_and_read_what_whole_prompts_read(family):
+    """A case side's questions (one image, one report) prefill the image and report once; every layer's
+    readout equals running each whole prompt (prefix reuse off) -- image first, with and without the
+    report; text first the questions come before the image, so those run whole."""
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, 256, (64, 64), dtype=np.uint8), rng.integers(0, 256, (64, 64), dtype=np.uint8)
+    qs = [Q, "Does this chest X-ray show cardiomegaly?", "Does this chest X-ray show any acute cardiopulmonary finding?"]
+    reqs = [ScoreRequest(img, q, report=rep, order=order) for img, rep in ((a, REPORT), (b, REPORT), (a, None))
+            for order in ("image_first", "text_first") for q in qs] + [ScoreRequest(None, Q, report=REPORT)]
+    shared = get_model(family, seed=3)
+    shared.batch_size = 2  # a group's suffixes span several batches
+    whole = get_model(family, seed=3)
+    whole.prefix_reuse = False
+    got, want = layer_logits(shared, reqs), layer_logits(whole, reqs)
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    # the image-first groups (two with the report, one without) ran their shared prefix once
+    first = [r for r in reqs if r.order == "image_first" and r.image is not None]
+    tokens = sum(len(whole._encode_group([r])[1][0]) for r in first)
+    assert 0 < shared.stats["prefill_tokens"] < 0.8 * tokens

@@ -468,6 +468,19 @@ class HFVLM(VLM):
         ``answer_tokens`` the batch then decodes greedily, each row at its own RoPE positions with its
         padding masked out (past a sliding window, rows of equal length only: :meth:`_score_suffixes`).
         """
+        first, ids, n = self._encode_group(requests)
+        if n == 0:
+            return None
+        cache, deltas = self._prefill(first, n)
+        results: list[dict | None] = [None] * len(requests)
+        self._score_trie(cache, n, ids, requests, list(range(len(requests))), answer_tokens, deltas, results,
+                         owned=True)
+        return results  # type: ignore[return-value]
+
+    def _encode_group(self, requests: list[ScoreRequest]) -> tuple[dict, list[list[int]], int]:
+        """A group sharing one image: the first prompt's processor inputs, every prompt's token ids (the
+        image preprocessed once) and the length of their shared prefix (0 where it would not hold the
+        whole image: :meth:`_shared_prefix`)."""
         texts = [self.render(r) for r in requests]
         pil = None if requests[0].image is None else _pil(requests[0].image)
         inner = self.processor.image_processor if pil is not None else None
@@ -479,15 +492,12 @@ class HFVLM(VLM):
         finally:
             if inner is not None:
                 self.processor.image_processor = inner
-        n = self._shared_prefix(ids)
-        if n == 0:
-            return None
-        prefix = {}
-        for key, value in first.items():
-            if key in _TOKEN_ALIGNED:
-                prefix[key] = value[:, :n]
-            else:
-                prefix[key] = value
+        return first, ids, self._shared_prefix(ids)
+
+    def _prefill(self, first: dict, n: int):
+        """Run the first ``n`` tokens of ``first`` (processor inputs, image included) into a new cache;
+        returns the cache and the multimodal RoPE offsets the suffixes continue from (or ``None``)."""
+        prefix = {key: (value[:, :n] if key in _TOKEN_ALIGNED else value) for key, value in first.items()}
         core = getattr(self.model, "model", None)
         if getattr(core, "rope_deltas", None) is not None:
             core.rope_deltas = None  # multimodal RoPE state of an earlier batch must not leak into this one
@@ -495,10 +505,23 @@ class HFVLM(VLM):
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         self.stats["prefill_tokens"] += n
         self.stats["forward_passes"] += 1
-        results: list[dict | None] = [None] * len(requests)
-        self._score_trie(cache, n, ids, requests, list(range(len(requests))), answer_tokens,
-                         getattr(core, "rope_deltas", None), results, owned=True)
-        return results  # type: ignore[return-value]
+        return cache, getattr(core, "rope_deltas", None)
+
+    def _suffix_inputs(self, cache, n: int, suffixes: list[list[int]], deltas) -> dict:
+        """Model inputs that run right-padded ``suffixes`` after a copy of ``cache`` (the first ``n``
+        tokens) repeated once per row: ids, attention mask, cache, cache and RoPE positions."""
+        width = max(len(s) for s in suffixes)
+        pad = self.tokenizer.pad_token_id
+        suffix_ids = torch.tensor([s + [pad] * (width - len(s)) for s in suffixes], device=self.device)
+        mask = torch.zeros((len(suffixes), n + width), dtype=torch.long, device=self.device)
+        mask[:, :n] = 1
+        for row, s in enumerate(suffixes):
+            mask[row, n:n + len(s)] = 1
+        past = copy.deepcopy(cache)
+        past.batch_repeat_interleave(len(suffixes))
+        positions = torch.arange(n, n + width, device=self.device)
+        return dict(input_ids=suffix_ids, attention_mask=mask, cache=past, use_cache=True, cache_position=positions,
+                    **self._positions(positions.view(1, -1).expand(len(suffixes), -1), deltas))
 
     def _score_trie(self, cache, n: int, ids: list[list[int]], requests: list[ScoreRequest], idx: list[int],
                     answer_tokens: int, deltas, results: list, *, owned: bool = False) -> None:
@@ -606,18 +629,9 @@ class HFVLM(VLM):
         for chunk in chunks:
             suffixes = [ids[i][n:] for i in chunk]
             width = max(len(s) for s in suffixes)
-            pad = self.tokenizer.pad_token_id
-            suffix_ids = torch.tensor([s + [pad] * (width - len(s)) for s in suffixes], device=self.device)
-            mask = torch.zeros((len(chunk), n + width), dtype=torch.long, device=self.device)
-            mask[:, :n] = 1
-            for row, s in enumerate(suffixes):
-                mask[row, n:n + len(s)] = 1
-            past = copy.deepcopy(cache)
-            past.batch_repeat_interleave(len(chunk))
-            positions = torch.arange(n, n + width, device=self.device)
-            logits = self.model(input_ids=suffix_ids, attention_mask=mask, cache=past, use_cache=True,
-                                cache_position=positions,
-                                **self._positions(positions.view(1, -1).expand(len(chunk), -1), deltas)).logits
+            inputs = self._suffix_inputs(cache, n, suffixes, deltas)
+            past, mask = inputs["cache"], inputs["attention_mask"]
+            logits = self.model(**inputs).logits
             self.stats["prefill_tokens"] += int(sum(len(s) for s in suffixes))
             self.stats["forward_passes"] += 1
             lengths = torch.tensor([len(s) for s in suffixes], device=self.device)
