@@ -32,6 +32,13 @@ def test_spec_keys_and_identity():
         mi.resolve_spec({**BASE, "patch_scopes": ["everywhere"]})
     with pytest.raises(Exception, match="unknown"):
         mi.resolve_spec({**BASE, "layer": 3})
+    assert "knockout_n_cases" not in a, "without a case sample the identity is unchanged"
+    k = mi.resolve_spec({**BASE, "knockout_n_patients": 2, "knockout_n_cases": 3})
+    assert (k["knockout_n_patients"], k["knockout_n_cases"], k["knockout_case_seed"]) == (2, 3, 0) and k != a
+    with pytest.raises(ValueError, match="applies to patching"):
+        mi.resolve_spec({**BASE, "analysis": "steering", "knockout_n_cases": 3})
+    with pytest.raises(ValueError, match="exceeds"):
+        mi.resolve_spec({**BASE, "knockout_n_cases": 3, "knockout_n_decisive": 4})
 
 
 def test_wrong_donors_are_other_patients_and_stable():
@@ -95,6 +102,26 @@ def test_patching_record_names_every_cell_and_matches_the_plain_runs(records):
     assert (suffix["n_patched_c"] > 1).all() and (t.loc[t["scope"] == "answer", "n_patched_c"] == 1).all()
     table = ivt.patching_table(t, n_draws=50, seed=0)
     assert len(table.frame) == 8 and table.values["correct.answer.last.absent_agreement"] == 1.0
+
+
+def test_patching_on_the_knockouts_case_sample_runs_exactly_those_cases(tmp_path, monkeypatch):
+    """App. N.2 patches on the knockout's case sample: the record holds the cases the knockout's rule draws
+    (modalens_layers.knockout_cases over the same trials) and counts them in its manifest."""
+    from shovir_core.protocols import modalens as ml
+    from shovir_core.protocols.modalens_layers import knockout_cases
+
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path))
+    spec = {**BASE, "design": "one_q", "patch_layers": [1], "patch_scopes": ["answer"], "donors": ["correct"],
+            "knockout_n_patients": 2, "knockout_n_cases": 3, "knockout_case_seed": 1}
+    rec = run("modalens-interventions", "t.patch.sample", spec, progress=False)
+    resolved = mi.resolve_spec(spec)
+    cases, _ = ml.build_cases(resolved)
+    trials = ml._trial_frame(resolved, cases, ml._reports(resolved, cases))
+    want = knockout_cases(trials, n_patients=2, n_cases=3, seed=1)
+    assert sorted(rec.trials["case_id"].unique()) == sorted(want["case_id"].unique())
+    assert len(want["case_id"].unique()) == 3 < trials["case_id"].nunique()
+    counts = rec.manifest["counts"]
+    assert (counts["n_cases_run"], counts["n_patients_run"]) == (3, 2)
 
 
 def test_steering_record_is_a_test_split_with_an_identity_at_scale_0(records):

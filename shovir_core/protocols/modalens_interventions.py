@@ -18,7 +18,11 @@ readout (``base_margin_*``), so a record's effects are computed from itself.
     null: every layer) is replaced at the answer position (``scope: answer``) or over the two
     prompts' longest common token suffix (``scope: suffix``; its length per side is stored as
     ``n_patched_*``). Rows also carry the trial's own report-absent readout (``absent_margin_*``)
-    and the donor's (``donor_margin_*``).
+    and the donor's (``donor_margin_*``). A patching spec may run the knockout's seeded case sample
+    (``knockout_n_patients``, ``knockout_n_cases``, ``knockout_n_decisive``, ``knockout_case_seed``:
+    :func:`~shovir_core.protocols.modalens_layers.knockout_cases`): the paper's patching rates are
+    on about 400 cases (the wrong donor's 14.07 % [10.78, 17.65] has a binomial interval's width at
+    n = 400, the correct donor's maximum 12.25 % is 49/400), the knockout's 400 cases of App. N.2.
 ``analysis: steering`` (App. N.3, Table 25)
     the cohort's patients are split with ``steer_seed`` into a fit share (``fit_share``) and a
     test share. At each layer of ``steer_layers`` the direction is the difference of means of the
@@ -50,6 +54,7 @@ import pandas as pd
 
 from ..records import Run, RunWriter, load_run, spec_hash
 from . import modalens as ml
+from .modalens_layers import _SAMPLE, sample_fields, sample_keys, sample_trials
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "ANALYSES", "SCOPES", "DONORS", "STEER_VARIANTS", "resolve_spec", "execute",
@@ -98,6 +103,7 @@ def _schema() -> SpecSchema:
               doc="test cases drawn per finding with steer_seed (null: all)"),
         Field("threads", (int, type(None)), None, execution=True, check=_threads,
               doc="torch intra-op threads while the record is made, restored after (null: unchanged)"),
+        *sample_fields(),
     ]
     return SpecSchema(PROTOCOL, [*ml.SPEC.fields.values(), *extra])
 
@@ -110,7 +116,8 @@ def resolve_spec(spec: dict) -> dict:
     """The ``modalens`` resolution of the shared keys plus the analysis keys (the other analysis's
     keys are dropped, so they never split a record's identity)."""
     full = SPEC.resolve(spec)
-    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in (*_EXTRA, *_CAP_KEYS) and k != "threads"})
+    base = ml.resolve_spec({k: v for k, v in spec.items()
+                            if k not in (*_EXTRA, *_CAP_KEYS, *_SAMPLE) and k != "threads"})
     if base["report"] != "present" or not base["image"]:
         raise SpecError(f"{PROTOCOL}: the interventions act on the report-present runs with the image; got "
                          f"report: {base['report']!r}, image: {base['image']!r}")
@@ -120,6 +127,11 @@ def resolve_spec(spec: dict) -> dict:
     out = {**base, **{k: full[k] for k in _EXTRA}}
     for k in (_STEER_KEYS if out["analysis"] == "patching" else _PATCH_KEYS):
         out.pop(k)
+    sample = sample_keys(full, PROTOCOL)
+    if sample and out["analysis"] != "patching":
+        raise SpecError(f"{PROTOCOL}: the knockout's case sample (knockout_n_*) applies to patching; steering "
+                         "draws its test cases with steer_cases_per_finding")
+    out.update(sample)
     if out["analysis"] == "steering":
         out["steer_scales"] = sorted(float(s) for s in out["steer_scales"])
         if full["steer_findings"] is not None or full["steer_cases_per_finding"] is not None:
@@ -395,6 +407,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     cases, counts = ml.build_cases(spec)
     reports = ml._reports(spec, cases)
     trials = _patients_subset(spec, ml._trial_frame(spec, cases, reports))
+    trials, counts = sample_trials(spec, trials, counts)  # patching on the knockout's case sample (App. N.2)
     model = get_model(spec["model"])
     if not hasattr(model, "model") or not hasattr(model, "processor"):
         raise SpecError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")
@@ -448,7 +461,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                 extra["n_fit_patients"] = int(trials[fit]["patient_id"].nunique())
                 extra["direction_norms"] = json.dumps({str(k): float(np.linalg.norm(v["dom"]))
                                                        for k, v in directions.items()})
-            writer.complete(**counts, **extra, n_questions=int(trials["question_id"].nunique()),
+            writer.complete(**{**counts, **extra}, n_questions=int(trials["question_id"].nunique()),
                             arm=ml.arm_label(spec), analysis=spec["analysis"])
     finally:
         torch.set_num_threads(old_threads)

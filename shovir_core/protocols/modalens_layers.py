@@ -35,11 +35,26 @@ from ..records import Run, RunWriter, load_run, spec_hash
 from . import modalens as ml
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
-__all__ = ["PROTOCOL", "SPEC", "ANALYSES", "VARIANTS", "resolve_spec", "execute", "lens_array", "knockout_cases"]
+__all__ = ["PROTOCOL", "SPEC", "ANALYSES", "VARIANTS", "resolve_spec", "execute", "lens_array", "knockout_cases",
+           "sample_fields", "sample_keys", "sample_trials"]
 
 PROTOCOL = "modalens-layers"
 ANALYSES = ("lens", "knockout")
 VARIANTS = ("cumulative", "single")
+
+
+def sample_fields() -> list[Field]:
+    """The spec fields of the knockout's seeded case sample (:func:`knockout_cases`), shared with the
+    ``modalens-interventions`` protocol's patching (App. N.2 patches on the same 400 cases)."""
+    return [
+        Field("knockout_n_patients", (int, type(None)), None, range=(1, None),
+              doc="patients of the knockout's case sample (null: every patient); each gives at least one case"),
+        Field("knockout_n_cases", (int, type(None)), None, range=(1, None),
+              doc="cases of the knockout's case sample (null: every case of the sampled patients)"),
+        Field("knockout_n_decisive", (int, type(None)), None, range=(0, None),
+              doc="decisive cases among them (the asked finding's label differs between the two images)"),
+        Field("knockout_case_seed", int, 0, range=(0, None), doc="seed of the knockout's case sample"),
+    ]
 
 
 def _schema() -> SpecSchema:
@@ -52,13 +67,7 @@ def _schema() -> SpecSchema:
         Field("knockout_variant", str, "cumulative", choices=VARIANTS),
         Field("knockout_layers", (list, type(None)), None, items=int, range=(0, None), unique=True,
               doc="start layers (null: every layer)"),
-        Field("knockout_n_patients", (int, type(None)), None, range=(1, None),
-              doc="patients of the knockout's case sample (null: every patient); each gives at least one case"),
-        Field("knockout_n_cases", (int, type(None)), None, range=(1, None),
-              doc="cases of the knockout's case sample (null: every case of the sampled patients)"),
-        Field("knockout_n_decisive", (int, type(None)), None, range=(0, None),
-              doc="decisive cases among them (the asked finding's label differs between the two images)"),
-        Field("knockout_case_seed", int, 0, range=(0, None), doc="seed of the knockout's case sample"),
+        *sample_fields(),
     ]
     return SpecSchema(PROTOCOL, [*ml.SPEC.fields.values(), *extra])
 
@@ -77,14 +86,33 @@ def resolve_spec(spec: dict) -> dict:
     if out["analysis"] == "lens":
         for k in _EXTRA[1:]:
             out.pop(k)
-    if any(full[k] is not None for k in _SAMPLE[:3]):  # absent without a sample: identity unchanged
-        if full["knockout_n_decisive"] is not None and full["knockout_n_cases"] is None:
-            raise SpecError(f"{PROTOCOL}: knockout_n_decisive needs knockout_n_cases")
-        if (full["knockout_n_decisive"] or 0) > (full["knockout_n_cases"] or 0) > 0:
-            raise SpecError(f"{PROTOCOL}: knockout_n_decisive = {full['knockout_n_decisive']} exceeds "
-                             f"knockout_n_cases = {full['knockout_n_cases']}")
-        out.update({k: full[k] for k in _SAMPLE})
+    out.update(sample_keys(full, PROTOCOL))
     return out
+
+
+def sample_keys(full: dict, protocol: str) -> dict:
+    """The case-sample keys of a resolved spec (``full``: every field filled), validated; empty when no
+    sample is asked, so a spec without one keeps its identity."""
+    if all(full[k] is None for k in _SAMPLE[:3]):
+        return {}
+    if full["knockout_n_decisive"] is not None and full["knockout_n_cases"] is None:
+        raise SpecError(f"{protocol}: knockout_n_decisive needs knockout_n_cases")
+    if (full["knockout_n_decisive"] or 0) > (full["knockout_n_cases"] or 0) > 0:
+        raise SpecError(f"{protocol}: knockout_n_decisive = {full['knockout_n_decisive']} exceeds "
+                         f"knockout_n_cases = {full['knockout_n_cases']}")
+    return {k: full[k] for k in _SAMPLE}
+
+
+def sample_trials(spec: dict, trials: pd.DataFrame, counts: dict) -> tuple[pd.DataFrame, dict]:
+    """The trials of the spec's case sample (all of them without one) and the counts with the sample's
+    cases, patients and decisive cases added."""
+    if spec.get("knockout_case_seed") is None:
+        return trials, counts
+    trials = knockout_cases(trials, n_patients=spec["knockout_n_patients"], n_cases=spec["knockout_n_cases"],
+                            n_decisive=spec["knockout_n_decisive"], seed=spec["knockout_case_seed"])
+    return trials, {**counts, "n_cases_run": int(trials["case_id"].nunique()),
+                    "n_patients_run": int(trials["patient_id"].nunique()),
+                    "n_decisive_run": int((trials.groupby("case_id")["label_changed"].max() > 0).sum())}
 
 
 def knockout_cases(trials: pd.DataFrame, *, n_patients: int | None = None, n_cases: int | None = None,
@@ -234,12 +262,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     cases, counts = ml.build_cases(spec)
     reports = ml._reports(spec, cases)
     trials = ml._trial_frame(spec, cases, reports)
-    if spec.get("knockout_case_seed") is not None:
-        trials = knockout_cases(trials, n_patients=spec["knockout_n_patients"], n_cases=spec["knockout_n_cases"],
-                                n_decisive=spec["knockout_n_decisive"], seed=spec["knockout_case_seed"])
-        counts = {**counts, "n_cases_run": int(trials["case_id"].nunique()),
-                  "n_patients_run": int(trials["patient_id"].nunique()),
-                  "n_decisive_run": int((trials.groupby("case_id")["label_changed"].max() > 0).sum())}
+    trials, counts = sample_trials(spec, trials, counts)
     model = get_model(spec["model"])
     if not hasattr(model, "model") or not hasattr(model, "processor"):
         raise SpecError(f"{PROTOCOL}: model {spec['model']!r} is not a transformers-backend model")

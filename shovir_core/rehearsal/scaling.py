@@ -40,7 +40,9 @@ DESIGN_SIZES: dict[str, dict[str, str]] = {
     "modalens-distance": {"n_patients": "ml_patients"},
     "modalens-layers": {"n_patients": "ml_patients", "knockout_n_patients": "ml_patients",
                         "knockout_n_cases": "ml_cases", "knockout_n_decisive": "ml_cases"},
-    "modalens-interventions": {"n_patients": "ml_patients", "steer_cases_per_finding": "ml_cases"},
+    "modalens-interventions": {"n_patients": "ml_patients", "steer_cases_per_finding": "ml_cases",
+                               "knockout_n_patients": "ml_patients", "knockout_n_cases": "ml_cases",
+                               "knockout_n_decisive": "ml_cases"},
     "modalens-probes": {"n_patients": "ml_patients", "probe_n_patients": "ml_train_patients"},
 }
 """Per protocol, the spec keys that are sample sizes, and the planted population each is drawn from
