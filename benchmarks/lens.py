@@ -10,6 +10,14 @@ torch's default two threads on a loaded 2-core machine the ratio measured thread
 (1.06x idle, 3.5x under load), not the lens.
 
     python benchmarks/lens.py [--requests 64] [--repeat 3] [--layers 6]
+    python benchmarks/lens.py --case all14 [--layers 62] [--sentences 6]
+
+``--case all14`` times what the App. N.1 all-14 lens arms do: each image's 14 questions after one
+report, read with the shared image+report prefix prefilled once (the default) against every prompt
+run whole (``prefix_reuse`` off), on ``--layers`` decoder layers at half the tiny width (the
+rehearsal's 62-layer MedGemma-27B stand-in) and a report of ``--sentences`` sentences. No limit is set
+for it in the issue; the ratio is printed. Measured 2026-12-02 on the 2-core machine with a rehearsal
+running beside it: 2.3x at 62 layers and 6 sentences, 1.03x without a report (the prefix is the image).
 """
 from __future__ import annotations
 
@@ -38,12 +46,45 @@ def _best_alternating(fns: dict, repeat: int) -> dict[str, float]:
     return best
 
 
+def all14(args) -> None:
+    """A case's 14 questions per image: the shared prefix against whole prompts (same readouts)."""
+    from shovir_core.labels import FINDINGS_13
+    from shovir_core.models.registry import tiny_dims
+
+    dims = {**tiny_dims(f"tiny-gemma3@{args.layers}"), "layers": args.layers}
+    shared = build_tiny("tiny-gemma3", dims=dims, batch_size=16)
+    whole = build_tiny("tiny-gemma3", dims=dims, batch_size=16)
+    whole.prefix_reuse = False
+    use_demo_threads(shared.device)
+    rng = np.random.default_rng(0)
+    report = " ".join(["The lungs are clear without focal consolidation, effusion or pneumothorax."] * args.sentences)
+    questions = [f"Does this chest X-ray show {f.lower()}?" for f in FINDINGS_13]
+    questions.append("Does this chest X-ray show any acute cardiopulmonary finding?")
+    reqs = [ScoreRequest(img, q, report=report or None)
+            for img in (rng.integers(0, 256, (64, 64), dtype=np.uint8) for _ in range(max(1, args.requests // 14)))
+            for q in questions]
+    a, b = layer_logits(shared, reqs), layer_logits(whole, reqs)
+    print(f"{len(reqs)} requests, {args.layers} layers, {args.sentences}-sentence report; "
+          f"max |shared - whole| = {float(np.abs(a - b).max()):.2e}")
+    best = _best_alternating({"whole": lambda: layer_logits(whole, reqs), "shared": lambda: layer_logits(shared, reqs)},
+                             args.repeat)
+    print(f"whole prompts: {best['whole']:.3f} s   shared prefix: {best['shared']:.3f} s   "
+          f"speed-up {best['whole'] / best['shared']:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=("readout", "all14"), default="readout",
+                        help="readout: the lens against the plain readout; all14: shared prefix against whole prompts")
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--layers", type=int, default=None, help="decoder layers (default 6; 62 for all14)")
+    parser.add_argument("--sentences", type=int, default=6, help="report sentences (all14)")
     args = parser.parse_args()
+    if args.case == "all14":
+        args.layers = args.layers or 62
+        return all14(args)
+    args.layers = args.layers or 6
     vlm = build_tiny("tiny-gemma3", dims={"layers": args.layers}, batch_size=16)
     use_demo_threads(vlm.device)
     rng = np.random.default_rng(0)
