@@ -11,6 +11,7 @@ pytest.importorskip("transformers")
 
 from shovir_core.models import ScoreRequest, get_model  # noqa: E402
 from shovir_core.models.lens import Knockout, decoder_parts, layer_logits, layer_logits_each, token_spans  # noqa: E402
+from shovir_core.models.residuals import answer_residuals  # noqa: E402
 from shovir_core.protocols.modalens_layers import _spans  # noqa: E402
 
 Q = "Does this chest X-ray show edema?"
@@ -244,3 +245,5 @@ def test_a_cases_questions_share_their_prefix_and_read_what_whole_prompts_read(f
     first = [r for r in reqs if r.order == "image_first" and r.image is not None]
     tokens = sum(len(whole._encode_group([r])[1][0]) for r in first)
     assert 0 < shared.stats["prefill_tokens"] < 0.8 * tokens
+    # the probes' features are the same streams
+    np.testing.assert_allclose(answer_residuals(shared, reqs).numpy(), answer_residuals(whole, reqs).numpy(), atol=2e-5)

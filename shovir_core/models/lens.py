@@ -34,7 +34,7 @@ from .knockout_spans import SCOPES, SPANS
 from .protocol import ScoreRequest
 
 __all__ = ["decoder_parts", "layer_logits", "layer_logits_each", "token_spans", "Knockout", "SPANS", "SCOPES",
-           "knockout_hooks", "request_chunks", "answer_stream"]
+           "knockout_hooks", "request_chunks", "answer_stream", "shared_prefix_streams"]
 
 
 def decoder_parts(model) -> dict:
@@ -309,17 +309,20 @@ def _stream_at(vlm, forward, last: torch.Tensor | None = None) -> torch.Tensor:
     return torch.stack(captured, dim=1)
 
 
-def _shared_prefix_lens(vlm, requests: list[ScoreRequest], parts: dict, ids_t: torch.Tensor,
-                        out: np.ndarray) -> list[int]:
-    """Logit-lens rows of requests that share an image and everything before it (a case's questions on
-    one side): the shared prefix -- image included -- is prefilled once and the rest of each prompt
-    runs after a copy of its cache, right-padded, the residuals read at each row's own last token.
-    Fills ``out`` for those rows; returns the indices left for the one-pass-per-prompt path (no image,
-    alone in their group, or a prefix that would not hold the image: image after the question).
+def shared_prefix_streams(vlm, requests: Sequence[ScoreRequest], store) -> list[int]:
+    """Answer-position residual streams of requests that share an image and everything before it (a
+    case's questions on one side): the shared prefix -- image included -- is prefilled once and the
+    rest of each prompt runs after a copy of its cache, right-padded, the residuals read at each row's
+    own last token. Calls ``store(indices, resid)`` per batch (``resid`` as :func:`answer_stream`'s);
+    returns the indices left for the one-pass-per-prompt path (no prefix reuse for this model, no
+    image, alone in their group, or a prefix that would not hold the image: text first).
 
-    The readouts equal a forward over each whole prompt up to float rounding (tested); on a group of
-    14 questions the shared tokens -- the image and the report -- run once instead of 14 times.
+    The streams equal a forward over each whole prompt up to float rounding (tested); on a group of 14
+    questions the shared tokens -- the image and the report -- run once instead of 14 times.
     """
+    requests = list(requests)
+    if not getattr(vlm, "prefix_reuse", False):
+        return list(range(len(requests)))
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(requests):
         key = (id(r.image), r.report, r.order) if r.image is not None else ("alone", i)
@@ -342,7 +345,7 @@ def _shared_prefix_lens(vlm, requests: list[ScoreRequest], parts: dict, ids_t: t
             resid = _stream_at(vlm, lambda: vlm.model(**inputs, logits_to_keep=1), last)
             vlm.stats["prefill_tokens"] += sum(len(x) for x in suffixes)
             vlm.stats["forward_passes"] += 1
-            out[np.asarray([idx[k] for k in rows])] = _project(resid, parts, ids_t).float().cpu().numpy()
+            store([idx[k] for k in rows], resid)
     return rest
 
 
@@ -376,8 +379,12 @@ def layer_logits_each(vlm, requests: Sequence[ScoreRequest], knockouts: Sequence
     knockouts = list(knockouts)
     outs = [np.zeros((len(requests), len(parts["layers"]) + 1, len(ids)), dtype=np.float32) for _ in knockouts]
     todo = list(range(len(requests)))
-    if knockouts == [None] and getattr(vlm, "prefix_reuse", False):  # no knockout: share each group's prefix
-        todo = _shared_prefix_lens(vlm, requests, parts, ids_t, outs[0])
+    if knockouts == [None]:  # no knockout: each group's shared prefix runs once
+
+        def store(rows, resid):
+            outs[0][np.asarray(rows)] = _project(resid, parts, ids_t).float().cpu().numpy()
+
+        todo = shared_prefix_streams(vlm, requests, store)
     for sub in request_chunks(vlm, [requests[i] for i in todo]):
         chunk = [todo[i] for i in sub]
         batch = vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .lens import _image_ids, answer_stream, decoder_parts, request_chunks
+from .lens import _image_ids, answer_stream, decoder_parts, request_chunks, shared_prefix_streams
 from .protocol import ScoreRequest
 
 __all__ = ["answer_residuals", "image_attention_mass", "image_input_gradient", "eager_attention"]
@@ -41,17 +41,21 @@ def answer_residuals(vlm, requests: Sequence[ScoreRequest]) -> torch.Tensor:
     """Residuals at the answer position: tensor ``(n_requests, n_layers + 1, d)`` (float32, on the CPU).
 
     Entry ``[:, 0]`` is the embedding, ``[:, l]`` the residual after decoder layer ``l - 1``; the
-    last entry, through the final norm and the unembedding, gives the model's own logits.
+    last entry, through the final norm and the unembedding, gives the model's own logits. Requests
+    sharing an image and everything before it run their shared prefix once
+    (:func:`~shovir_core.models.lens.shared_prefix_streams`), the others one whole prompt each.
     """
     parts = decoder_parts(vlm.model)
     requests = list(requests)
-    out: torch.Tensor | None = None
-    for chunk, batch in _batches(vlm, requests):
-        resid = answer_stream(vlm, batch).float().cpu()
-        if out is None:
-            out = torch.zeros((len(requests), *resid.shape[1:]), dtype=torch.float32)
-        out[torch.as_tensor(chunk)] = resid
-    return out if out is not None else torch.zeros((0, len(parts["layers"]) + 1, 0))
+    out = torch.zeros((len(requests), len(parts["layers"]) + 1, int(parts["weight"].shape[1])), dtype=torch.float32)
+
+    def store(rows, resid):
+        out[torch.as_tensor(rows)] = resid.float().cpu()
+
+    rest = shared_prefix_streams(vlm, requests, store)
+    for chunk, batch in _batches(vlm, [requests[i] for i in rest]):
+        store([rest[i] for i in chunk], answer_stream(vlm, batch))
+    return out
 
 
 @contextmanager
