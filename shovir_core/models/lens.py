@@ -337,8 +337,9 @@ def shared_prefix_streams(vlm, requests: Sequence[ScoreRequest], store) -> list[
             rest += idx
             continue
         cache, deltas = vlm._prefill(first, n)
-        for start in range(0, len(idx), vlm.batch_size):
-            rows = list(range(start, min(start + vlm.batch_size, len(idx))))
+        step = vlm._answer_batch(max(len(x) for x in ids), 0)  # each row copies the prefix cache (as the trie)
+        for start in range(0, len(idx), step):
+            rows = list(range(start, min(start + step, len(idx))))
             suffixes = [ids[k][n:] for k in rows]
             inputs = vlm._suffix_inputs(cache, n, suffixes, deltas)
             last = torch.tensor([len(x) - 1 for x in suffixes], device=vlm.device)
