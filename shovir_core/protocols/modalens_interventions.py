@@ -54,7 +54,7 @@ import pandas as pd
 
 from ..records import Run, RunWriter, load_run, spec_hash
 from . import modalens as ml
-from .modalens_layers import _SAMPLE, sample_fields, sample_keys, sample_trials
+from .modalens_layers import SAMPLE_KEYS, sample_fields, sample_keys, sample_trials
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "ANALYSES", "SCOPES", "DONORS", "STEER_VARIANTS", "resolve_spec", "execute",
@@ -117,7 +117,7 @@ def resolve_spec(spec: dict) -> dict:
     keys are dropped, so they never split a record's identity)."""
     full = SPEC.resolve(spec)
     base = ml.resolve_spec({k: v for k, v in spec.items()
-                            if k not in (*_EXTRA, *_CAP_KEYS, *_SAMPLE) and k != "threads"})
+                            if k not in (*_EXTRA, *_CAP_KEYS, *SAMPLE_KEYS) and k != "threads"})
     if base["report"] != "present" or not base["image"]:
         raise SpecError(f"{PROTOCOL}: the interventions act on the report-present runs with the image; got "
                          f"report: {base['report']!r}, image: {base['image']!r}")

@@ -36,7 +36,7 @@ from . import modalens as ml
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "ANALYSES", "VARIANTS", "resolve_spec", "execute", "lens_array", "knockout_cases",
-           "sample_fields", "sample_keys", "sample_trials"]
+           "SAMPLE_KEYS", "sample_fields", "sample_keys", "sample_trials"]
 
 PROTOCOL = "modalens-layers"
 ANALYSES = ("lens", "knockout")
@@ -74,14 +74,14 @@ def _schema() -> SpecSchema:
 
 SPEC = _schema()
 _EXTRA = ("analysis", "knockout_span", "knockout_scope", "knockout_variant", "knockout_layers")
-_SAMPLE = ("knockout_n_patients", "knockout_n_cases", "knockout_n_decisive", "knockout_case_seed")
+SAMPLE_KEYS = ("knockout_n_patients", "knockout_n_cases", "knockout_n_decisive", "knockout_case_seed")
 
 
 def resolve_spec(spec: dict) -> dict:
     """The ``modalens`` resolution of the shared keys plus the analysis keys (knockout keys are
     dropped from a lens spec, so they never split its identity)."""
     full = SPEC.resolve(spec)
-    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in (*_EXTRA, *_SAMPLE)})
+    base = ml.resolve_spec({k: v for k, v in spec.items() if k not in (*_EXTRA, *SAMPLE_KEYS)})
     out = {**base, **{k: full[k] for k in _EXTRA}}
     if out["analysis"] == "lens":
         for k in _EXTRA[1:]:
@@ -93,14 +93,14 @@ def resolve_spec(spec: dict) -> dict:
 def sample_keys(full: dict, protocol: str) -> dict:
     """The case-sample keys of a resolved spec (``full``: every field filled), validated; empty when no
     sample is asked, so a spec without one keeps its identity."""
-    if all(full[k] is None for k in _SAMPLE[:3]):
+    if all(full[k] is None for k in SAMPLE_KEYS[:3]):
         return {}
     if full["knockout_n_decisive"] is not None and full["knockout_n_cases"] is None:
         raise SpecError(f"{protocol}: knockout_n_decisive needs knockout_n_cases")
     if (full["knockout_n_decisive"] or 0) > (full["knockout_n_cases"] or 0) > 0:
         raise SpecError(f"{protocol}: knockout_n_decisive = {full['knockout_n_decisive']} exceeds "
                          f"knockout_n_cases = {full['knockout_n_cases']}")
-    return {k: full[k] for k in _SAMPLE}
+    return {k: full[k] for k in SAMPLE_KEYS}
 
 
 def sample_trials(spec: dict, trials: pd.DataFrame, counts: dict) -> tuple[pd.DataFrame, dict]:
