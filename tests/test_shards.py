@@ -123,3 +123,36 @@ def test_records_complete_refuses_while_shards_are_missing(runs_root, capsys):
     assert cli.main(["records", "complete", partial.run_id]) == 1
     assert "not every shard has finished" in capsys.readouterr().err
     assert cli.main(["jobs", "status", "data"]) == 0  # records of other notebooks: "not started" rows
+
+
+def test_sharded_layer_record_equals_the_single_process_record(tmp_path, monkeypatch):
+    """modalens-layers (App. N's lens and knockout) deals cases to shards after the knockout's case sample is
+    drawn from the whole grid: the sharded record holds the same trials, the same readouts and the same
+    per-layer values (a transformer's batches differ between the two layouts, so floats within 1e-5)."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+
+    pytest.importorskip("transformers")
+    fixture = Path(__file__).parent / "fixtures" / "mimic_jpg"
+    base = {"dataset": f"mimic-jpg:{fixture}", "ssim_size": 32, "model": "tiny-gemma3", "batch_cases": 1}
+    for key, spec, column in (("lens", base, "lens_c"),
+                              ("ko", {**base, "analysis": "knockout", "design": "one_q", "knockout_n_cases": 3,
+                                      "knockout_case_seed": 1}, "ko_d")):
+        monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "single"))
+        single = protocols.run("modalens-layers", key, spec, progress=False)
+        monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "sharded"))
+        for index in (1, 0):
+            assert protocols.run("modalens-layers", key, spec, progress=False, shard=Shard(index, 2)) is not None
+        sharded = load_run("modalens-layers", key)
+        assert sharded.run_id == single.run_id and sharded.info.shards == 2
+        a, b = sorted_trials(single), sorted_trials(sharded)
+        assert len(a) == len(b) > 2 and a["trial_id"].tolist() == b["trial_id"].tolist()
+        for side in ("c", "d"):
+            assert a[f"readout_{side}"].tolist() == b[f"readout_{side}"].tolist()
+        np.testing.assert_allclose(np.array([json.loads(x) for x in a[column]]),
+                                   np.array([json.loads(x) for x in b[column]]), atol=1e-5)
+        owner = assign(a["case_id"], 2)
+        assert {owner[c] for c in a["case_id"]} == {0, 1}, "both shards held cases"
+        assert single.info.counts.get("n_cases_run") == sharded.info.counts.get("n_cases_run")

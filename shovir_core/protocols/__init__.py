@@ -43,7 +43,7 @@ REGISTRY: dict[str, str] = {
     "modalens-noreport": "shovir_core.protocols.noreport",
 }
 
-SHARDED: frozenset[str] = frozenset({"modalens", "shovir"})
+SHARDED: frozenset[str] = frozenset({"modalens", "shovir", "modalens-layers"})
 """Protocols whose ``execute`` splits the trial grid by shard (:mod:`shovir_core.protocols.shards`)."""
 
 

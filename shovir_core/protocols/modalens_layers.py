@@ -20,6 +20,10 @@ images of every trial with
     covers "400 cases and 282 patients, 300 of them decisive, at 21 of 62 layers" (App. N.2). A lens
     spec may run the same sample: Table 27's counts (6 flips = 6/400, App. N.1) are on it.
 
+A record can be made by several processes (``shovir run --shards N``): cases are dealt to shards
+(:mod:`~shovir_core.protocols.shards`, a case's questions and both its images together), after the
+knockout's case sample is drawn from the whole grid.
+
 Both also carry the unperturbed readout (``logit_yes_*``, ``logit_no_*``, ``margin_*``,
 ``readout_*``), so a record's flip rate is computed from itself. An intervention record names its
 arm, span, scope, variant and layers in the spec (and so in its identity).
@@ -31,8 +35,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..records import Run, RunWriter, load_run, spec_hash
+from ..records import Run, RunWriter
 from . import modalens as ml
+from . import shards
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
 __all__ = ["PROTOCOL", "SPEC", "ANALYSES", "VARIANTS", "resolve_spec", "execute", "lens_array", "knockout_cases",
@@ -269,7 +274,8 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
     seeds = {"substitute": int(spec["substitute_seed"]), "subset": int(spec["subset_seed"])}
     with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},
                    seeds=seeds, credentialed=ds.credentialed) as writer:
-        todo = trials[~trials["trial_id"].isin(writer.done_ids)]
+        mine = shards.select(trials, writer, key="case_id")  # this shard's cases (all of them unsharded)
+        todo = mine[~mine["trial_id"].isin(writer.done_ids)]
         paths = dict(zip(ds.images["image_id"], ds.images["path"]))
         case_ids = list(dict.fromkeys(todo["case_id"]))
         batch = SPEC.execution(execution)["batch_cases"]
@@ -283,4 +289,4 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
         bar.close()
         writer.complete(**counts, n_questions=int(trials["question_id"].nunique()), arm=ml.arm_label(spec),
                         analysis=spec["analysis"])
-    return load_run(PROTOCOL, name, spec_hash(spec))
+    return shards.result(writer)  # complete once every shard has finished
