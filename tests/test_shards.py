@@ -156,3 +156,32 @@ def test_sharded_layer_record_equals_the_single_process_record(tmp_path, monkeyp
         owner = assign(a["case_id"], 2)
         assert {owner[c] for c in a["case_id"]} == {0, 1}, "both shards held cases"
         assert single.info.counts.get("n_cases_run") == sharded.info.counts.get("n_cases_run")
+
+
+def test_patching_shards_by_case_and_steering_stays_whole(tmp_path, monkeypatch):
+    """modalens-interventions: a patching record is dealt by case over shards and equals the single-process
+    one; a steering record (one fitted direction for every trial) is made whole by shard 0, the others skip."""
+    from pathlib import Path
+
+    import numpy as np
+
+    pytest.importorskip("transformers")
+    fixture = Path(__file__).parent / "fixtures" / "mimic_jpg"
+    base = {"dataset": f"mimic-jpg:{fixture}", "ssim_size": 32, "model": "tiny-gemma3", "batch_cases": 1,
+            "design": "one_q", "patch_layers": [1], "patch_scopes": ["answer"]}
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "single"))
+    single = protocols.run("modalens-interventions", "p", base, progress=False)
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "sharded"))
+    for index in (1, 0):
+        protocols.run("modalens-interventions", "p", base, progress=False, shard=Shard(index, 2))
+    sharded = load_run("modalens-interventions", "p")
+    assert sharded.info.shards == 2 and sharded.run_id == single.run_id
+    a, b = sorted_trials(single), sorted_trials(sharded)
+    assert a["trial_id"].tolist() == b["trial_id"].tolist() and len({assign(a["case_id"], 2)[c] for c in a["case_id"]}) == 2
+    np.testing.assert_allclose(a["margin_c"], b["margin_c"], atol=1e-5)
+    assert a["readout_d"].tolist() == b["readout_d"].tolist()
+    assert single.info.counts["n_trials_run"] == sharded.info.counts["n_trials_run"]
+    steer = {**base, "analysis": "steering", "steer_classes": "key", "steer_scales": [0, 2]}
+    assert protocols.run("modalens-interventions", "s", steer, progress=False, shard=Shard(1, 2)) is None
+    whole = protocols.run("modalens-interventions", "s", steer, progress=False, shard=Shard(0, 2))
+    assert whole.status == "complete" and whole.info.shards == 1

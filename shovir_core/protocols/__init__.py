@@ -43,8 +43,18 @@ REGISTRY: dict[str, str] = {
     "modalens-noreport": "shovir_core.protocols.noreport",
 }
 
-SHARDED: frozenset[str] = frozenset({"modalens", "shovir", "modalens-layers"})
-"""Protocols whose ``execute`` splits the trial grid by shard (:mod:`shovir_core.protocols.shards`)."""
+SHARDED: frozenset[str] = frozenset({"modalens", "shovir", "modalens-layers", "modalens-interventions"})
+"""Protocols whose ``execute`` splits the trial grid by shard (:mod:`shovir_core.protocols.shards`). One of
+them may keep some records whole (its ``sharded(spec)`` says False: ``modalens-interventions``' steering
+fits one direction for all its trials), which shard 0 then makes alone."""
+
+
+def _sharded(protocol: str, resolved: dict) -> bool:
+    """Whether records of ``protocol`` with the resolved spec are split by shard."""
+    if protocol not in SHARDED:
+        return False
+    decide = getattr(get_protocol(protocol), "sharded", None)
+    return True if decide is None else bool(decide(resolved))
 
 
 def get_protocol(name: str) -> ModuleType:
@@ -111,12 +121,13 @@ def run(protocol: str, name: str, spec: dict, *, progress: bool = True, shard: S
 
     With ``shard`` (``Shard(i, n)``, ``n > 1``) this process makes only its shard of the grid;
     the returned record is complete once every shard has finished (check ``.status``). Protocols
-    outside :data:`SHARDED` are made whole by shard 0; other shards skip them and get ``None``.
+    outside :data:`SHARDED` (or whose ``sharded(spec)`` says no) are made whole by shard 0; other shards skip
+    them and get ``None``.
     """
     module = get_protocol(protocol)
     resolved = module.resolve_spec(dict(spec or {}))
     h = spec_hash(resolved)
-    if shard is not None and shard.sharded and protocol not in SHARDED:
+    if shard is not None and shard.sharded and not _sharded(protocol, resolved):
         if shard.index != 0:
             return None  # whatever shard 0 has done by now: a shard's report must not depend on timing
         shard = None

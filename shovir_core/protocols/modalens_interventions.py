@@ -52,12 +52,13 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..records import Run, RunWriter, load_run, spec_hash
+from ..records import Run, RunWriter
 from . import modalens as ml
+from . import shards
 from .modalens_layers import SAMPLE_KEYS, sample_fields, sample_keys, sample_trials
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
-__all__ = ["PROTOCOL", "SPEC", "ANALYSES", "SCOPES", "DONORS", "STEER_VARIANTS", "resolve_spec", "execute",
+__all__ = ["PROTOCOL", "SPEC", "ANALYSES", "SCOPES", "DONORS", "STEER_VARIANTS", "resolve_spec", "execute", "sharded",
            "wrong_donors", "split_fit_test", "cap_per_finding", "steering_trials"]
 
 PROTOCOL = "modalens-interventions"
@@ -139,6 +140,12 @@ def resolve_spec(spec: dict) -> dict:
             if out["steer_findings"] is not None:
                 out["steer_findings"] = [f for f in (*ml.FINDINGS_13, ml.COMPOSITE) if f in out["steer_findings"]]
     return out
+
+
+def sharded(spec: dict) -> bool:
+    """Patching records are split by case over shards (``shovir run --shards N``); a steering record is made
+    whole by shard 0, since every trial is steered along one direction fitted on the fit patients."""
+    return spec["analysis"] == "patching"
 
 
 def steering_trials(spec: dict, trials: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
@@ -433,6 +440,8 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             first = lambda t: f"{t}:{spec['steer_variants'][0]}:L{l0}:s{spec['steer_scales'][0]:g}"  # noqa: E731
         with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},
                        seeds=seeds, credentialed=ds.credentialed) as writer:
+            if spec["analysis"] == "patching":  # this shard's cases (all of them unsharded)
+                run_trials = shards.select(run_trials, writer, key="case_id")
             done = writer.done_ids
             todo = run_trials[~run_trials["trial_id"].map(first).isin(done)]
             case_ids = list(dict.fromkeys(todo["case_id"]))
@@ -453,8 +462,9 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                 writer.append(rows)
                 bar.update(len(part))
             bar.close()
-            extra = {"n_layers": n_layers, "n_trials_run": int(len(run_trials)),
-                     "n_patients_run": int(run_trials["patient_id"].nunique())}
+            planned = trials if spec["analysis"] == "patching" else run_trials  # the whole grid, not the shard's
+            extra = {"n_layers": n_layers, "n_trials_run": int(len(planned)),
+                     "n_patients_run": int(planned["patient_id"].nunique())}
             if spec["analysis"] == "steering":
                 extra["n_findings_run"] = int(run_trials["finding"].nunique())
                 extra["n_fit_trials"] = int(fit.sum())
@@ -465,4 +475,4 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                             arm=ml.arm_label(spec), analysis=spec["analysis"])
     finally:
         torch.set_num_threads(old_threads)
-    return load_run(PROTOCOL, name, spec_hash(spec))
+    return shards.result(writer)  # complete once every shard has finished
