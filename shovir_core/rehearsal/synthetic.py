@@ -163,10 +163,6 @@ def _random_box(rng: np.random.Generator, w: int, h: int) -> list[float]:
     return [round(float(x1), 1), round(float(y1), 1), round(float(x1 + bw), 1), round(float(y1 + bh), 1)]
 
 
-SIX_RULE = (0.2, 0.8)
-"""ModaLens App. F's prespecified-six rule (source yes-rate in [20 %, 80 %]): the band the planted
-rates of :func:`planted_yes_rates` are kept inside (the six) or below (the other seven)."""
-
 _TRAIN_POSITIVE_SHARE = 0.85
 """Share of training-pool studies with a positive finding (about the cohort's 2,707 / 3,199)."""
 
@@ -234,9 +230,12 @@ def _study_labels(rng: np.random.Generator, *, positive: bool) -> dict[str, floa
 def _case_labels(rng: np.random.Generator, n_cases: int, no_pos: set[int]) -> list[dict[str, float]]:
     """CheXpert codes of the cohort's cases: each finding positive on exactly ``round(rate * n)`` of
     the cases with a positive finding (:func:`planted_yes_rates`), the count held inside
-    :data:`SIX_RULE` for the six and below it for the others at every scale; a case of ``no_pos``
+    App. F's rule (:data:`shovir_core.protocols.modalens.SIX_RANGE`) for the six and below it for the others
+    at every scale; a case of ``no_pos``
     has none (No Finding), every other case at least one (the least-planted finding below the band)."""
-    lo, hi = SIX_RULE
+    from ..protocols.modalens import SIX_RANGE
+
+    lo, hi = SIX_RANGE
     lo_n, hi_n = math.ceil(lo * n_cases), math.floor(hi * n_cases)
     pos = np.array([k for k in range(n_cases) if k not in no_pos])
     cases: list[dict[str, float]] = [{} for _ in range(n_cases)]
