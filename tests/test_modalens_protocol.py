@@ -243,3 +243,25 @@ def test_substitute_pairs_are_drawn_once_per_runs_root(runs_root, monkeypatch):
     ml._PAIRS.clear()
     ml._pairs(spec["dataset"], spec["dataset_sha256"], 1, 64, float(spec["ssim_threshold"]))
     assert len(list((runs_root / ".cache" / "substitute-pairs").glob("*.parquet"))) == 2
+
+
+def test_substitute_pairs_that_do_not_match_their_seal_are_drawn_again(runs_root):
+    """An edited (or unsealed) pairs file is never read as it is: it is set aside with a warning and redrawn."""
+    from shovir_core.protocols import modalens as ml
+
+    spec = ml.resolve_spec({"dataset": "demo-64px", "model": "ref-anchored@0.5", "ssim_size": 64, "n_patients": 8})
+    args = (spec["dataset"], spec["dataset_sha256"], 0, 64, float(spec["ssim_threshold"]))
+    first = ml._pairs(*args)
+    (path,) = (runs_root / ".cache" / "substitute-pairs").glob("*.parquet")
+    tampered = first.copy()
+    tampered["sub_image_id"] = tampered["image_id"]  # every case its own substitute
+    tampered.to_parquet(path, index=False)
+    ml._PAIRS.clear()
+    with pytest.warns(RuntimeWarning, match="do not match their seal"):
+        again = ml._pairs(*args)
+    pd.testing.assert_frame_equal(again, first)
+    assert path.with_suffix(".bad").is_file()
+    ml._PAIRS.clear()
+    path.with_suffix(".sha256").unlink()  # a process killed between the file and its seal
+    with pytest.warns(RuntimeWarning, match="missing"):
+        pd.testing.assert_frame_equal(ml._pairs(*args), first)

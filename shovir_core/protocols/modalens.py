@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 
@@ -309,7 +310,10 @@ def _pairs_on_disk(key: tuple, draw) -> pd.DataFrame:
     ``<runs root>/.cache/substitute-pairs/<hash>.parquet``, the hash over ``key`` (the dataset's content
     hash, the seed, SSIM size and threshold, the patients) and the bytes of the code that draws them
     (``perturb/swap.py``, this module), so a code change draws again; the first process draws under a
-    lock while the others wait and then read.
+    lock while the others wait and then read. The file is sealed like an inference-cache entry: its
+    SHA-256 is written beside it (``<hash>.sha256``) before it is moved into place, and a file whose bytes
+    no longer match (edited, truncated, or left without its seal by a killed process) is set aside
+    (``.bad``) with a warning and drawn again.
     """
     from .. import paths
     from ..perturb import swap
@@ -321,14 +325,21 @@ def _pairs_on_disk(key: tuple, draw) -> pd.DataFrame:
     ident = json.dumps([list(key[:4]), sorted(key[4]) if key[4] is not None else None, code.hexdigest()])
     folder = paths.runs_root() / ".cache" / "substitute-pairs"
     path = folder / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.parquet"
+    seal = path.with_suffix(".sha256")
     with locked(folder / f".{path.stem}.lock"):
         if path.is_file():
-            return pd.read_parquet(path)
+            want = seal.read_text().strip() if seal.is_file() else None
+            if want == hashlib.sha256(path.read_bytes()).hexdigest():
+                return pd.read_parquet(path)
+            warnings.warn(f"substitute pairs {path} do not match their seal ({'missing' if want is None else 'differs'}): "
+                          "set aside as .bad and drawn again", RuntimeWarning, stacklevel=2)
+            os.replace(path, path.with_suffix(".bad"))
         pairs = draw()
         fd, tmp = make_temp_file(path)
         os.close(fd)
         try:
             pairs.to_parquet(tmp, index=False)
+            seal.write_text(hashlib.sha256(Path(tmp).read_bytes()).hexdigest() + "\n")
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
