@@ -23,9 +23,9 @@
 # and boxes so that the papers' funnels come out at their stated sizes at full scale
 # ({glue:text}`rh.planted.ml_cases:,` ModaLens cases from {glue:}`rh.planted.ml_patients` patients;
 # {glue:text}`rh.planted.sv_mimic_images:,` MIMIC and {glue:text}`rh.planted.sv_padchest_images:,`
-# PadChest-GR ShoViR images), and App. F's six prespecified findings at the paper's published source
-# yes-rates, the other seven below its 20 % rule, so that the rule selects the same six questions at every
-# scale (`shovir_core.rehearsal.synthetic.planted_yes_rates`). A rehearsal proves the pipeline and the
+# PadChest-GR ShoViR images), and App. F's prespecified findings at the paper's published source
+# yes-rates, every other finding below its selection rule, so that the rule selects the paper's questions at
+# every scale (`shovir_core.rehearsal.synthetic.planted_yes_rates`). A rehearsal proves the pipeline and the
 # designs, not the funnels and not any model's behaviour; every page it executes carries a banner, its
 # records name their stand-ins, and its paper-vs-run verdicts read "rehearsal".
 
