@@ -46,6 +46,7 @@ Readouts per side
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import warnings
@@ -329,8 +330,9 @@ def _pairs_on_disk(key: tuple, draw) -> pd.DataFrame:
     with locked(folder / f".{path.stem}.lock"):
         if path.is_file():
             want = seal.read_text().strip() if seal.is_file() else None
-            if want == hashlib.sha256(path.read_bytes()).hexdigest():
-                return pd.read_parquet(path)
+            data = path.read_bytes()  # read once: checked, then parsed
+            if want == hashlib.sha256(data).hexdigest():
+                return pd.read_parquet(io.BytesIO(data))
             warnings.warn(f"substitute pairs {path} do not match their seal ({'missing' if want is None else 'differs'}): "
                           "set aside as .bad and drawn again", RuntimeWarning, stacklevel=2)
             os.replace(path, path.with_suffix(".bad"))
