@@ -14,11 +14,14 @@ torch's default two threads on a loaded 2-core machine the ratio measured thread
 
 ``--case all14`` times what the App. N.1 all-14 lens arms do: each image's 14 questions after one
 report, read with the shared image+report prefix prefilled once (the default) against every prompt
-run whole (``prefix_reuse`` off), on ``--layers`` decoder layers at half the tiny width (the
+run whole (``prefix_reuse`` off) -- then the same for App. N.3's attention-mass baseline
+(:func:`~shovir_core.models.residuals.image_attention_mass`, eager attention) -- on ``--layers`` decoder layers at half the tiny width (the
 rehearsal's 62-layer MedGemma-27B stand-in) and a report of ``--sentences`` sentences. No limit is set
 for it in the issue; the ratio is printed. Measured 2026-12-02 on the 2-core machine with a rehearsal
 running beside it (112 requests, best of 2): 2.58x at 62 layers and 6 sentences (2.25 s -> 0.87 s),
 0.98x without a report (the shared prefix is the image alone: no gain).
+The attention-mass baseline, the same day with a rehearsal and a CI run beside it (56 requests, best of
+2): 2.65x at 62 layers and 6 sentences (7.67 s -> 2.89 s; equal to whole prompts within 3e-8).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import torch
 
 from shovir_core.models import ScoreRequest
 from shovir_core.models.lens import layer_logits
+from shovir_core.models.residuals import image_attention_mass
 from shovir_core.models.threads import use_demo_threads
 from shovir_core.models.tiny import build_tiny
 
@@ -70,6 +74,13 @@ def all14(args) -> None:
     best = _best_alternating({"whole": lambda: layer_logits(whole, reqs), "shared": lambda: layer_logits(shared, reqs)},
                              args.repeat)
     print(f"whole prompts: {best['whole']:.3f} s   shared prefix: {best['shared']:.3f} s   "
+          f"speed-up {best['whole'] / best['shared']:.2f}x")
+    # the probes' attention-mass baseline (App. N.3) on the same requests: eager attention, same sharing
+    a, b = image_attention_mass(shared, reqs), image_attention_mass(whole, reqs)
+    print(f"attention mass: max |shared - whole| = {float(np.abs(a - b).max()):.2e}")
+    best = _best_alternating({"whole": lambda: image_attention_mass(whole, reqs),
+                              "shared": lambda: image_attention_mass(shared, reqs)}, args.repeat)
+    print(f"attention mass, whole prompts: {best['whole']:.3f} s   shared prefix: {best['shared']:.3f} s   "
           f"speed-up {best['whole'] / best['shared']:.2f}x")
 
 

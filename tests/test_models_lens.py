@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 
 from shovir_core.models import ScoreRequest, get_model  # noqa: E402
 from shovir_core.models.lens import Knockout, decoder_parts, layer_logits, layer_logits_each, token_spans  # noqa: E402
-from shovir_core.models.residuals import answer_residuals  # noqa: E402
+from shovir_core.models.residuals import answer_residuals, image_attention_mass  # noqa: E402
 from shovir_core.protocols.modalens_layers import _spans  # noqa: E402
 
 Q = "Does this chest X-ray show edema?"
@@ -247,3 +247,11 @@ def test_a_cases_questions_share_their_prefix_and_read_what_whole_prompts_read(f
     assert 0 < shared.stats["prefill_tokens"] < 0.8 * tokens
     # the probes' features are the same streams
     np.testing.assert_allclose(answer_residuals(shared, reqs).numpy(), answer_residuals(whole, reqs).numpy(), atol=2e-5)
+    # and the probes' attention-mass baseline (eager attention over the prefix's cache), all layers or some
+    before = shared.stats["prefill_tokens"]
+    mass = image_attention_mass(shared, reqs)
+    assert 0 < shared.stats["prefill_tokens"] - before < 0.8 * tokens, "the image-first groups' prefixes ran once"
+    np.testing.assert_allclose(mass, image_attention_mass(whole, reqs), atol=1e-5)
+    assert np.all(mass[[i for i, r in enumerate(reqs) if r.image is not None]] > 0) and mass[-1] == 0
+    np.testing.assert_allclose(image_attention_mass(shared, reqs, layers=[0, 1]),
+                               image_attention_mass(whole, reqs, layers=[0, 1]), atol=1e-5)

@@ -71,11 +71,62 @@ def eager_attention(model):
             model.set_attn_implementation(old)
 
 
+def _answer_mass(attentions, use: list[int], last: torch.Tensor, is_img: torch.Tensor) -> torch.Tensor:
+    """Share of each row's attention at position ``last`` (one per row) that lands where ``is_img`` (``(b, keys)``
+    or ``(keys,)``), mean over heads and the layers ``use``: ``(b,)``."""
+    rows = torch.arange(last.shape[0], device=last.device)
+    mass = torch.stack([attentions[i][rows, :, last, :].float().mean(dim=1) for i in use], dim=1)  # (b, k, keys)
+    return (mass * is_img.float().unsqueeze(-2)).sum(-1).mean(-1)
+
+
+def _prefix_attention_mass(vlm, requests: list[ScoreRequest], use: list[int], image_ids: set[int],
+                           out: np.ndarray) -> list[int]:
+    """:func:`image_attention_mass` of requests that share an image and everything before it: the
+    shared prefix (the image included) is prefilled once and each question's own tokens run after a
+    copy of its cache, as :func:`~shovir_core.models.lens.shared_prefix_streams` does for the residuals.
+    The suffixes hold no image token (the prefix holds the whole image), so the answer position's mass
+    on the image is its attention on the prefix's image tokens. Fills ``out`` and returns the indices
+    left for whole prompts (no prefix reuse for this model, no image, alone in their group, text first)."""
+    if not getattr(vlm, "prefix_reuse", False):
+        return list(range(len(requests)))
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(requests):
+        key = (id(r.image), r.report, r.order) if r.image is not None else ("alone", i)
+        groups.setdefault(key, []).append(i)
+    rest: list[int] = []
+    for idx in groups.values():
+        if len(idx) < 2:
+            rest += idx
+            continue
+        first, ids, n = vlm._encode_group([requests[i] for i in idx])
+        if n == 0:
+            rest += idx
+            continue
+        is_img = torch.isin(first["input_ids"][0, :n], torch.tensor(sorted(image_ids), device=first["input_ids"].device))
+        cache, deltas = vlm._prefill(first, n)
+        step = vlm._answer_batch(max(len(x) for x in ids), 0)
+        for start in range(0, len(idx), step):
+            rows = list(range(start, min(start + step, len(idx))))
+            suffixes = [ids[k][n:] for k in rows]
+            inputs = vlm._suffix_inputs(cache, n, suffixes, deltas)
+            res = vlm.model(**inputs, logits_to_keep=1, output_attentions=True)
+            last = torch.tensor([len(x) - 1 for x in suffixes], device=vlm.device)
+            keys = torch.zeros(res.attentions[use[0]].shape[-1], dtype=torch.bool, device=vlm.device)
+            keys[:n] = is_img.to(vlm.device)
+            out[np.asarray([idx[k] for k in rows])] = _answer_mass(res.attentions, use, last, keys).cpu().numpy()
+            vlm.stats["prefill_tokens"] += sum(len(x) for x in suffixes)
+            vlm.stats["forward_passes"] += 1
+    return rest
+
+
 @torch.inference_mode()
 def image_attention_mass(vlm, requests: Sequence[ScoreRequest], *, layers: Sequence[int] | None = None) -> np.ndarray:
     """Share of the answer position's attention on image tokens, mean over heads and ``layers`` (default all).
 
-    Returns ``(n_requests,)`` float64 in [0, 1]; a request without an image gets 0.
+    Returns ``(n_requests,)`` float64 in [0, 1]; a request without an image gets 0. Requests sharing an
+    image and everything before it (a case's questions on one side) run their shared prefix once
+    (:func:`_prefix_attention_mass`; equal to whole prompts up to float rounding, tested), the others
+    one whole prompt each.
     """
     parts = decoder_parts(vlm.model)
     n_layers = len(parts["layers"])
@@ -87,12 +138,12 @@ def image_attention_mass(vlm, requests: Sequence[ScoreRequest], *, layers: Seque
     requests = list(requests)
     out = np.zeros(len(requests), dtype=float)
     with eager_attention(vlm.model):
-        for chunk, batch in _batches(vlm, requests):
+        rest = _prefix_attention_mass(vlm, requests, use, image_ids, out)
+        for chunk, batch in _batches(vlm, [requests[i] for i in rest]):
             res = vlm.model(**vlm._to_model(batch), use_cache=False, output_attentions=True)
             is_img = torch.isin(batch["input_ids"], torch.tensor(sorted(image_ids), device=batch["input_ids"].device))
-            mass = torch.stack([res.attentions[i][:, :, -1, :].float().mean(dim=1) for i in use], dim=1)  # (b, k, T)
-            share = (mass * is_img[:, None, :].float()).sum(-1).mean(-1)
-            out[np.asarray(chunk)] = share.cpu().numpy()
+            last = torch.full((len(chunk),), batch["input_ids"].shape[1] - 1, device=batch["input_ids"].device)
+            out[np.asarray([rest[i] for i in chunk])] = _answer_mass(res.attentions, use, last, is_img).cpu().numpy()
     return out
 
 
