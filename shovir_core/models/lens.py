@@ -34,7 +34,7 @@ from .knockout_spans import SCOPES, SPANS
 from .protocol import ScoreRequest
 
 __all__ = ["decoder_parts", "layer_logits", "layer_logits_each", "token_spans", "Knockout", "SPANS", "SCOPES",
-           "knockout_hooks", "request_chunks", "answer_stream", "shared_prefix_streams"]
+           "knockout_hooks", "request_chunks", "answer_stream", "shared_prefix_batches", "shared_prefix_streams"]
 
 
 def decoder_parts(model) -> dict:
@@ -309,25 +309,22 @@ def _stream_at(vlm, forward, last: torch.Tensor | None = None) -> torch.Tensor:
     return torch.stack(captured, dim=1)
 
 
-def shared_prefix_streams(vlm, requests: Sequence[ScoreRequest], store) -> list[int]:
-    """Answer-position residual streams of requests that share an image and everything before it (a
-    case's questions on one side): the shared prefix -- image included -- is prefilled once and the
-    rest of each prompt runs after a copy of its cache, right-padded, the residuals read at each row's
-    own last token. Calls ``store(indices, resid)`` per batch (``resid`` as :func:`answer_stream`'s);
-    returns the indices left for the one-pass-per-prompt path (no prefix reuse for this model, no
-    image, alone in their group, or a prefix that would not hold the image: text first).
-
-    The streams equal a forward over each whole prompt up to float rounding (tested); on a group of 14
-    questions the shared tokens -- the image and the report -- run once instead of 14 times.
-    """
+def shared_prefix_batches(vlm, requests: Sequence[ScoreRequest], rest: list[int]):
+    """Suffix batches of the requests that share an image and everything before it (a case's questions on
+    one side): each group's shared prefix -- image included -- is prefilled once (when the generator
+    reaches it, so under the caller's attention settings), and the rest of each prompt runs after a copy of
+    its cache, right-padded. Yields ``(indices, inputs, last, prefix_ids)``: the requests, the model
+    inputs of their suffixes, each row's last token within its suffix and the prefix's token ids (1-D).
+    Appends to ``rest`` the indices left for one pass per whole prompt (no prefix reuse for this model,
+    no image, alone in their group, or a prefix that would not hold the image: text first)."""
     requests = list(requests)
     if not getattr(vlm, "prefix_reuse", False):
-        return list(range(len(requests)))
+        rest += range(len(requests))
+        return
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(requests):
         key = (id(r.image), r.report, r.order) if r.image is not None else ("alone", i)
         groups.setdefault(key, []).append(i)
-    rest: list[int] = []
     for idx in groups.values():
         if len(idx) < 2:
             rest += idx
@@ -343,10 +340,23 @@ def shared_prefix_streams(vlm, requests: Sequence[ScoreRequest], store) -> list[
             suffixes = [ids[k][n:] for k in rows]
             inputs = vlm._suffix_inputs(cache, n, suffixes, deltas)
             last = torch.tensor([len(x) - 1 for x in suffixes], device=vlm.device)
-            resid = _stream_at(vlm, lambda: vlm.model(**inputs, logits_to_keep=1), last)
             vlm.stats["prefill_tokens"] += sum(len(x) for x in suffixes)
             vlm.stats["forward_passes"] += 1
-            store([idx[k] for k in rows], resid)
+            yield [idx[k] for k in rows], inputs, last, first["input_ids"][0, :n]
+
+
+def shared_prefix_streams(vlm, requests: Sequence[ScoreRequest], store) -> list[int]:
+    """Answer-position residual streams of requests that share an image and everything before it
+    (:func:`shared_prefix_batches`), read at each row's own last token. Calls ``store(indices, resid)``
+    per batch (``resid`` as :func:`answer_stream`'s); returns the indices left for the
+    one-pass-per-prompt path.
+
+    The streams equal a forward over each whole prompt up to float rounding (tested); on a group of 14
+    questions the shared tokens -- the image and the report -- run once instead of 14 times.
+    """
+    rest: list[int] = []
+    for rows, inputs, last, _ in shared_prefix_batches(vlm, requests, rest):
+        store(rows, _stream_at(vlm, lambda: vlm.model(**inputs, logits_to_keep=1), last))
     return rest
 
 

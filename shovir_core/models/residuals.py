@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .lens import _image_ids, answer_stream, decoder_parts, request_chunks, shared_prefix_streams
+from .lens import _image_ids, answer_stream, decoder_parts, request_chunks, shared_prefix_batches, shared_prefix_streams
 from .protocol import ScoreRequest
 
 __all__ = ["answer_residuals", "image_attention_mass", "image_input_gradient", "eager_attention"]
@@ -83,39 +83,17 @@ def _prefix_attention_mass(vlm, requests: list[ScoreRequest], use: list[int], im
                            out: np.ndarray) -> list[int]:
     """:func:`image_attention_mass` of requests that share an image and everything before it: the
     shared prefix (the image included) is prefilled once and each question's own tokens run after a
-    copy of its cache, as :func:`~shovir_core.models.lens.shared_prefix_streams` does for the residuals.
+    copy of its cache (:func:`~shovir_core.models.lens.shared_prefix_batches`, as for the residuals).
     The suffixes hold no image token (the prefix holds the whole image), so the answer position's mass
     on the image is its attention on the prefix's image tokens. Fills ``out`` and returns the indices
-    left for whole prompts (no prefix reuse for this model, no image, alone in their group, text first)."""
-    if not getattr(vlm, "prefix_reuse", False):
-        return list(range(len(requests)))
-    groups: dict[tuple, list[int]] = {}
-    for i, r in enumerate(requests):
-        key = (id(r.image), r.report, r.order) if r.image is not None else ("alone", i)
-        groups.setdefault(key, []).append(i)
+    left for whole prompts."""
     rest: list[int] = []
-    for idx in groups.values():
-        if len(idx) < 2:
-            rest += idx
-            continue
-        first, ids, n = vlm._encode_group([requests[i] for i in idx])
-        if n == 0:
-            rest += idx
-            continue
-        is_img = torch.isin(first["input_ids"][0, :n], torch.tensor(sorted(image_ids), device=first["input_ids"].device))
-        cache, deltas = vlm._prefill(first, n)
-        step = vlm._answer_batch(max(len(x) for x in ids), 0)
-        for start in range(0, len(idx), step):
-            rows = list(range(start, min(start + step, len(idx))))
-            suffixes = [ids[k][n:] for k in rows]
-            inputs = vlm._suffix_inputs(cache, n, suffixes, deltas)
-            res = vlm.model(**inputs, logits_to_keep=1, output_attentions=True)
-            last = torch.tensor([len(x) - 1 for x in suffixes], device=vlm.device)
-            keys = torch.zeros(res.attentions[use[0]].shape[-1], dtype=torch.bool, device=vlm.device)
-            keys[:n] = is_img.to(vlm.device)
-            out[np.asarray([idx[k] for k in rows])] = _answer_mass(res.attentions, use, last, keys).cpu().numpy()
-            vlm.stats["prefill_tokens"] += sum(len(x) for x in suffixes)
-            vlm.stats["forward_passes"] += 1
+    image_t = torch.tensor(sorted(image_ids), device=vlm.device)
+    for rows, inputs, last, prefix in shared_prefix_batches(vlm, requests, rest):
+        res = vlm.model(**inputs, logits_to_keep=1, output_attentions=True)
+        keys = torch.zeros(res.attentions[use[0]].shape[-1], dtype=torch.bool, device=vlm.device)
+        keys[:len(prefix)] = torch.isin(prefix.to(vlm.device), image_t)
+        out[np.asarray(rows)] = _answer_mass(res.attentions, use, last, keys).cpu().numpy()
     return rest
 
 
