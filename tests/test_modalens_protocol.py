@@ -234,6 +234,7 @@ def test_substitute_pairs_are_drawn_once_per_runs_root(runs_root, monkeypatch):
 
     spec = ml.resolve_spec({"dataset": "demo-64px", "model": "ref-anchored@0.5", "ssim_size": 64, "n_patients": 8})
     args = (spec["dataset"], spec["dataset_sha256"], 0, 64, float(spec["ssim_threshold"]))
+    ml._PAIRS.clear()  # an earlier test in this process may hold these pairs in memory: draw them here
     first = ml._pairs(*args)
     ml._PAIRS.clear()  # as a new process
     with monkeypatch.context() as m:
@@ -251,6 +252,7 @@ def test_substitute_pairs_that_do_not_match_their_seal_are_drawn_again(runs_root
 
     spec = ml.resolve_spec({"dataset": "demo-64px", "model": "ref-anchored@0.5", "ssim_size": 64, "n_patients": 8})
     args = (spec["dataset"], spec["dataset_sha256"], 0, 64, float(spec["ssim_threshold"]))
+    ml._PAIRS.clear()  # drawn here, not taken from this process's memory of an earlier test
     first = ml._pairs(*args)
     (path,) = (runs_root / ".cache" / "substitute-pairs").glob("*.parquet")
     tampered = first.copy()
