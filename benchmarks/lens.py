@@ -15,8 +15,8 @@ torch's default two threads on a loaded 2-core machine the ratio measured thread
 ``--case all14`` times what the App. N.1 all-14 lens arms do: each image's 14 questions after one
 report, read with the shared image+report prefix prefilled once (the default) against every prompt
 run whole (``prefix_reuse`` off) -- then the same for App. N.3's attention-mass baseline
-(:func:`~shovir_core.models.residuals.image_attention_mass`, eager attention) -- on ``--layers`` decoder layers at half the tiny width (the
-rehearsal's 62-layer MedGemma-27B stand-in) and a report of ``--sentences`` sentences. No limit is set
+(:func:`~shovir_core.models.residuals.image_attention_mass`, eager attention) -- on ``--layers``
+decoder layers at half the tiny width (the rehearsal's 62-layer MedGemma-27B stand-in) and a report of ``--sentences`` sentences. No limit is set
 for it in the issue; the ratio is printed. Measured 2026-12-02 on the 2-core machine with a rehearsal
 running beside it (112 requests, best of 2): 2.58x at 62 layers and 6 sentences (2.25 s -> 0.87 s),
 0.98x without a report (the shared prefix is the image alone: no gain).

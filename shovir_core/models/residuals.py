@@ -79,7 +79,7 @@ def _answer_mass(attentions, use: list[int], last: torch.Tensor, is_img: torch.T
     return (mass * is_img.float().unsqueeze(-2)).sum(-1).mean(-1)
 
 
-def _prefix_attention_mass(vlm, requests: list[ScoreRequest], use: list[int], image_ids: set[int],
+def _prefix_attention_mass(vlm, requests: list[ScoreRequest], use: list[int], image_t: torch.Tensor,
                            out: np.ndarray) -> list[int]:
     """:func:`image_attention_mass` of requests that share an image and everything before it: the
     shared prefix (the image included) is prefilled once and each question's own tokens run after a
@@ -88,7 +88,6 @@ def _prefix_attention_mass(vlm, requests: list[ScoreRequest], use: list[int], im
     on the image is its attention on the prefix's image tokens. Fills ``out`` and returns the indices
     left for whole prompts."""
     rest: list[int] = []
-    image_t = torch.tensor(sorted(image_ids), device=vlm.device)
     for rows, inputs, last, prefix in shared_prefix_batches(vlm, requests, rest):
         res = vlm.model(**inputs, logits_to_keep=1, output_attentions=True)
         keys = torch.zeros(res.attentions[use[0]].shape[-1], dtype=torch.bool, device=vlm.device)
@@ -112,14 +111,14 @@ def image_attention_mass(vlm, requests: Sequence[ScoreRequest], *, layers: Seque
     bad = [x for x in use if not 0 <= x < n_layers]
     if bad or not use:
         raise ValueError(f"image_attention_mass: layers {bad or use} outside 0..{n_layers - 1}")
-    image_ids = _image_ids(vlm)
+    image_t = torch.tensor(sorted(_image_ids(vlm)), device=vlm.device)
     requests = list(requests)
     out = np.zeros(len(requests), dtype=float)
     with eager_attention(vlm.model):
-        rest = _prefix_attention_mass(vlm, requests, use, image_ids, out)
+        rest = _prefix_attention_mass(vlm, requests, use, image_t, out)
         for chunk, batch in _batches(vlm, [requests[i] for i in rest]):
             res = vlm.model(**vlm._to_model(batch), use_cache=False, output_attentions=True)
-            is_img = torch.isin(batch["input_ids"], torch.tensor(sorted(image_ids), device=batch["input_ids"].device))
+            is_img = torch.isin(batch["input_ids"], image_t.to(batch["input_ids"].device))
             last = torch.full((len(chunk),), batch["input_ids"].shape[1] - 1, device=batch["input_ids"].device)
             out[np.asarray([rest[i] for i in chunk])] = _answer_mass(res.attentions, use, last, is_img).cpu().numpy()
     return out
