@@ -127,6 +127,21 @@ def test_one_processor_call_per_group_gives_each_prompts_own_tokens(name):
             assert np.array_equal(np.asarray(a), np.asarray(b)), (name, key)
 
 
+@pytest.mark.parametrize("name", ["tiny-gemma3", "tiny-llava-next", "tiny-qwen2vl"])
+def test_input_keys_of_a_batch_are_each_requests_own_key(name):
+    """The batched cache keys (one tokenizer call, one fingerprint per image object) are the strings
+    :meth:`input_key` gives each request alone: with and without an image, two images (one a copy with a
+    changed pixel: a fingerprint is of the pixels, not the object), a question with no report."""
+    model = build_tiny(name)
+    img = np.random.default_rng(5).integers(0, 256, (40, 56), dtype=np.uint8)
+    other = img.copy()
+    other[0, 0] ^= 1
+    requests = _arms(img) + [ScoreRequest(other, "Is there edema?", report=REPORT), ScoreRequest(None, "Is there edema?")]
+    keys = model.input_keys(requests)
+    assert keys == [model.input_key(r) for r in requests]
+    assert len(set(keys)) == len(requests)
+
+
 def test_the_cpu_default_prefills_each_image_prefix_once_and_no_text_node(images):
     """On the CPU no text node (TRIE_MIN_SAVED_TOKENS): one prefix pass per image, the suffixes in batches,
     the same answers as the trie; the provenance says which setting ran."""

@@ -263,6 +263,13 @@ class InferenceCache:
             return int(con.execute("SELECT COUNT(*) FROM results").fetchone()[0])
 
 
+
+def _input_keys(model, requests) -> list[str]:
+    """``model.input_keys(requests)``, or its :meth:`input_key` one request at a time where a wrapped model
+    that is no :class:`~shovir_core.models.protocol.VLM` (duck-typed) has no batched form."""
+    batched = getattr(model, "input_keys", None)
+    return list(batched(requests)) if batched is not None else [model.input_key(r) for r in requests]
+
 class CachedVLM(VLM):
     """``model`` behind an :class:`InferenceCache`, with a progress bar of trials done and rate.
 
@@ -298,6 +305,9 @@ class CachedVLM(VLM):
     def input_key(self, request=None, *, image=None, prompt=None) -> str:
         return self.model.input_key(request, image=image, prompt=prompt)
 
+    def input_keys(self, requests) -> list[str]:
+        return _input_keys(self.model, requests)
+
     def _run(self, keys: list[str], compute, desc: str, unit: str, inputs: dict[str, str] | None = None) -> list:
         from tqdm import tqdm
 
@@ -329,8 +339,8 @@ class CachedVLM(VLM):
     def score_yes_no(self, requests: Sequence[ScoreRequest], *, answer_tokens: int = 0) -> list[dict]:
         requests = list(requests)
         identity = self.model.identity()
-        payloads = [cache_inputs(identity, "score_yes_no", self.model.input_key(r),
-                                 {"answer_tokens": answer_tokens, "greedy": True}) for r in requests]
+        payloads = [cache_inputs(identity, "score_yes_no", key, {"answer_tokens": answer_tokens, "greedy": True})
+                    for key in _input_keys(self.model, requests)]
         keys, inputs = _keyed(payloads)
         values = self._run(keys, lambda idx: self.model.score_yes_no([requests[i] for i in idx],
                                                                      answer_tokens=answer_tokens),

@@ -252,5 +252,9 @@ class VLM:
             payload = {"prompt": prompt, "image": image_fingerprint(image)}
         return json.dumps(payload, sort_keys=True)
 
+    def input_keys(self, requests: Sequence[ScoreRequest]) -> list[str]:
+        """:meth:`input_key` of each score request (adapters may compute them together; the same strings)."""
+        return [self.input_key(r) for r in requests]
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
