@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .prompts import ANSWER_OPTIONS, report_messages, score_messages
+from .attention_masks import forward_inputs
 from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
 from .readouts import TokenFamilies, parse_answer, yes_no_readout
 from .spec import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec, resolve_weights
@@ -406,6 +407,12 @@ class HFVLM(VLM):
             out["pixel_values"] = out["pixel_values"].to(self.dtype)
         return out
 
+    def _forward_inputs(self, batch: dict) -> dict:
+        """:meth:`_to_model` for one forward pass over whole prompts (not ``generate``): Gemma-3's two
+        layer types' attention masks built once where they coincide
+        (:func:`~shovir_core.models.attention_masks.forward_inputs`)."""
+        return forward_inputs(self.model, self._to_model(batch))
+
     def _eos_ids(self) -> list[int]:
         """End-of-sequence ids: the tokenizer's and the checkpoint's generation config's (e.g. end of turn)."""
         ids = {self.tokenizer.eos_token_id}
@@ -454,7 +461,7 @@ class HFVLM(VLM):
             first = out.logits[0]
             generated = self._decode(out.sequences[:, batch["input_ids"].shape[1]:].tolist())
         else:
-            first = self.model(**self._to_model(batch), use_cache=False, logits_to_keep=1).logits[:, -1, :]
+            first = self.model(**self._forward_inputs(batch), use_cache=False, logits_to_keep=1).logits[:, -1, :]
         return [self._finish(self._readout(first[i]), r, lengths[i], generated[i]) for i, r in enumerate(requests)]
 
     def _shared_prefix(self, ids: list[list[int]]) -> int:
@@ -520,7 +527,7 @@ class HFVLM(VLM):
         core = getattr(self.model, "model", None)
         if getattr(core, "rope_deltas", None) is not None:
             core.rope_deltas = None  # multimodal RoPE state of an earlier batch must not leak into this one
-        out = self.model(**self._to_model(prefix), use_cache=True, logits_to_keep=1)
+        out = self.model(**self._forward_inputs(prefix), use_cache=True, logits_to_keep=1)
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         self.stats["prefill_tokens"] += n
         self.stats["forward_passes"] += 1

@@ -65,7 +65,7 @@ def _forward(vlm, requests: Sequence[ScoreRequest], chunk: list[int], hooks, ids
     batch = vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
     handles = [module.register_forward_hook(fn) for module, fn in hooks(int(batch["input_ids"].shape[1]))]
     try:
-        out = vlm.model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1)
+        out = vlm.model(**vlm._forward_inputs(batch), use_cache=False, logits_to_keep=1)
     finally:
         for h in handles:
             h.remove()

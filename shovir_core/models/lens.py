@@ -279,7 +279,7 @@ def answer_stream(vlm, batch: dict) -> torch.Tensor:
     Entry ``[:, 0]`` is the embedding (the first decoder layer's input), ``[:, l]`` the residual after
     decoder layer ``l - 1``; hooks installed by the caller around this call (a knockout) act on it.
     """
-    return _stream_at(vlm, lambda: vlm.model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1))
+    return _stream_at(vlm, lambda: vlm.model(**vlm._forward_inputs(batch), use_cache=False, logits_to_keep=1))
 
 
 def _stream_at(vlm, forward, last: torch.Tensor | None = None) -> torch.Tensor:

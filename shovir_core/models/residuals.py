@@ -117,7 +117,7 @@ def image_attention_mass(vlm, requests: Sequence[ScoreRequest], *, layers: Seque
     with eager_attention(vlm.model):
         rest = _prefix_attention_mass(vlm, requests, use, image_t, out)
         for chunk, batch in _batches(vlm, [requests[i] for i in rest]):
-            res = vlm.model(**vlm._to_model(batch), use_cache=False, output_attentions=True)
+            res = vlm.model(**vlm._forward_inputs(batch), use_cache=False, output_attentions=True)
             is_img = torch.isin(batch["input_ids"], image_t.to(batch["input_ids"].device))
             last = torch.full((len(chunk),), batch["input_ids"].shape[1] - 1, device=batch["input_ids"].device)
             out[np.asarray([rest[i] for i in chunk])] = _answer_mass(res.attentions, use, last, is_img).cpu().numpy()
@@ -155,7 +155,7 @@ def image_input_gradient(vlm, requests: Sequence[ScoreRequest]) -> np.ndarray:
             handle = projector.register_forward_hook(keep)
             try:
                 with torch.enable_grad():
-                    logits = model(**vlm._to_model(batch), use_cache=False, logits_to_keep=1).logits[:, -1]
+                    logits = model(**vlm._forward_inputs(batch), use_cache=False, logits_to_keep=1).logits[:, -1]
                     (logits[:, yes] - logits[:, no]).float().sum().backward()
             finally:
                 handle.remove()

@@ -133,13 +133,14 @@ def resolve_weights(spec: ModelSpec, *, local_path: str | Path | None = None) ->
 FINGERPRINT_FILES: dict[str, tuple[str, ...]] = {
     "reference": ("models/reference.py", "models/report_text.py", "models/cnn.py", "models/readouts.py",
                   "resources/ref_reference_models.json", "resources/ref_image_classifier.safetensors"),
-    "tiny": ("models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py"),
+    "tiny": ("models/tiny.py", "models/hf.py", "models/attention_masks.py", "models/prompts.py",
+             "models/readouts.py"),
     "xrv-stand-in": ("models/xrv.py", "metrics/surrogate.py"),
-    "ref-vlm": ("models/ref_vlm.py", "models/tiny.py", "models/hf.py", "models/prompts.py", "models/readouts.py",
-                "resources/ref_vlm.json", "resources/ref_vlm.safetensors"),
+    "ref-vlm": ("models/ref_vlm.py", "models/tiny.py", "models/hf.py", "models/attention_masks.py", "models/prompts.py",
+                "models/readouts.py", "resources/ref_vlm.json", "resources/ref_vlm.safetensors"),
     "reference-vqa": ("models/reference_vqa.py", "models/protocol.py"),
     "ref-vlm-vqarad": ("models/ref_vlm_vqarad.py", "models/ref_vlm.py", "models/tiny.py", "models/hf.py",
-                       "models/prompts.py", "models/readouts.py", "resources/ref_vlm_vqarad.json",
+                       "models/attention_masks.py", "models/prompts.py", "models/readouts.py", "resources/ref_vlm_vqarad.json",
                        "resources/ref_vlm_vqarad.safetensors"),
 }
 """Per adapter kind, the files (relative to the package) whose content decides what its models output."""
