@@ -16,9 +16,10 @@ torch's default two threads on a loaded 2-core machine the ratio measured thread
 report, read with the shared image+report prefix prefilled once (the default) against every prompt
 run whole (``prefix_reuse`` off) -- then the same for App. N.3's attention-mass baseline
 (:func:`~shovir_core.models.residuals.image_attention_mass`, eager attention) -- on ``--layers``
-decoder layers at half the tiny width (the rehearsal's 62-layer MedGemma-27B stand-in) and a report of ``--sentences`` sentences. No limit is set
-for it in the issue; the ratio is printed. Measured 2026-12-02 on the 2-core machine with a rehearsal
-running beside it (112 requests, best of 2): 2.58x at 62 layers and 6 sentences (2.25 s -> 0.87 s),
+decoder layers at the width of the rehearsal's 62-layer MedGemma-27B stand-in
+(:data:`~shovir_core.models.registry.DEEP_TWIN_WIDTH`) and a report of ``--sentences`` sentences. No limit
+is set for it in the issue; the ratio is printed. Measured 2026-12-02 (at hidden 32, the stand-in's width
+then) on the 2-core machine with a rehearsal running beside it (112 requests, best of 2): 2.58x at 62 layers and 6 sentences (2.25 s -> 0.87 s),
 0.98x without a report (the shared prefix is the image alone: no gain).
 The attention-mass baseline, the same day with a rehearsal and a CI run beside it (56 requests, best of
 2): 2.65x at 62 layers and 6 sentences (7.67 s -> 2.89 s; equal to whole prompts within 3e-8).

@@ -174,9 +174,10 @@ def test_layer_stand_ins_have_the_real_models_layer_count(monkeypatch):
     model = get_model("medgemma-27b")
     text = model.model.config.get_text_config()
     assert text.num_hidden_layers == 62
-    assert text.hidden_size == 32 < 64, "the deep stand-in is narrower than the tiny default (its cost is width)"
+    assert text.hidden_size == 16 < 64, "the deep stand-in is narrower than the tiny default (its cost is width)"
+    assert text.head_dim == 16  # the tiny default's head size
     fingerprint = model_fingerprint("medgemma-27b")["stand_in"]
-    assert fingerprint["name"] == "tiny-gemma3@62" and fingerprint["dims"]["hidden"] == 32
+    assert fingerprint["name"] == "tiny-gemma3@62" and fingerprint["dims"]["hidden"] == 16
     assert "dims" not in model_fingerprint("tiny-gemma3")  # the demo's tiny models keep their identity
     assert tiny_dims("tiny-gemma3") is None
     with pytest.raises(UsageError, match="decoder-layer count"):
