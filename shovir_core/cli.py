@@ -59,7 +59,7 @@ def _print_outcomes(outcomes) -> int:
     for o in outcomes:
         if o.ok:
             done = ", ".join(f"{rid} {st}" for rid, st in (o.result or {}).items())
-            print(f"shard {o.index}: {done or 'nothing to do (records that cannot be sharded are made by shard 0)'}")
+            print(f"shard {o.index}: {done or 'nothing to do (each record that cannot be sharded is made whole by one shard)'}")
         else:
             bad += 1
             print(f"shard {o.index} FAILED (job {o.job_id}): {o.error}\n  log: {o.stderr}", file=sys.stderr)

@@ -196,8 +196,8 @@ def test_cli_runs_shards_with_the_local_executor(runs_root, capsys):
 
     assert cli.main(["run", "data", "--shards", "2", "--executor", "local", "--gpus-per-task", "0", "-q"]) == 0
     out = capsys.readouterr().out
-    assert "shard 0: cohort/demo-bbox/" in out and "shard 1: nothing to do" in out
-    assert load_run("cohort", "demo-bbox").status == "complete"
+    assert "shard 0: cohort/demo-bbox/" in out and "shard 1: cohort/demo-64px/" in out  # whole records in turn
+    assert load_run("cohort", "demo-bbox").status == "complete" and load_run("cohort", "demo-64px").status == "complete"
     assert list((runs_root / ".jobs").glob("*/*_0_log.out"))  # each task's log, under the runs root
     assert cli.main(["jobs", "status", "data"]) == 0
     assert "complete" in capsys.readouterr().out

@@ -196,3 +196,24 @@ def test_the_two_arms_train_the_tuned_lens_once(runs_root, monkeypatch):
     monkeypatch.setattr(tl, "train_tuned_lens", real)
     fresh = run("modalens-probes", "t.lens-A2", {**LENS, "report": "absent", "n_patients": 7}, progress=False)
     assert fresh.manifest["counts"]["lens_sha256"] == absent.manifest["counts"]["lens_sha256"]  # trained again: the same
+
+
+def test_whole_records_take_the_shards_in_turn(runs_root):
+    """``--shards 2``: the probe record and the tuned-lens pair (one trained lens: one group) are made whole on
+    different shards, side by side, not one after the other on shard 0; a sharded arm is split as before."""
+    from shovir_core.jobs import ShardTask
+    from shovir_core.jobs.task import RunTarget
+    from shovir_core.protocols import whole_record_shards
+
+    mp._TRAINED.clear()
+    targets = [("modalens-probes", "w.probe", dict(PROBE)), ("modalens-probes", "w.lens-P", {**LENS, "report": "present"}),
+               ("modalens-probes", "w.lens-A", {**LENS, "report": "absent"}), ("modalens", "w.arm", dict(BASE))]
+    assert whole_record_shards(targets, 2) == [0, 1, 1, None]
+    assert whole_record_shards(targets, 3) == [0, 1, 1, None]
+    assert whole_record_shards(targets[1:3], 2) == [0, 0]
+    task = ShardTask([RunTarget(*t) for t in targets[:3]], count=2, env={})
+    made = task(1)  # shard 1 alone: the lens pair, whole; the probe record is shard 0's
+    assert sorted(rid.split("/")[1] for rid in made) == ["w.lens-A", "w.lens-P"]
+    assert set(made.values()) == {"complete"}
+    assert not list(runs_root.glob("modalens-probes/w.probe/*/manifest.json"))
+    mp._TRAINED.clear()

@@ -91,13 +91,17 @@ def test_sharded_record_equals_the_single_process_record(protocol, tmp_path, mon
     assert again.path == sharded.path and len(again.trials) == len(a)
 
 
-def test_unshardable_records_are_made_by_shard_zero(runs_root, capsys):
+def test_unshardable_records_take_the_shards_in_turn(runs_root, capsys):
+    """The data chapter's two cohort records cannot be sharded: each is made whole, the first by shard 0 and
+    the second by shard 1 (protocols.whole_record_shards), so two shards make them side by side."""
     assert cli.main(["run", "data", "--shards", "2", "--shard", "1", "-q"]) == 0
-    assert not list(runs_root.glob("cohort/*/*/manifest.json"))  # shard 1 skips cohort records
+    made = sorted(p.parent.parent.name for p in runs_root.glob("cohort/*/*/manifest.json"))
+    assert made == ["demo-64px"]  # shard 1 made the second record, whole, and left the first to shard 0
+    assert "shard 1/2: runs/cohort/demo-64px/" in capsys.readouterr().out
     assert cli.main(["run", "data", "--shards", "2", "--shard", "0", "-q"]) == 0
     out = capsys.readouterr().out
-    assert "shard 0/2: runs/cohort/demo-bbox/" in out and "complete" in out
-    assert load_run("cohort", "demo-bbox").info.shards == 1
+    assert "shard 0/2: runs/cohort/demo-bbox/" in out and "complete" in out and "demo-64px" not in out
+    assert load_run("cohort", "demo-bbox").info.shards == 1 and load_run("cohort", "demo-64px").info.shards == 1
     assert cli.main(["run", "data", "--shard", "0"]) == 2  # --shard needs --shards
 
 

@@ -64,7 +64,8 @@ class ShardTask:
 
     The shard's arms are first scored together where a protocol can (prompt prefixes shared,
     :func:`shovir_core.protocols.prefill`); records of protocols that cannot be sharded are made
-    whole by shard 0 (:func:`shovir_core.protocols.run`). Returns ``{run_id: status}`` of the records this shard
+    whole, each by one shard, their groups taking the shards in turn
+    (:func:`shovir_core.protocols.whole_record_shards`). Returns ``{run_id: status}`` of the records this shard
     touched. :meth:`checkpoint` is submitit's preemption/timeout hook: the task is requeued with the
     same arguments and resumes, since records skip trials already stored.
     """
@@ -79,7 +80,7 @@ class ShardTask:
         self.progress = progress
 
     def __call__(self, index: int) -> dict[str, str]:
-        from ..protocols import prefill, run
+        from ..protocols import prefill, run, whole_record_shards
 
         os.environ.update(self.env)
         log = _job_log()
@@ -87,9 +88,11 @@ class ShardTask:
             os.environ["SHOVIR_JOB_LOG"] = log
         shard = Shard(int(index), self.count)
         prefill([(t.protocol, t.name, t.spec) for t in self.targets], progress=self.progress, shard=shard)
+        triples = [(t.protocol, t.name, t.spec) for t in self.targets]
+        owners = whole_record_shards(triples, self.count) if self.count > 1 else [0] * len(triples)
         done = {}
-        for t in self.targets:
-            record = run(t.protocol, t.name, t.spec, progress=self.progress, shard=shard)
+        for t, owner in zip(self.targets, owners):
+            record = run(t.protocol, t.name, t.spec, progress=self.progress, shard=shard, whole_by=owner or 0)
             if record is not None:
                 done[record.run_id] = record.status
         return done

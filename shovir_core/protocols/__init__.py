@@ -11,7 +11,8 @@ imported lazily, so listing protocols stays light.
 :func:`shovir_core.records.writer_defaults` (so protocol modules keep calling
 ``RunWriter(PROTOCOL, name, spec, ...)`` unchanged): the spec *as passed*, stored beside the
 resolved one, and this process's shard. Protocols in :data:`SHARDED` split their grid with
-:func:`shovir_core.protocols.shards.select`; the others are made whole by shard 0 alone.
+:func:`shovir_core.protocols.shards.select`; each of the others is made whole by one shard
+(:func:`whole_record_shards`: the groups of such records take the shards in turn).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from . import catalog as _catalog  # noqa: F401  (installs the $SHOVIR_MODELS re
 from .spec import SpecError
 
 __all__ = ["REGISTRY", "SHARDED", "get_protocol", "resolve", "run", "run_id", "is_complete", "prefill",
-           "record_groups"]
+           "record_groups", "whole_record_shards"]
 
 REGISTRY: dict[str, str] = {
     "modalens": "shovir_core.protocols.modalens",
@@ -46,7 +47,7 @@ REGISTRY: dict[str, str] = {
 SHARDED: frozenset[str] = frozenset({"modalens", "shovir", "modalens-layers", "modalens-interventions"})
 """Protocols whose ``execute`` splits the trial grid by shard (:mod:`shovir_core.protocols.shards`). One of
 them may keep some records whole (its ``sharded(spec)`` says False: ``modalens-interventions``' steering
-fits one direction for all its trials), which shard 0 then makes alone."""
+fits one direction for all its trials), which one shard then makes alone (:func:`whole_record_shards`)."""
 
 
 def _sharded(protocol: str, resolved: dict) -> bool:
@@ -116,20 +117,42 @@ def record_groups(targets) -> list[list[tuple]]:
     return list(groups.values())
 
 
-def run(protocol: str, name: str, spec: dict, *, progress: bool = True, shard: Shard | None = None) -> Run | None:
+def whole_record_shards(targets, count: int) -> list[int | None]:
+    """For each of ``targets`` (``(protocol, name, spec)`` triples), the shard of ``count`` that makes its record
+    whole, or ``None`` where the record is split by shard.
+
+    The records that cannot be split are taken in :func:`record_groups` (records sharing work -- the two
+    tuned-lens records of one trained lens -- stay in one process) and the groups take the shards in turn:
+    App. N.3's probe record and its tuned-lens pair run side by side on two shards instead of one after the
+    other on shard 0. The answer depends on the targets and ``count`` alone, so every shard computes the same.
+    """
+    whole: list[tuple] = []
+    for target in targets:
+        protocol, _, spec = target
+        if not _sharded(protocol, get_protocol(protocol).resolve_spec(dict(spec or {}))):
+            whole.append(target)
+    owner: dict[int, int] = {}
+    for i, group in enumerate(record_groups(whole)):
+        for target in group:
+            owner[id(target)] = i % int(count)
+    return [owner.get(id(t)) for t in targets]
+
+
+def run(protocol: str, name: str, spec: dict, *, progress: bool = True, shard: Shard | None = None,
+        whole_by: int = 0) -> Run | None:
     """Make the record of ``spec`` (resuming a partial one); return it.
 
     With ``shard`` (``Shard(i, n)``, ``n > 1``) this process makes only its shard of the grid;
     the returned record is complete once every shard has finished (check ``.status``). Protocols
-    outside :data:`SHARDED` (or whose ``sharded(spec)`` says no) are made whole by shard 0; other shards skip
-    them and get ``None``.
+    outside :data:`SHARDED` (or whose ``sharded(spec)`` says no) are made whole by shard ``whole_by``
+    (:func:`whole_record_shards`; default 0); other shards skip them and get ``None``.
     """
     module = get_protocol(protocol)
     resolved = module.resolve_spec(dict(spec or {}))
     h = spec_hash(resolved)
     if shard is not None and shard.sharded and not _sharded(protocol, resolved):
-        if shard.index != 0:
-            return None  # whatever shard 0 has done by now: a shard's report must not depend on timing
+        if shard.index != int(whole_by) % shard.count:
+            return None  # whatever its shard has done by now: a shard's report must not depend on timing
         shard = None
     if is_complete(protocol, name, resolved, resolved=True):
         return load_run(protocol, name, h)

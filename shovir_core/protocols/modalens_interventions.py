@@ -144,7 +144,8 @@ def resolve_spec(spec: dict) -> dict:
 
 def sharded(spec: dict) -> bool:
     """Patching records are split by case over shards (``shovir run --shards N``); a steering record is made
-    whole by shard 0, since every trial is steered along one direction fitted on the fit patients."""
+    whole by one shard (:func:`~shovir_core.protocols.whole_record_shards`), since every trial is steered along
+    one direction fitted on the fit patients."""
     return spec["analysis"] == "patching"
 
 
