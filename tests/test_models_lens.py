@@ -255,3 +255,29 @@ def test_a_cases_questions_share_their_prefix_and_read_what_whole_prompts_read(f
     assert np.all(mass[[i for i, r in enumerate(reqs) if r.image is not None]] > 0) and mass[-1] == 0
     np.testing.assert_allclose(image_attention_mass(shared, reqs, layers=[0, 1]),
                                image_attention_mass(whole, reqs, layers=[0, 1]), atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["tiny-gemma3", "tiny-qwen2vl", "tiny-llava-next"])
+def test_knockouts_resumed_from_the_clean_pass_equal_whole_passes(family, ko_requests):
+    """A knockout starting at layer s reuses the clean pass's layers before s and runs layers s... again from
+    the recorded input of layer s: element for element the arrays of whole passes (``resume=False``), for
+    cumulative and single-layer knockouts, each scope, and a start-0 knockout beside them (a whole pass)."""
+    from shovir_core.models.tiny import build_tiny
+
+    vlm = build_tiny(family, dims={"layers": 4}, batch_size=3)
+    kos = [None, Knockout.cumulative("report", 1, 4), Knockout.single("question", 2),
+           Knockout.cumulative("image", 3, 4, scope="non_image"), Knockout.cumulative("report", 0, 4)]
+    spans = [token_spans(vlm, r) for r in ko_requests]
+    calls = []
+    layer = decoder_parts(vlm.model)["layers"][0]
+    handle = layer.register_forward_pre_hook(lambda *a: calls.append(1))
+    try:
+        resumed = layer_logits_each(vlm, ko_requests, kos, spans=spans)
+        n_resumed = len(calls)
+        whole = layer_logits_each(vlm, ko_requests, kos, spans=spans, resume=False)
+    finally:
+        handle.remove()
+    assert n_resumed < len(calls) - n_resumed, "resumed knockouts skip layer 0"
+    for a, b in zip(resumed, whole):
+        np.testing.assert_array_equal(a, b)
+    assert all(not np.array_equal(whole[0], w) for w in whole[1:]), "every knockout changes something"
