@@ -8,6 +8,7 @@ This is deliberately simple and fully predictable; it is not the labeller of
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable
 
 from ..labels import FINDINGS_13
@@ -51,26 +52,37 @@ def template_report(positive: Iterable[str]) -> str:
     return "Findings: " + " ".join(f"There is {f.lower()}." for f in found)
 
 
+_PHRASES = tuple((finding, tuple(re.compile(rf"\b{re.escape(p)}\b") for p in phrases))
+                 for finding, phrases in SYNONYMS.items())
+""":data:`SYNONYMS` as compiled whole-word patterns."""
+
+
 def read_report(text: str) -> dict[str, float]:
     """Per finding, +1 (mentioned, not negated), -1 (only negated mentions) or 0 (not mentioned).
 
-    A mention is negated when a negation cue precedes it in the same sentence.
+    A mention is negated when a negation cue precedes it in the same sentence. A report is read once per
+    process (the reference models read the same report for every question and arm of a case).
 
     >>> r = read_report("There is cardiomegaly. No pleural effusion.")
     >>> r["Cardiomegaly"], r["Pleural Effusion"], r["Edema"]
     (1.0, -1.0, 0.0)
     """
+    return dict(_read(text))
+
+
+@lru_cache(maxsize=65536)
+def _read(text: str) -> tuple[tuple[str, float], ...]:
     out = {f: 0.0 for f in FINDINGS_13}
     for sentence in _SENTENCE.findall(text.lower()):
-        for finding, phrases in SYNONYMS.items():
-            for phrase in phrases:
-                for m in re.finditer(rf"\b{re.escape(phrase)}\b", sentence):
+        for finding, patterns in _PHRASES:
+            for pattern in patterns:
+                for m in pattern.finditer(sentence):
                     negated = _NEGATION.search(sentence[: m.start()]) is not None
                     if not negated:
                         out[finding] = 1.0
                     elif out[finding] == 0.0:
                         out[finding] = -1.0
-    return out
+    return tuple(out.items())
 
 
 def finding_of_question(question: str) -> str:
