@@ -87,8 +87,8 @@ class ShardTask:
         if log:
             os.environ["SHOVIR_JOB_LOG"] = log
         shard = Shard(int(index), self.count)
-        prefill([(t.protocol, t.name, t.spec) for t in self.targets], progress=self.progress, shard=shard)
         triples = [(t.protocol, t.name, t.spec) for t in self.targets]
+        prefill(list(triples), progress=self.progress, shard=shard)
         owners = whole_record_shards(triples, self.count) if self.count > 1 else [0] * len(triples)
         done = {}
         for t, owner in zip(self.targets, owners):

@@ -129,8 +129,11 @@ def whole_record_shards(targets, count: int) -> list[int | None]:
     whole: list[tuple] = []
     for target in targets:
         protocol, _, spec = target
-        if not _sharded(protocol, get_protocol(protocol).resolve_spec(dict(spec or {}))):
+        if protocol not in SHARDED:
             whole.append(target)
+        elif getattr(get_protocol(protocol), "sharded", None) is not None:  # decided per record: resolve the spec
+            if not _sharded(protocol, get_protocol(protocol).resolve_spec(dict(spec or {}))):
+                whole.append(target)
     owner: dict[int, int] = {}
     for i, group in enumerate(record_groups(whole)):
         for target in group:
