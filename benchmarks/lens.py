@@ -11,6 +11,7 @@ torch's default two threads on a loaded 2-core machine the ratio measured thread
 
     python benchmarks/lens.py [--requests 64] [--repeat 3] [--layers 6]
     python benchmarks/lens.py --case all14 [--layers 62] [--sentences 6]
+    python benchmarks/lens.py --case knockout [--layers 62] [--requests 13]
 
 ``--case all14`` times what the App. N.1 all-14 lens arms do: each image's 14 questions after one
 report, read with the shared image+report prefix prefilled once (the default) against every prompt
@@ -23,6 +24,12 @@ then) on the 2-core machine with a rehearsal running beside it (112 requests, be
 0.98x without a report (the shared prefix is the image alone: no gain).
 The attention-mass baseline, the same day with a rehearsal and a CI run beside it (56 requests, best of
 2): 2.65x at 62 layers and 6 sentences (7.67 s -> 2.89 s; equal to whole prompts within 3e-8).
+
+``--case knockout`` times App. N.2's knockout sweep (:func:`~shovir_core.models.lens.layer_logits_each`: the
+clean pass and cumulative report knockouts from the paper's 21 start layers) resumed from the clean pass
+against whole passes, on the 62-layer stand-in. No limit is set for it in the issue; the arrays must be
+identical. Measured 2026-12-06 on the idle 2-core machine (13 requests, 6 sentences, the paper's start
+layers, best of 2): 1.69x (3.78 s -> 2.24 s), arrays identical.
 """
 from __future__ import annotations
 
@@ -85,10 +92,44 @@ def all14(args) -> None:
           f"speed-up {best['whole'] / best['shared']:.2f}x")
 
 
+def knockout(args) -> None:
+    """App. N.2's knockout sweep: the clean pass and cumulative knockouts from each start layer, resumed from the
+    clean pass (the default) against whole passes (``resume=False``); the arrays must be identical."""
+    from shovir_core.labels import FINDINGS_13
+    from shovir_core.models.lens import Knockout, layer_logits_each, token_spans
+    from shovir_core.models.registry import tiny_dims
+
+    dims = {**tiny_dims(f"tiny-gemma3@{args.layers}"), "layers": args.layers}
+    vlm = build_tiny("tiny-gemma3", dims=dims, batch_size=16)
+    use_demo_threads(vlm.device)
+    rng = np.random.default_rng(0)
+    report = " ".join(["The lungs are clear without focal consolidation, effusion or pneumothorax."] * args.sentences)
+    reqs = [ScoreRequest(rng.integers(0, 256, (64, 64), dtype=np.uint8), f"Does this chest X-ray show {f.lower()}?",
+                         report=report) for f in FINDINGS_13[: max(1, min(13, args.requests))]]
+    starts = sorted({x if args.layers > 60 else round(x * (args.layers - 1) / 60) for x in _PAPER_STARTS})
+    kos = [None, *(Knockout.cumulative("report", s, args.layers, scope="non_image") for s in starts)]
+    spans = [token_spans(vlm, r) for r in reqs]
+    a = layer_logits_each(vlm, reqs, kos, spans=spans)
+    b = layer_logits_each(vlm, reqs, kos, spans=spans, resume=False)
+    same = all(np.array_equal(x, y) for x, y in zip(a, b))
+    print(f"{len(reqs)} requests, {args.layers} layers, {len(starts)} start layers {starts}: arrays identical: {same}")
+    best = _best_alternating({"whole": lambda: layer_logits_each(vlm, reqs, kos, spans=spans, resume=False),
+                              "resumed": lambda: layer_logits_each(vlm, reqs, kos, spans=spans)}, args.repeat)
+    print(f"whole passes: {best['whole']:.3f} s   resumed from the clean pass: {best['resumed']:.3f} s   "
+          f"speed-up {best['whole'] / best['resumed']:.2f}x")
+    if not same:
+        raise SystemExit("resumed knockouts differ from whole passes")
+
+
+_PAPER_STARTS = (0, 4, 8, 12, 16, 20, 22, 23, 24, 25, 26, 27, 28, 32, 36, 40, 44, 48, 52, 56, 60)
+"""App. N.2's 21 start layers of MedGemma-27B (the mimic profile's ``knockout_layers``), scaled to ``--layers``."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=("readout", "all14"), default="readout",
-                        help="readout: the lens against the plain readout; all14: shared prefix against whole prompts")
+    parser.add_argument("--case", choices=("readout", "all14", "knockout"), default="readout",
+                        help="readout: the lens against the plain readout; all14: shared prefix against whole prompts; "
+                             "knockout: knockouts resumed from the clean pass against whole passes")
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--layers", type=int, default=None, help="decoder layers (default 6; 62 for all14)")
@@ -97,6 +138,9 @@ def main() -> None:
     if args.case == "all14":
         args.layers = args.layers or 62
         return all14(args)
+    if args.case == "knockout":
+        args.layers = args.layers or 62
+        return knockout(args)
     args.layers = args.layers or 6
     vlm = build_tiny("tiny-gemma3", dims={"layers": args.layers}, batch_size=16)
     use_demo_threads(vlm.device)
