@@ -263,12 +263,12 @@ class InferenceCache:
             return int(con.execute("SELECT COUNT(*) FROM results").fetchone()[0])
 
 
-
 def _input_keys(model, requests) -> list[str]:
     """``model.input_keys(requests)``, or its :meth:`input_key` one request at a time where a wrapped model
     that is no :class:`~shovir_core.models.protocol.VLM` (duck-typed) has no batched form."""
     batched = getattr(model, "input_keys", None)
     return list(batched(requests)) if batched is not None else [model.input_key(r) for r in requests]
+
 
 class CachedVLM(VLM):
     """``model`` behind an :class:`InferenceCache`, with a progress bar of trials done and rate.

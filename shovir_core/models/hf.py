@@ -18,8 +18,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .prompts import ANSWER_OPTIONS, report_messages, score_messages
 from .attention_masks import forward_inputs
+from .prompts import ANSWER_OPTIONS, report_messages, score_messages
 from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
 from .readouts import TokenFamilies, parse_answer, yes_no_readout
 from .spec import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec, resolve_weights
@@ -70,6 +70,13 @@ wall time of the image prefix alone (``benchmarks/trie.py``; on tiny-gemma3 with
 ``benchmarks/appendix_arms.py``: pooled arms 0.84x one arm at a time with text nodes, 0.97x without).
 Both paths give the same answers and logits within ~3e-6; the device type is part of the model's
 identity, so records and inference-cache entries made on a CPU and on a GPU are apart anyway."""
+
+
+def _key_of(ids: list[int], pixels: str) -> str:
+    """An :class:`HFVLM` input key: the SHA-256 of the rendered prompt's token ids, their count, the pixels'
+    fingerprint."""
+    digest = hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()
+    return json.dumps({"tokens": digest, "n_tokens": len(ids), "pixels": pixels})
 
 
 class _OnceImageProcessor:
@@ -354,9 +361,7 @@ class HFVLM(VLM):
     def input_key(self, request=None, *, image=None, prompt=None) -> str:
         text = self.render(request) if request is not None else self.render_report(prompt)
         pixels = request.image if request is not None else image
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        digest = hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()
-        return json.dumps({"tokens": digest, "n_tokens": len(ids), "pixels": image_fingerprint(pixels)})
+        return _key_of(self.tokenizer(text, add_special_tokens=False)["input_ids"], image_fingerprint(pixels))
 
     def input_keys(self, requests) -> list[str]:
         """:meth:`input_key` of each request, the prompts tokenized in one batch call and each distinct image
@@ -367,13 +372,10 @@ class HFVLM(VLM):
             return super().input_keys(requests)
         ids = self.tokenizer([self.render(r) for r in requests], add_special_tokens=False)["input_ids"]
         prints: dict[int, str] = {}
-        out = []
-        for r, row in zip(requests, ids):
+        for r in requests:
             if id(r.image) not in prints:
                 prints[id(r.image)] = image_fingerprint(r.image)
-            digest = hashlib.sha256(np.asarray(row, dtype=np.int64).tobytes()).hexdigest()
-            out.append(json.dumps({"tokens": digest, "n_tokens": len(row), "pixels": prints[id(r.image)]}))
-        return out
+        return [_key_of(row, prints[id(r.image)]) for r, row in zip(requests, ids)]
 
     def _encode(self, texts: list[str], images: list[np.ndarray | None]):
         """Processor inputs of a batch that either all carry an image or none do (left-padded)."""

@@ -211,7 +211,7 @@ DEEP_TWIN_WIDTH: dict[str, dict[str, int]] = {
 rehearsal), where it differs from the tiny default (hidden 64, 4 heads, 2 KV heads, intermediate 128).
 At 62 layers the width is what a stand-in's forward pass costs, and the rehearsal scores every trial of
 App. N's designs through all 62 layers: a quarter of the default width (one head of the same size, 16)
-runs them fastest -- on one CPU thread, 32 prompts of 171 tokens, the image-gradient baseline of App. N.3
+runs them faster -- on one CPU thread, 32 prompts of 171 tokens, the image-gradient baseline of App. N.3
 (a forward and a backward pass per trial) took 0.93 s against 1.60 s at hidden 32 and the logit lens
 0.40 s against 0.64 s (2026-12-06), and hidden 32 had run a 124-token prompt 2.5 times faster than the
 default. The layer count is the design's (App. N names L16, L25, L46, L61); the width is no part of any
