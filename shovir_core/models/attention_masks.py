@@ -13,10 +13,20 @@ sliding mask equals the full one element for element. :func:`forward_inputs` the
 with transformers' own ``create_causal_mask`` (no vmap on that path) and hands the model both layer
 types' masks, which the model uses as given. Anything else (another model, a longer prompt, a pass
 after a cache, generation) is left to the model. A test holds the masks and logits to the model's own.
+
+On the CPU the mask also goes in additive. Under ``sdpa`` the model's mask is boolean, and
+``torch.nn.functional.scaled_dot_product_attention`` turns a boolean mask into an additive one (0 where
+True, -inf where False) at every call, that is in every decoder layer: at 62 layers (the rehearsal's
+MedGemma-27B stand-in) that conversion was a quarter of the logit lens's time (torch profiler,
+``aten::where``). :func:`forward_inputs` makes the same additive mask once per pass, so every layer's
+attention kernel receives exactly the tensor it would have made itself: the logits are identical
+(tested; ``benchmarks/masks.py``). A knockout that edits the mask blocks with -inf there, as the boolean
+False it replaces would have become (:func:`shovir_core.models.lens.knockout_hooks`). On an accelerator
+the boolean mask is left as the model built it.
 """
 from __future__ import annotations
 
-__all__ = ["forward_inputs"]
+__all__ = ["forward_inputs", "additive"]
 
 
 def forward_inputs(model, inputs: dict) -> dict:
@@ -42,4 +52,19 @@ def forward_inputs(model, inputs: dict) -> dict:
     mask = create_causal_mask(config=text, inputs_embeds=shape_only, attention_mask=mask2d, cache=None,
                               position_ids=None,
                               block_sequence_ids=get_block_sequence_ids_for_mask(types, device=mask2d.device))
+    if mask is not None and mask.dtype == torch.bool and mask.device.type == "cpu":
+        mask = additive(mask, dtype)
     return {**inputs, "attention_mask": {"full_attention": mask, "sliding_attention": mask}}
+
+
+def additive(mask, dtype):
+    """The additive form of a boolean attention mask: 0 where a query may attend, -inf where it may not --
+    what ``scaled_dot_product_attention`` makes of a boolean mask before its kernel runs.
+
+    >>> import torch
+    >>> additive(torch.tensor([[True, False]]), torch.float32)
+    tensor([[0., -inf]])
+    """
+    import torch
+
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask.logical_not(), float("-inf"))

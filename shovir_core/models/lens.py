@@ -199,15 +199,24 @@ def _image_before(vlm, text: str, cut: int) -> bool:
     return 0 <= first < cut
 
 
-def _mask_edit(mask, *, batch: int, length: int, rows: list[tuple[np.ndarray, np.ndarray]], dtype, device):
-    """A copy of a layer's 4-D attention mask with (query, key) pairs of each row blocked."""
+def _mask_edit(mask, *, batch: int, length: int, rows: list[tuple[np.ndarray, np.ndarray]], dtype, device,
+               impl: str = "eager"):
+    """A copy of a layer's 4-D attention mask with (query, key) pairs of each row blocked.
+
+    A boolean mask blocks with False; an additive one with what its implementation puts where a boolean
+    mask says False: -inf under ``sdpa`` (its conversion, made once per pass on the CPU by
+    :func:`~shovir_core.models.attention_masks.forward_inputs`), the dtype's minimum under ``eager``
+    (transformers' eager masks)."""
     if isinstance(mask, dict):  # per-layer-type masks are resolved before the layer; not expected here
         raise TypeError("knockout: got a mapping of masks at the attention module")
     if mask is None:
         causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
         mask = causal.view(1, 1, length, length)
     mask = mask.expand(batch, -1, -1, -1).clone()
-    blocked = False if mask.dtype == torch.bool else torch.finfo(mask.dtype).min
+    if mask.dtype == torch.bool:
+        blocked = False
+    else:
+        blocked = float("-inf") if impl == "sdpa" else torch.finfo(mask.dtype).min
     q_len, k_len = mask.shape[-2], mask.shape[-1]
     for b, (queries, keys) in enumerate(rows):
         if len(queries) and len(keys):
@@ -235,7 +244,7 @@ def knockout_hooks(model, knockout: Knockout | None, rows: list[tuple[np.ndarray
     def hook(module, args, kwargs):
         hs = kwargs.get("hidden_states", args[0] if args else None)
         kwargs["attention_mask"] = _mask_edit(kwargs.get("attention_mask"), batch=hs.shape[0], length=length,
-                                              rows=rows, dtype=hs.dtype, device=device)
+                                              rows=rows, dtype=hs.dtype, device=device, impl=impl)
         return args, kwargs
 
     handles = [layers[i].self_attn.register_forward_pre_hook(hook, with_kwargs=True) for i in knockout.layers]
