@@ -52,7 +52,7 @@ def _book_dir(app) -> Path:
     return Path(app.srcdir) / app.config.shovir_book_dir
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=1024)  # every record's manifest (a few kB each; the demo book links about 170), read once per build
 def _read_json(path: str, mtime: float) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
@@ -317,10 +317,8 @@ def _copy_records(app, exception) -> None:
     static = _book_dir(app) / "_static"
     if static.is_dir():
         shutil.copytree(static, Path(app.outdir) / "_static", dirs_exist_ok=True)
-    from .publish import glue_index
-
-    index = {nb: {"glue": glue, "sources": glue_sources(_book_dir(app)).get(nb, {})}
-             for nb, glue in glue_index(_book_dir(app)).items()}
+    sources = _glue_sources(app)  # read from the executed notebooks once, not once per notebook
+    index = {nb: {"glue": glue, "sources": sources.get(nb, {})} for nb, glue in _glue_index(app).items()}
     write_provenance_pages(index, Path(app.outdir), manifest=lambda rid: _manifest(app, rid))
     write_paper_pages(Path(app.outdir))
 
