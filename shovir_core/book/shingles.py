@@ -5,7 +5,9 @@ report or finding sentence of a credentialed dataset. Both the dataset texts and
 checked go through :func:`words` first:
 
 1. Python escape sequences as ``repr`` prints them inside lists, dicts and bytes (``\\n``,
-   ``\\xa0``, ``\\u200b``, UTF-8 byte escapes such as ``\\xc2\\xa0``) are decoded;
+   ``\\xa0``, ``\\u200b``, UTF-8 byte escapes such as ``\\xc2\\xa0``) are decoded, in either case:
+   ``repr(reports).upper()`` prints ``\\N``, ``\\XC2`` and ``\\U200B``, which decode as their
+   lower-case forms (a ``\\U`` with 8 hex digits that name no code point is read as ``\\u`` and 4);
 2. Unicode NFKC (non-breaking and other unicode spaces become spaces, full-width letters become
    ASCII), accents are stripped, the zero-width space separates words, other invisible format
    characters (soft hyphen, word joiner, zero-width joiners) are dropped, and case is folded;
@@ -53,23 +55,26 @@ __all__ = [
 SHINGLE_SIZE = 3
 """Consecutive words that make a leak (the issue's rule: any run of >= 3 words of a report)."""
 
-_ESC_BYTES = re.compile(r"(?:\\x[0-9a-fA-F]{2})+")
-_ESC_U = re.compile(r"\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})")
-_ESC_WS = re.compile(r"\\[ntrfv]")
+_ESC_BYTES = re.compile(r"(?:\\[xX][0-9a-fA-F]{2})+")
+_ESC_U = re.compile(r"\\U([0-9a-fA-F]{8})|\\[uU]([0-9a-fA-F]{4})")
+_ESC_WS = re.compile(r"\\[ntrfvNTRFV]")
 _WORD = re.compile(r"[^\W_]+")
 
 
 def _decode_escapes(text: str) -> str:
     def _bytes(m: re.Match) -> str:
-        raw = bytes(int(h, 16) for h in m.group(0).split("\\x")[1:])
+        raw = bytes(int(h, 16) for h in re.split(r"\\[xX]", m.group(0))[1:])
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             return raw.decode("latin-1")
 
     def _u(m: re.Match) -> str:
-        code = int(m.group(1) or m.group(2), 16)
-        return chr(code) if code <= 0x10FFFF else " "
+        if m.group(1) is not None:  # \\U and 8 digits
+            code = int(m.group(1), 16)
+            # no code point: an upper-cased \\u escape followed by 4 hex characters (\\u00e9abcd -> \\U00E9ABCD)
+            return chr(code) if code <= 0x10FFFF else chr(int(m.group(1)[:4], 16)) + m.group(1)[4:]
+        return chr(int(m.group(2), 16))
 
     if "\\" not in text:
         return text
