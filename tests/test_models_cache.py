@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from shovir_core.models import ScoreRequest, cached, get_model
-from shovir_core.models.cache import InferenceCache
+from shovir_core.models.cache import InferenceCache, cache_inputs, cache_inputs_many
 
 
 class Counting:
@@ -96,3 +96,17 @@ def test_reports_are_cached_per_image_and_boxes(tmp_path):
     assert a == b and inner.reported == 3
     model.generate_reports(images, boxes=[[("Edema", 0, 0, 20, 20)]] * 3)
     assert inner.reported == 6
+
+
+def test_the_batched_cache_inputs_are_the_same_strings():
+    """Cache keys must not move: the batched payloads equal cache_inputs call by call, for real model
+    identities (nested, unicode, numbers, a non-JSON value through ``default=str``) and awkward inputs."""
+    from pathlib import Path
+
+    identities = [get_model(name).identity() for name in ("ref-anchored@0.5", "tiny-gemma3")]
+    identities.append({"zé": [1, 2.5, None, True], "a": {"c": Path("/x"), "b": "\u2028\n"}})
+    inputs = ["", "plain", '{"tokens": "ab", "n_tokens": 3}', "é\u0000\\\"", "\ud83d"]
+    for identity in identities:
+        for settings in ({}, {"answer_tokens": 4, "greedy": True}):
+            assert cache_inputs_many(identity, "score_yes_no", inputs, settings) == \
+                [cache_inputs(identity, "score_yes_no", k, settings) for k in inputs]

@@ -27,6 +27,7 @@ entry it served; the completed record lists them with their seals in ``cache_ent
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import json
 import sqlite3
@@ -43,8 +44,8 @@ from .. import paths
 from ..errors import ShovirError
 from .protocol import VLM, Box, ScoreRequest, image_fingerprint
 
-__all__ = ["InferenceCache", "CachedVLM", "cached", "default_cache_dir", "cache_key", "cache_inputs", "CacheError",
-           "entry_sha256", "record_cache_problem", "CACHE_ENTRIES_FILE"]
+__all__ = ["InferenceCache", "CachedVLM", "cached", "default_cache_dir", "cache_key", "cache_inputs", "cache_inputs_many",
+           "CacheError", "entry_sha256", "record_cache_problem", "CACHE_ENTRIES_FILE"]
 
 CACHE_ENTRIES_FILE = "cache_entries.json"
 """``<record>/cache_entries.json``: ``{"file": cache path, "entries": {key: entry_sha256}}`` of a completed record."""
@@ -70,6 +71,21 @@ def cache_inputs(identity: dict, task: str, model_input: str, settings: dict) ->
     """The JSON of one model call's full identity (the key's inputs, stored with the entry)."""
     return json.dumps({"model": identity, "task": task, "input": model_input, "settings": settings},
                       sort_keys=True, default=str)
+
+
+def cache_inputs_many(identity: dict, task: str, model_inputs, settings: dict) -> list[str]:
+    """:func:`cache_inputs` of each of ``model_inputs`` with one identity, task and settings: the same strings,
+    with the identity (a nested dict of fingerprints) serialised once instead of once per call.
+
+    >>> ident, opts = {"name": "m", "sha": {"b": 1, "a": 2}}, {"greedy": True}
+    >>> cache_inputs_many(ident, "t", ["x", "y"], opts) == [cache_inputs(ident, "t", k, opts) for k in ("x", "y")]
+    True
+    """
+    # json.dumps is compositional: with the same options a nested value is written as it is on its own, and
+    # sort_keys puts the four keys in the order input, model, settings, task
+    dump = functools.partial(json.dumps, sort_keys=True, default=str)
+    middle = f', "model": {dump(identity)}, "settings": {dump(settings)}, "task": {dump(task)}}}'
+    return ['{"input": ' + dump(model_input) + middle for model_input in model_inputs]
 
 
 def cache_key(identity: dict, task: str, model_input: str, settings: dict) -> str:
@@ -339,8 +355,8 @@ class CachedVLM(VLM):
     def score_yes_no(self, requests: Sequence[ScoreRequest], *, answer_tokens: int = 0) -> list[dict]:
         requests = list(requests)
         identity = self.model.identity()
-        payloads = [cache_inputs(identity, "score_yes_no", key, {"answer_tokens": answer_tokens, "greedy": True})
-                    for key in _input_keys(self.model, requests)]
+        payloads = cache_inputs_many(identity, "score_yes_no", _input_keys(self.model, requests),
+                                     {"answer_tokens": answer_tokens, "greedy": True})
         keys, inputs = _keyed(payloads)
         values = self._run(keys, lambda idx: self.model.score_yes_no([requests[i] for i in idx],
                                                                      answer_tokens=answer_tokens),
