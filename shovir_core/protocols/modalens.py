@@ -595,16 +595,22 @@ def _chunk_requests(spec: dict, trials: pd.DataFrame, reports: pd.Series, images
     report_on = spec["report"] == "present"
     framing = None if spec.get("framing", "none") == "none" else spec["framing"]
     sides = ("c", "d") if spec["image"] else ("c",)
+    # plain lists: iterating rows of Arrow-backed string columns goes through pandas element by element
+    # (itertuples was half of this function's time on ref-vlm's tables arms)
+    ids, questions, findings = (trials[c].tolist() for c in ("trial_id", "question", "finding"))
+    if spec["image"]:
+        image_ids = {"c": trials["image_id"].tolist(), "d": trials["sub_image_id"].tolist()}
+    texts = reports.to_dict() if report_on else {}
     requests, where = [], []
-    for t in trials.itertuples(index=False):
+    for k, trial_id in enumerate(ids):
         for side in sides:
-            image = images[t.image_id if side == "c" else t.sub_image_id] if spec["image"] else None
+            image = images[image_ids[side][k]] if spec["image"] else None
             requests.append(ScoreRequest(
-                image=image, question=t.question, report=reports[t.trial_id] if report_on else None,
+                image=image, question=questions[k], report=texts[trial_id] if report_on else None,
                 order=spec["order"], instruction=spec["instruction"], framing=framing,
-                finding=t.finding,
+                finding=findings[k],
             ))
-            where.append((t.trial_id, side))
+            where.append((trial_id, side))
     return requests, where
 
 
