@@ -76,6 +76,23 @@ def test_golden_prompt_strings(tiny, images):
         assert tiny.render(request) == GOLDEN[tiny.name][variant], (tiny.name, variant)
 
 
+def test_rendered_prompts_come_back_the_same_from_the_memo(tiny, images, monkeypatch):
+    """render keeps the last RENDER_MEMO prompts by the fields the prompt depends on: a second render of each
+    variant (another image, the same text) is the golden string; a framing or another report is a new prompt."""
+    import shovir_core.models.hf as hf
+
+    monkeypatch.setattr(hf, "RENDER_MEMO", 3)
+    tiny._rendered.clear()
+    for _ in range(2):
+        for variant, request in _variants(images[1]).items():
+            assert tiny.render(request) == GOLDEN[tiny.name][variant], (tiny.name, variant)
+    assert len(tiny._rendered) == 3  # bounded: the oldest went first
+    framed = ScoreRequest(images[0], Q, report=REPORT, framing="warning")
+    assert tiny.render(framed) != tiny.render(ScoreRequest(images[0], Q, report=REPORT))
+    assert "may not describe this image" in tiny.render(framed)
+    assert tiny.render(ScoreRequest(images[0], Q, report="No edema.")) != GOLDEN[tiny.name]["present"]
+
+
 def test_image_block_expands_to_image_tokens(tiny, images):
     batch = tiny._encode([tiny.render(ScoreRequest(images[0], Q))], [images[0]])
     image_id = tiny.model.config.image_token_id
