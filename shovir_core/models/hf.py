@@ -239,7 +239,8 @@ class HFVLM(VLM):
         """Counters: prompt tokens run through the model, forward passes, requests scored, reports
         generated and their tokens (up to the end-of-sequence token)."""
         self._rendered: OrderedDict[tuple, str] = OrderedDict()
-        """The last :data:`RENDER_MEMO` prompts :meth:`render` made, by what the prompt depends on."""
+        """The last :data:`RENDER_MEMO` prompts :meth:`render` made (the oldest leaves first), by what a prompt
+        depends on."""
 
     def _token_families(self, spec: ModelSpec) -> TokenFamilies:
         """The yes/no token families from the tokenizer, checked against the spec's ids where it gives them."""
@@ -348,7 +349,7 @@ class HFVLM(VLM):
 
         A request is rendered once for its cache key and again when it is scored, and a case's arms repeat
         its report: the chat template (a Jinja render, ~0.1 ms) runs once per distinct prompt among the
-        last :data:`RENDER_MEMO`, keyed by every field :func:`~shovir_core.models.prompts.score_messages`
+        last :data:`RENDER_MEMO` it made, keyed by every field :func:`~shovir_core.models.prompts.score_messages`
         reads (the image only by its presence)."""
         key = (request.image is None, request.order, request.question, request.instruction, request.report,
                request.framing)
@@ -358,9 +359,7 @@ class HFVLM(VLM):
                                                       add_generation_prompt=True, **self.spec.chat_template_kwargs)
             self._rendered[key] = text
             if len(self._rendered) > RENDER_MEMO:
-                self._rendered.popitem(last=False)
-        else:
-            self._rendered.move_to_end(key)
+                self._rendered.popitem(last=False)  # the oldest first
         return text
 
     def render_report(self, prompt: str | None = None) -> str:
