@@ -99,8 +99,10 @@ def test_reports_are_cached_per_image_and_boxes(tmp_path):
 
 
 def test_the_batched_cache_inputs_are_the_same_strings():
-    """Cache keys must not move: the batched payloads equal cache_inputs call by call, for real model
-    identities (nested, unicode, numbers, a non-JSON value through ``default=str``) and awkward inputs."""
+    """Cache keys must not move: the payloads equal json.dumps of the whole identity dict (the format every
+    stored entry was keyed by), for real model identities (nested, unicode, numbers, a non-JSON value through
+    ``default=str``) and awkward inputs, one at a time and batched."""
+    import json
     from pathlib import Path
 
     identities = [get_model(name).identity() for name in ("ref-anchored@0.5", "tiny-gemma3")]
@@ -108,5 +110,7 @@ def test_the_batched_cache_inputs_are_the_same_strings():
     inputs = ["", "plain", '{"tokens": "ab", "n_tokens": 3}', "é\u0000\\\"", "\ud83d"]
     for identity in identities:
         for settings in ({}, {"answer_tokens": 4, "greedy": True}):
-            assert cache_inputs_many(identity, "score_yes_no", inputs, settings) == \
-                [cache_inputs(identity, "score_yes_no", k, settings) for k in inputs]
+            whole = [json.dumps({"model": identity, "task": "score_yes_no", "input": k, "settings": settings},
+                                sort_keys=True, default=str) for k in inputs]
+            assert cache_inputs_many(identity, "score_yes_no", inputs, settings) == whole
+            assert [cache_inputs(identity, "score_yes_no", k, settings) for k in inputs] == whole

@@ -76,17 +76,19 @@ def test_golden_prompt_strings(tiny, images):
         assert tiny.render(request) == GOLDEN[tiny.name][variant], (tiny.name, variant)
 
 
-def test_rendered_prompts_come_back_the_same_from_the_memo(tiny, images, monkeypatch):
-    """render keeps the last RENDER_MEMO prompts by the fields the prompt depends on: a second render of each
-    variant (another image, the same text) is the golden string; a framing or another report is a new prompt."""
-    import shovir_core.models.hf as hf
+def test_rendered_prompts_come_back_the_same_from_the_memo(tiny, images):
+    """render keeps its last RENDER_MEMO prompts, keyed by all the messages hold: a second render of each variant
+    (another image, the same text) comes from the memo and is the golden string; a framing or another report
+    is a new prompt."""
+    from shovir_core.models.hf import RENDER_MEMO
 
-    monkeypatch.setattr(hf, "RENDER_MEMO", 3)
-    tiny._rendered.clear()
+    assert tiny._chat_prompt.cache_info().maxsize == RENDER_MEMO
+    tiny._chat_prompt.cache_clear()
     for _ in range(2):
         for variant, request in _variants(images[1]).items():
             assert tiny.render(request) == GOLDEN[tiny.name][variant], (tiny.name, variant)
-    assert len(tiny._rendered) == 3  # bounded: the oldest went first
+    info = tiny._chat_prompt.cache_info()
+    assert (info.hits, info.misses) == (len(GOLDEN[tiny.name]), len(GOLDEN[tiny.name]))
     framed = ScoreRequest(images[0], Q, report=REPORT, framing="warning")
     assert tiny.render(framed) != tiny.render(ScoreRequest(images[0], Q, report=REPORT))
     assert "may not describe this image" in tiny.render(framed)

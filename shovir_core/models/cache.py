@@ -68,21 +68,22 @@ def default_cache_dir() -> Path:
 
 
 def cache_inputs(identity: dict, task: str, model_input: str, settings: dict) -> str:
-    """The JSON of one model call's full identity (the key's inputs, stored with the entry)."""
-    return json.dumps({"model": identity, "task": task, "input": model_input, "settings": settings},
-                      sort_keys=True, default=str)
+    """The JSON of one model call's full identity (the key's inputs, stored with the entry):
+    ``json.dumps({"model": identity, "task": task, "input": model_input, "settings": settings},
+    sort_keys=True, default=str)``.
+
+    >>> cache_inputs({"name": "m", "sha": {"b": 1, "a": 2}}, "t", "x", {"greedy": True})
+    '{"input": "x", "model": {"name": "m", "sha": {"a": 2, "b": 1}}, "settings": {"greedy": true}, "task": "t"}'
+    """
+    return cache_inputs_many(identity, task, [model_input], settings)[0]
 
 
 def cache_inputs_many(identity: dict, task: str, model_inputs, settings: dict) -> list[str]:
-    """:func:`cache_inputs` of each of ``model_inputs`` with one identity, task and settings: the same strings,
-    with the identity (a nested dict of fingerprints) serialised once instead of once per call.
-
-    >>> ident, opts = {"name": "m", "sha": {"b": 1, "a": 2}}, {"greedy": True}
-    >>> cache_inputs_many(ident, "t", ["x", "y"], opts) == [cache_inputs(ident, "t", k, opts) for k in ("x", "y")]
-    True
-    """
+    """:func:`cache_inputs` of each of ``model_inputs`` with one identity, task and settings, the identity (a
+    nested dict of fingerprints) serialised once instead of once per call."""
     # json.dumps is compositional: with the same options a nested value is written as it is on its own, and
-    # sort_keys puts the four keys in the order input, model, settings, task
+    # sort_keys puts the four keys in the order input, model, settings, task (tests/test_models_cache.py holds
+    # the strings to json.dumps of the whole dict)
     dump = functools.partial(json.dumps, sort_keys=True, default=str)
     middle = f', "model": {dump(identity)}, "settings": {dump(settings)}, "task": {dump(task)}}}'
     return ['{"input": ' + dump(model_input) + middle for model_input in model_inputs]

@@ -11,7 +11,8 @@ import copy
 import hashlib
 import json
 import re
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 
 from .attention_masks import forward_inputs
-from .prompts import ANSWER_OPTIONS, report_messages, score_messages
+from .prompts import ANSWER_OPTIONS, chat_messages, report_messages, score_layout, text_block
 from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
 from .readouts import TokenFamilies, parse_answer, yes_no_readout
 from .spec import MODEL_DIR_ENV, ModelNotAvailableError, ModelSpec, resolve_weights
@@ -59,8 +60,9 @@ def checkpoint_fingerprint(path: str | Path) -> str:
 
 
 RENDER_MEMO = 16_384
-"""Prompts :meth:`HFVLM.render` keeps (a score call's requests are rendered for their cache keys, then
-again in chunks of 128 when scored); with MIMIC reports of about 2 kB, at most about 35 MB."""
+"""Prompts :meth:`HFVLM.render` keeps, least recently used out first (a score call's requests are rendered for
+their cache keys, then again in chunks of 128 when scored); with MIMIC reports of about 2 kB, at most about
+35 MB."""
 
 TEXT_NODES_OFF = 2 ** 62
 """``trie_min_saved_tokens`` that no stretch reaches: past each image's shared prefix, no text node."""
@@ -238,9 +240,8 @@ class HFVLM(VLM):
         self.stats = {"prefill_tokens": 0, "forward_passes": 0, "requests": 0, "reports": 0, "generated_tokens": 0}
         """Counters: prompt tokens run through the model, forward passes, requests scored, reports
         generated and their tokens (up to the end-of-sequence token)."""
-        self._rendered: OrderedDict[tuple, str] = OrderedDict()
-        """The last :data:`RENDER_MEMO` prompts :meth:`render` made (the oldest leaves first), by what a prompt
-        depends on."""
+        self._chat_prompt = lru_cache(maxsize=RENDER_MEMO)(self._apply_chat_template)
+        """:meth:`_apply_chat_template` keeping its last :data:`RENDER_MEMO` prompts (see :meth:`render`)."""
 
     def _token_families(self, spec: ModelSpec) -> TokenFamilies:
         """The yes/no token families from the tokenizer, checked against the spec's ids where it gives them."""
@@ -348,19 +349,14 @@ class HFVLM(VLM):
         """The exact prompt string of a score request (the model's chat template).
 
         A request is rendered once for its cache key and again when it is scored, and a case's arms repeat
-        its report: the chat template (a Jinja render, ~0.1 ms) runs once per distinct prompt among the
-        last :data:`RENDER_MEMO` it made, keyed by every field :func:`~shovir_core.models.prompts.score_messages`
-        reads (the image only by its presence)."""
-        key = (request.image is None, request.order, request.question, request.instruction, request.report,
-               request.framing)
-        text = self._rendered.get(key)
-        if text is None:
-            text = self.processor.apply_chat_template(score_messages(request), tokenize=False,
-                                                      add_generation_prompt=True, **self.spec.chat_template_kwargs)
-            self._rendered[key] = text
-            if len(self._rendered) > RENDER_MEMO:
-                self._rendered.popitem(last=False)  # the oldest first
-        return text
+        its report: the chat template (a Jinja render, ~0.1 ms) runs once per distinct prompt among the last
+        :data:`RENDER_MEMO`, keyed by all the messages hold (:func:`~shovir_core.models.prompts.score_messages`:
+        the image block's place and the text block)."""
+        return self._chat_prompt(score_layout(request), text_block(request))
+
+    def _apply_chat_template(self, layout: str, text: str) -> str:
+        return self.processor.apply_chat_template(chat_messages(layout, text), tokenize=False,
+                                                  add_generation_prompt=True, **self.spec.chat_template_kwargs)
 
     def render_report(self, prompt: str | None = None) -> str:
         """The exact prompt string of a report request (placeholder for the image included).

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - typing only (protocol imports this module to validate requests)
     from .protocol import ScoreRequest
 
-__all__ = ["INSTRUCTIONS", "FRAMINGS", "ANSWER_OPTIONS", "text_block", "score_messages", "report_messages",
+__all__ = ["INSTRUCTIONS", "FRAMINGS", "ANSWER_OPTIONS", "text_block", "score_layout", "chat_messages",
+           "score_messages", "report_messages",
            "SHARED_MINIMAL_PROMPT"]
 
 SHARED_MINIMAL_PROMPT = "Describe the radiographic findings in this chest X-ray."
@@ -77,16 +78,28 @@ def text_block(request: ScoreRequest) -> str:
     return f"{head}\n\n{question}"
 
 
-def score_messages(request: ScoreRequest) -> list[dict]:
-    """Chat messages (one user turn) for a score request, in the transformers content-block format."""
-    text = {"type": "text", "text": text_block(request)}
-    if request.image is None:
-        content = [text]
-    elif request.order == "image_first":
-        content = [{"type": "image"}, text]
+def score_layout(request: ScoreRequest) -> str:
+    """Where a score request's image block goes: ``"none"`` (no image), ``"image_first"`` or ``"text_first"``."""
+    return "none" if request.image is None else request.order
+
+
+def chat_messages(layout: str, text: str) -> list[dict]:
+    """Chat messages (one user turn) of a text block and an image block placed by ``layout``
+    (:func:`score_layout`), in the transformers content-block format."""
+    block = {"type": "text", "text": text}
+    if layout == "none":
+        content = [block]
+    elif layout == "image_first":
+        content = [{"type": "image"}, block]
     else:
-        content = [text, {"type": "image"}]
+        content = [block, {"type": "image"}]
     return [{"role": "user", "content": content}]
+
+
+def score_messages(request: ScoreRequest) -> list[dict]:
+    """Chat messages (one user turn) for a score request, in the transformers content-block format: all that
+    a prompt holds is :func:`score_layout` and :func:`text_block`."""
+    return chat_messages(score_layout(request), text_block(request))
 
 
 def report_messages(*, user_text: str, system_text: str | None = None,
