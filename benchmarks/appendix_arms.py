@@ -28,10 +28,11 @@ at a time 15.47 s, together 17.50 s (0.88x; with torch's two threads 0.72x, and 
 ``--trie-min-saved 1000000000``, 0.58x at 2.16x fewer tokens). Since a trie branch with no node of
 its own below it runs in its parent's suffix batch (``HFVLM._trie_extends``; 2026-12-02, two
 low-priority processes on the machine): with the trie 2.31 s vs 2.75 s (0.84x), without text nodes
-0.97x. So the CPU's default has no text node (``shovir_core.models.hf.TRIE_MIN_SAVED_TOKENS``; on
-ref-vlm's arms it is 1.31x faster than the trie, ``benchmarks/trie.py``); the GPU keeps the
-16-token trie, which the token target below is about (``--trie-min-saved 16`` measures it on the
-CPU). The two paths agree to ~1e-6 in the logits, and the device type is part of a model's identity.
+0.97x, so the CPU then ran without text nodes. Since the trie runs packed (``HFVLM._score_packed``: the
+nodes of one depth in one pass, the suffixes of all nodes in shared batches; 2026-12-06, idle): one arm
+at a time 1.62 s, together 1.36 s (1.19x) at 3.03x fewer tokens, and without text nodes 0.85x -- so
+the 16-token trie is the default on every device (``shovir_core.models.hf.TRIE_MIN_SAVED_TOKENS``).
+The paths agree to ~1e-6 in the logits, with the same generated answers.
 
 Default: ``tiny-gemma3`` with 256 image tokens per image (MedGemma's prompt structure, tiny widths),
 CPU, 8 generated answer tokens (the protocol's default).
@@ -144,18 +145,9 @@ def main(argv: list[str] | None = None) -> dict:
     for key in ("one_arm_at_a_time", "all_arms_together"):
         r = result[key]
         print(f"  {key:18s} prefill tokens {r['prefill_tokens']:8d}  {r['seconds']:8.2f} s")
-    from shovir_core.models.hf import TEXT_NODES_OFF
-
-    if model.trie_min_saved_tokens < TEXT_NODES_OFF:
-        print("  " + verdict("prefill tokens one-at-a-time / together", result["prefill_token_ratio"], at_least=3))
-    else:
-        print(f"  prefill tokens one-at-a-time / together = {result['prefill_token_ratio']:.2f}x with no text node "
-              "(this device's default); the >= 3x target is the trie's: --trie-min-saved 16")
+    print("  " + verdict("prefill tokens one-at-a-time / together", result["prefill_token_ratio"], at_least=3))
     print("  " + verdict(f"wall time one-at-a-time / together ({args.device})", result["speedup"], at_least=1.0))
     print(f"  max |logit diff| = {diff:.2e}; same generated answers: {result['same_generated_answers']}")
-    if args.device == "cpu" and args.trie_min_saved is None:
-        print("  the CPU's default has no text node (shovir_core.models.hf.TRIE_MIN_SAVED_TOKENS): each node's extra "
-              "forward pass and cache copy costs more than its tokens save on a small model")
     print(f"  the {sum(a.endswith('_tf') for a in names)} text-first arms share no prefix ({text_first} tokens either way); "
           f"image-first arms alone: {result['prefill_token_ratio_image_first_arms']:.2f}x")
     if args.json:

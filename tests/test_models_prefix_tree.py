@@ -142,18 +142,76 @@ def test_input_keys_of_a_batch_are_each_requests_own_key(name):
     assert len(set(keys)) == len(requests)
 
 
-def test_the_cpu_default_prefills_each_image_prefix_once_and_no_text_node(images):
-    """On the CPU no text node (TRIE_MIN_SAVED_TOKENS): one prefix pass per image, the suffixes in batches,
-    the same answers as the trie; the provenance says which setting ran."""
-    from shovir_core.models.hf import TEXT_NODES_OFF
+def test_the_default_trie_runs_packed_in_few_passes_with_the_answers_of_the_image_prefix_alone(images):
+    """Every device's default makes text nodes (TRIE_MIN_SAVED_TOKENS) and runs them packed: each image's
+    prefix, then one pass per trie depth and one per suffix batch of all nodes together -- far fewer
+    tokens than the image prefix alone and no more passes per image than that has plus its depths, with the
+    same answers; the provenance says which setting ran."""
+    from shovir_core.models.hf import TEXT_NODES_OFF, TRIE_MIN_SAVED_TOKENS
 
     model = build_tiny("tiny-gemma3", batch_size=64)
-    assert model.trie_min_saved_tokens == TEXT_NODES_OFF
-    assert model.provenance()["decoding"]["trie_min_saved_tokens"] == TEXT_NODES_OFF
+    assert model.trie_min_saved_tokens == TRIE_MIN_SAVED_TOKENS == 16
+    assert model.provenance()["decoding"]["trie_min_saved_tokens"] == 16
     requests = [r for img in images for r in _arms(img) if r.order != "text_first"]
+    model.stats.update(prefill_tokens=0, forward_passes=0)
+    packed = model.score_yes_no(requests, answer_tokens=0)
+    tokens, passes = model.stats["prefill_tokens"], model.stats["forward_passes"]
+    model.trie_min_saved_tokens = TEXT_NODES_OFF
     model.stats.update(prefill_tokens=0, forward_passes=0)
     flat = model.score_yes_no(requests, answer_tokens=0)
     assert model.stats["forward_passes"] == 2 * len(images)  # each image: its prefix, then one suffix batch
-    model.trie_min_saved_tokens = 1
-    for a, b in zip(flat, model.score_yes_no(requests, answer_tokens=0)):
+    assert tokens < 0.7 * model.stats["prefill_tokens"]
+    assert passes <= 2 * len(images) + 2 * len(images)  # + one pass per trie depth (the report, then the question)
+    for a, b in zip(packed, flat):
         assert a["logit_yes"] == pytest.approx(b["logit_yes"], abs=1e-4) and a["answer"] == b["answer"]
+
+
+@pytest.mark.parametrize("name", ["tiny-gemma3", "tiny-qwen2vl", "tiny-llava-next"])
+def test_packed_trie_equals_one_node_at_a_time(name, images, monkeypatch):
+    """The packed path (prefixes of different nodes left-padded into one batch, each row at its own RoPE
+    positions -- multimodal ones on Qwen2-VL) gives the node-at-a-time walk's logits and generated answers,
+    with the same prefill tokens and fewer forward passes, in batches small enough to split both the nodes
+    and the suffixes."""
+    from shovir_core.models import hf
+
+    model = build_tiny(name, batch_size=3)
+    model.trie_min_saved_tokens = 1
+    requests = [r for img in images for r in _arms(img)]
+    model.stats.update(prefill_tokens=0, forward_passes=0)
+    packed = model.score_yes_no(requests, answer_tokens=4)
+    packed_stats = dict(model.stats)
+    monkeypatch.setattr(hf, "packable", lambda cache: False)
+    model.stats.update(prefill_tokens=0, forward_passes=0)
+    walked = model.score_yes_no(requests, answer_tokens=4)
+    assert packed_stats["prefill_tokens"] == model.stats["prefill_tokens"]
+    assert packed_stats["forward_passes"] < model.stats["forward_passes"]
+    for a, b in zip(packed, walked):
+        for key in ("logit_yes", "logit_no", "family_logit_yes", "family_logit_no"):
+            assert a[key] == pytest.approx(b[key], abs=1e-4), key
+        assert a["generated"] == b["generated"] and a["n_input_tokens"] == b["n_input_tokens"]
+
+
+def test_stacked_cache_left_pads_each_prefix_and_cut_rows_takes_it_back():
+    """Two prefixes of different lengths stack into one batch cache, each right-aligned (zeros and a 0 mask on
+    the left padding); cutting each row's real slots gives back the prefix unchanged."""
+    from shovir_core.models.packed_cache import compact, cut_rows, packable, stacked_cache
+
+    model = build_tiny("tiny-gemma3")
+    caches = []
+    for length in (5, 9):
+        with torch.no_grad():
+            out = model.model(input_ids=torch.arange(3, 3 + length).view(1, -1), use_cache=True)
+        caches.append(out.past_key_values)
+    assert all(packable(c) for c in caches) and not packable(None)
+    prefixes = [compact(c) for c in caches]
+    batch, mask = stacked_cache(caches[1], prefixes)
+    assert mask.tolist() == [[0] * 4 + [1] * 5, [1] * 9]
+    assert all(layer.keys.shape[0] == 2 and layer.keys.shape[2] == 9 for layer in batch.layers)
+    assert float(batch.layers[0].keys[0, :, :4].abs().sum()) == 0.0
+    for (k, v), layer in zip(prefixes[0], caches[0].layers):
+        assert k is layer.keys and v is layer.values  # compact: the cache's own tensors
+    back = cut_rows(batch, [4, 0], [9, 9])
+    for row, prefix in enumerate(prefixes):
+        for (k, v), (k2, v2) in zip(prefix, back[row]):
+            assert torch.equal(k, k2) and torch.equal(v, v2)
+    assert caches[1].layers[0].keys.shape[0] == 1, "the template's own tensors are left as they were"

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .attention_masks import forward_inputs
+from .packed_cache import compact, cut_rows, packable, stacked_cache
 from .prompts import ANSWER_OPTIONS, chat_messages, report_messages, score_layout, text_block
 from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
 from .readouts import TokenFamilies, parse_answer, yes_no_readout
@@ -67,15 +68,16 @@ their cache keys, then again in chunks of 128 when scored); with MIMIC reports o
 TEXT_NODES_OFF = 2 ** 62
 """``trie_min_saved_tokens`` that no stretch reaches: past each image's shared prefix, no text node."""
 
-TRIE_MIN_SAVED_TOKENS: dict[str, int] = {"cuda": 16}
-"""Default ``HFVLM.trie_min_saved_tokens`` by device type; any other device (the CPU) gets
-:data:`TEXT_NODES_OFF`. On a GPU a forward pass costs what its tokens cost, and the trie prefills
-3-3.8x fewer of them (``benchmarks/appendix_arms.py``). On the CPU each node's extra pass and cache
-copy costs more than its tokens save: on ref-vlm's four main-chapter arms the trie took 1.31x the
-wall time of the image prefix alone (``benchmarks/trie.py``; on tiny-gemma3 with 256 image tokens,
-``benchmarks/appendix_arms.py``: pooled arms 0.84x one arm at a time with text nodes, 0.97x without).
-Both paths give the same answers and logits within ~3e-6; the device type is part of the model's
-identity, so records and inference-cache entries made on a CPU and on a GPU are apart anyway."""
+TRIE_MIN_SAVED_TOKENS = 16
+"""Default ``HFVLM.trie_min_saved_tokens``, on every device. The trie's nodes and suffixes run packed
+(:meth:`HFVLM._score_packed`: the nodes of one depth in one pass, the suffixes of all nodes in batches
+of the answer batch size), so a node costs its tokens and a row of a shared pass, not a pass and a
+decoding loop of its own. Measured on the 2-core CPU (2026-12-06): on ref-vlm's four main-chapter arms
+the trie prefills 3.5x fewer tokens than the image prefix alone and runs 1.39x faster at the same batch
+size (``benchmarks/trie.py``; one node at a time it ran 0.84x); on ``tiny-gemma3`` with 256 image tokens
+the appendix arms together run 1.19x faster than one arm at a time at 3.03x fewer tokens
+(``benchmarks/appendix_arms.py``; without text nodes 0.85x). Every setting gives the same answers, the
+logits within ~3e-6."""
 
 
 def _key_of(ids: list[int], pixels: str) -> str:
@@ -231,7 +233,7 @@ class HFVLM(VLM):
         self.report_batch_size = _batch_setting(spec.name, "report_batch_size", report_batch_size)
         self.answer_batch_size = answer_batch_size
         self.device = next(model.parameters()).device
-        self.trie_min_saved_tokens = TRIE_MIN_SAVED_TOKENS.get(self.device.type, TEXT_NODES_OFF)
+        self.trie_min_saved_tokens = TRIE_MIN_SAVED_TOKENS
         """A shared stretch becomes its own prefix-trie node only if it saves at least this many
         prefill tokens (:meth:`_score_trie`); 1 makes every shared stretch a node,
         :data:`TEXT_NODES_OFF` none (each image's prefix is still prefilled once)."""
@@ -505,20 +507,127 @@ class HFVLM(VLM):
 
         The root is the token prefix common to every request of the group (it holds the whole
         image; a group whose image lies outside it -- text first -- returns ``None``). Below it the
-        requests form a token trie (:meth:`_score_trie`): every stretch of text shared by two or more
-        requests (the report and framing that several arms repeat, then the question they also share
-        before their instructions differ) is prefilled once on a copy of its parent's cache, and each
-        request runs only what is its own. The suffixes are right-padded after their node; with
-        ``answer_tokens`` the batch then decodes greedily, each row at its own RoPE positions with its
-        padding masked out (past a sliding window, rows of equal length only: :meth:`_score_suffixes`).
+        requests form a token trie: every stretch of text shared by two or more requests (the report
+        and framing that several arms repeat, then the question they also share before their
+        instructions differ) is prefilled once after its parent's cache, and each request runs only
+        what is its own. The suffixes are right-padded after their node; with ``answer_tokens`` the
+        batch then decodes greedily, each row at its own RoPE positions with its padding masked out.
+        The nodes and suffixes run packed across nodes (:meth:`_score_packed`); where a prompt and its
+        answer could reach past a sliding attention window, or the cache is of a kind that cannot be
+        packed, the trie is walked one node at a time (:meth:`_score_trie`; past a window, rows of equal
+        length only: :meth:`_score_suffixes`).
         """
         first, ids, n = self._encode_group(requests)
         if n == 0:
             return None
         cache, deltas = self._prefill(first, n)
+        packed = self._score_packed(cache, n, ids, requests, answer_tokens, deltas) if packable(cache) else None
+        if packed is not None:
+            return packed
         results: list[dict | None] = [None] * len(requests)
         self._score_trie(cache, n, ids, requests, list(range(len(requests))), answer_tokens, deltas, results,
                          owned=True)
+        return results  # type: ignore[return-value]
+
+    def _plan_trie(self, ids: list[list[int]], idx: list[int], n: int, parent: int, nodes: list, leaves: dict) -> None:
+        """The token trie that :meth:`_score_trie` walks, as data: appends to ``nodes`` a ``(parent, start,
+        stop, row)`` for each stretch worth a prefill of its own (the tokens ``ids[row][start:stop]`` after
+        node ``parent``'s cache; -1 is the group's prefix) -- parents before their children -- and sets
+        ``leaves[i] = (node, start)``: request ``i`` runs its tokens from ``start`` on that node's cache.
+        The same nodes and leaves as :meth:`_score_trie` (``trie_min_saved_tokens``, :meth:`_trie_extends`)."""
+        m = self._common_length([ids[i] for i in idx], start=n) if len(idx) > 1 else n
+        if m > n and (len(idx) - 1) * (m - n) >= self.trie_min_saved_tokens:
+            nodes.append((parent, n, m, idx[0]))
+            parent, n = len(nodes) - 1, m
+        branches: dict[int, list[int]] = defaultdict(list)  # split where the requests part, prefilled or not
+        rest: list[int] = []
+        for i in idx:
+            if len(ids[i]) - m > 1:
+                branches[ids[i][m]].append(i)
+            else:
+                rest.append(i)
+        for b in branches.values():
+            if 1 < len(b) < len(idx) and self._trie_extends(ids, b, n):
+                self._plan_trie(ids, b, n, parent, nodes, leaves)
+            else:
+                rest += b
+        for i in rest:
+            leaves[i] = (parent, n)
+
+    def _packed_pass(self, template, prefixes: list, rows: list[list[int]], starts: list[int], deltas, **kwargs):
+        """One forward pass of ``rows`` (token lists), each after its own compact prefix (``prefixes``, whose
+        lengths are ``starts``), packed (:mod:`~shovir_core.models.packed_cache`). Returns the model output,
+        the batch cache and attention mask, and the slot count before the new tokens."""
+        past, mask = stacked_cache(template, prefixes)
+        slots, width = mask.shape[1], max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id
+        tokens = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=self.device)
+        new = torch.zeros((len(rows), width), dtype=torch.long, device=self.device)
+        for row, r in enumerate(rows):
+            new[row, :len(r)] = 1
+        mask = torch.cat([mask, new], dim=1)
+        text = torch.tensor(starts, device=self.device).view(-1, 1) + torch.arange(width, device=self.device)
+        out = self.model(input_ids=tokens, attention_mask=mask, cache=past, use_cache=True,
+                         cache_position=torch.arange(slots, slots + width, device=self.device),
+                         **self._positions(text, deltas), **kwargs)
+        self.stats["prefill_tokens"] += int(sum(len(r) for r in rows))
+        self.stats["forward_passes"] += 1
+        return out, past, mask, slots
+
+    def _score_packed(self, cache, n: int, ids: list[list[int]], requests: list[ScoreRequest], answer_tokens: int,
+                      deltas) -> list[dict] | None:
+        """Score a group whose shared prefix of ``n`` tokens is in ``cache`` down its token trie, packed.
+
+        The trie is :meth:`_score_trie`'s (:meth:`_plan_trie`); but where that walk runs each node's
+        prefill and each node's suffixes as batches of their own, here the nodes of one depth run as one
+        batch (each row after its parent's cache) and the suffixes of all nodes as batches of the answer
+        batch size, in request order, each row after its own node's cache
+        (:mod:`~shovir_core.models.packed_cache`: prefixes left-padded, the padding masked). The tokens
+        prefilled are the trie's; the forward passes are about those of the two-level scheme (one per
+        image prefix and per suffix batch). Returns ``None`` (nothing run) where a packed batch could
+        reach past a sliding attention window: a window counts cache slots, padding included, so a
+        padded row would see a shifted window.
+        """
+        nodes: list[tuple[int, int, int, int]] = []
+        leaves: dict[int, tuple[int, int]] = {}
+        self._plan_trie(ids, list(range(len(ids))), n, -1, nodes, leaves)
+        window = getattr(self.model.config.get_text_config(), "sliding_window", None)
+        spans = [(start, stop) for _, start, stop, _ in nodes] + [(start, len(ids[i])) for i, (_, start) in leaves.items()]
+        slots = max(a for a, _ in spans) + max(b - a for a, b in spans) + answer_tokens  # the most a batch can hold
+        if window and slots > window:
+            return None
+        prefix = {-1: compact(cache)}
+        depth = {-1: 0}
+        for j, (parent, *_rest) in enumerate(nodes):
+            depth[j] = depth[parent] + 1
+        step = self._answer_batch(max(len(x) for x in ids), answer_tokens)
+        for level in sorted({depth[j] for j in range(len(nodes))}):
+            todo = [j for j in range(len(nodes)) if depth[j] == level]
+            for k in range(0, len(todo), step):
+                chunk = todo[k:k + step]
+                starts = [nodes[j][1] for j in chunk]
+                rows = [ids[nodes[j][3]][nodes[j][1]:nodes[j][2]] for j in chunk]
+                _, past, _, slots = self._packed_pass(cache, [prefix[nodes[j][0]] for j in chunk], rows, starts,
+                                                      deltas, logits_to_keep=1)
+                cut = cut_rows(past, [slots - a for a in starts], [slots + len(r) for r in rows])
+                prefix.update(zip(chunk, cut))
+        results: list[dict | None] = [None] * len(requests)
+        order = sorted(leaves)  # request order: measured faster on ref-vlm than by length or by node
+        for k in range(0, len(order), step):
+            chunk = order[k:k + step]
+            starts = [leaves[i][1] for i in chunk]
+            rows = [ids[i][leaves[i][1]:] for i in chunk]
+            out, past, mask, slots = self._packed_pass(cache, [prefix[leaves[i][0]] for i in chunk], rows, starts,
+                                                       deltas)
+            lengths = torch.tensor([len(r) for r in rows], device=self.device)
+            first = out.logits[torch.arange(len(chunk), device=self.device), lengths - 1]
+            generated = [None] * len(chunk)
+            if answer_tokens > 0:
+                width = max(len(r) for r in rows)
+                generated = self._continue(first, past, mask, torch.tensor(starts, device=self.device) + lengths,
+                                           slots + width, answer_tokens, deltas)
+            for row, i in enumerate(chunk):
+                results[i] = self._finish(self._readout(first[row]), requests[i], len(ids[i]), generated[row])
         return results  # type: ignore[return-value]
 
     def _encode_group(self, requests: list[ScoreRequest]) -> tuple[dict, list[list[int]], int]:

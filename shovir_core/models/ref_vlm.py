@@ -45,7 +45,7 @@ from pathlib import Path
 from .spec import ModelSpec
 
 __all__ = ["REF_VLM_SPECS", "TRAIN_CONFIG", "EVAL_COHORT", "WEIGHTS_FILE", "META_FILE", "build_ref_vlm",
-           "fingerprint", "resources_dir", "architecture", "wrap_model", "PLANTED_FACTS"]
+           "fingerprint", "resources_dir", "architecture", "wrap_model", "PLANTED_FACTS", "SCORE_BATCH"]
 
 PLANTED_FACTS = {"flip_ratio": 1 / 3, "balanced_accuracy": 0.5, "label_agreement": 0.7}
 """The planted facts of the module docstring as numbers: ``flip_P < flip_A * flip_ratio``, report-absent
@@ -82,6 +82,12 @@ TRAIN_CONFIG: dict = {
 
 EVAL_COHORT: dict = {"dataset": "demo-64px", "ssim_size": 64, "n_patients": 120, "subset_seed": 0}
 """The ModaLens demo evaluation spec whose patients are held out of training."""
+
+SCORE_BATCH = 64
+"""The loaded model's ``answer_batch_size``: requests per scoring pass of ``score_yes_no`` (suffix rows after
+the packed prefix trie; whole-prompt batches elsewhere, e.g. App. N's lens, keep ``batch_size`` 16). At this width a
+pass costs a few milliseconds beyond its tokens, so bigger batches pay: the tables chapter's ref-vlm records
+took 104 s at 16, 90 s at 32 and 76-81 s at 64 on the 2-core CPU (2026-12-06, one run each, the same hour)."""
 
 WEIGHTS_FILE = "ref_vlm.safetensors"
 META_FILE = "ref_vlm.json"
@@ -138,4 +144,6 @@ def build_ref_vlm(spec: ModelSpec | None = None, *, local_path=None, device: str
     model.to(device=torch.device(device or "cpu"), dtype=torch_dtype).eval()
     source = {"kind": "ref-vlm", "fingerprint": meta["fingerprint"], "config_sha256": digest,
               "weights_sha256": meta["weights_sha256"]}
-    return wrap_model(model, processor, source)
+    vlm = wrap_model(model, processor, source)
+    vlm.answer_batch_size = SCORE_BATCH
+    return vlm
