@@ -169,3 +169,39 @@ def test_entries_of_a_record_are_committed_before_its_trials_not_after_every_cal
         assert stored == {s["input_hash"]: model.used[s["input_hash"]] for s in second}
     fresh = cached(get_model("ref-image-classifier"), directory=tmp_path, progress=False)
     assert fresh.score_yes_no(requests) == second and fresh.computed == 0
+
+
+def _open_after(barrier, directory, queue) -> None:
+    barrier.wait()
+    try:
+        InferenceCache(directory)
+        queue.put(None)
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        queue.put(f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize("old_schema", [False, True])
+def test_processes_opening_one_cache_at_once_all_open_it(tmp_path, old_schema):
+    """Shards of one run open (and, for a new or an older file, create or upgrade) the same cache at the same
+    moment: each opens it, none sees another's half-made schema (two upgrades once raced to "duplicate column
+    name", and a rehearsal shard died of it)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(12):
+        directory = tmp_path / f"c{attempt}"
+        if old_schema:
+            directory.mkdir()
+            with sqlite3.connect(directory / "inference.sqlite") as con:
+                con.execute("CREATE TABLE results (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                con.execute("INSERT INTO results VALUES ('k', '1')")
+        barrier, queue = ctx.Barrier(6), ctx.Queue()
+        procs = [ctx.Process(target=_open_after, args=(barrier, directory, queue)) for _ in range(6)]
+        for p in procs:
+            p.start()
+        errors = [queue.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join()
+        assert errors == [None] * 6, errors
+        if old_schema:
+            assert InferenceCache(directory).get_many(["k"]) == {"k": 1}

@@ -120,6 +120,10 @@ def _flush_open_caches() -> None:  # a process that ends normally keeps what it 
                   f"({type(exc).__name__}: {exc}); they are computed again when needed", file=sys.stderr)
 
 
+_COLUMNS = ("inputs", "entry_sha256", "model")
+"""The columns beside ``key`` and ``value`` (added to a file of an older version when it is opened)."""
+
+
 class InferenceCache:
     """A key -> JSON value store in ``<directory>/inference.sqlite``.
 
@@ -137,15 +141,29 @@ class InferenceCache:
         self._pending_since: float | None = None
         _OPEN_CACHES.add(self)
         with self._db() as con:
-            con.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            columns = {row[1] for row in con.execute("PRAGMA table_info(results)")}
-            for column in ("inputs", "entry_sha256", "model"):
-                if column not in columns:
-                    con.execute(f"ALTER TABLE results ADD COLUMN {column} TEXT")
-            unsealed = con.execute("SELECT key, value FROM results WHERE entry_sha256 IS NULL").fetchall()
-            if unsealed:  # entries of an older version: sealed as they are (their key inputs are unknown)
-                con.executemany("UPDATE results SET entry_sha256 = ? WHERE key = ?",
-                                [(entry_sha256(k, v), k) for k, v in unsealed])
+            if not self._schema_current(con):
+                # one writer at a time through the schema: shards opening a new or older file together would
+                # otherwise each see the other's half-made table (two upgrades raced to "duplicate column name")
+                con.execute("BEGIN IMMEDIATE")
+                con.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                            "inputs TEXT, entry_sha256 TEXT, model TEXT)")
+                columns = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+                for column in _COLUMNS:
+                    if column not in columns:
+                        con.execute(f"ALTER TABLE results ADD COLUMN {column} TEXT")
+                unsealed = con.execute("SELECT key, value FROM results WHERE entry_sha256 IS NULL").fetchall()
+                if unsealed:  # entries of an older version: sealed as they are (their key inputs are unknown)
+                    con.executemany("UPDATE results SET entry_sha256 = ? WHERE key = ?",
+                                    [(entry_sha256(k, v), k) for k, v in unsealed])
+
+    @staticmethod
+    def _schema_current(con) -> bool:
+        """Whether the file already has this version's table with every entry sealed (then opening it takes no
+        write lock and writes nothing)."""
+        columns = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+        if not columns >= {"key", "value", *_COLUMNS}:
+            return False
+        return con.execute("SELECT 1 FROM results WHERE entry_sha256 IS NULL LIMIT 1").fetchone() is None
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=60)
