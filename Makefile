@@ -19,15 +19,18 @@ help:
 	@echo "make test   - build the book, then unit tests, doctests, checks of the executed notebooks and the browser test"
 	@echo "make pdf    - the whole book as one PDF (book/_build/pdf/book.pdf; Debian's chromium prints it)"
 
-# pip byte-compiles what it installs one file at a time (about 55 of the install's 95 s on 2 cores); the
-# packages go in uncompiled and compileall compiles them on every core instead, as pip would have (a file
-# that does not compile on this Python, e.g. torch's Python 3.12 test helpers, is left as pip leaves it)
+# Byte-code: pip would compile all ~20,000 installed files (one at a time: about 55 s on 2 cores; compileall on
+# both cores: 29 s), of which a book build and the tests import about 5,000. So the packages go in uncompiled and
+# each module is compiled when a process first imports it, its .pyc written into .venv (and the repository's
+# __pycache__, ignored by git) -- also where PYTHONDONTWRITEBYTECODE is set, which would otherwise make every one of
+# the build's processes compile everything it imports again (measured: 9 s more per process for the book's
+# imports; the first import writing the files costs about 10 s once)
+unexport PYTHONDONTWRITEBYTECODE
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --no-compile "$(TORCH_SPEC)"
 	$(BIN)/pip install --quiet --no-compile -e ".[dev]"
-	$(BIN)/python -c "import compileall, os, sysconfig; compileall.compile_dir(sysconfig.get_path('purelib'), quiet=2, workers=len(os.sched_getaffinity(0)))"
 	touch $(STAMP)
 
 notebooks: $(STAMP)
