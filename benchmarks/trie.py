@@ -22,9 +22,11 @@ pass, its suffixes a batch and a decoding loop of their own -- the trie lost on 
 (2026-12-06, best of 2; the 16-token trie 0.84x the image prefix alone), so the CPU ran without text
 nodes. Packed (``HFVLM._score_packed``: a depth's nodes in one pass, the suffixes of all nodes in
 shared batches, each row after its own node's cache), the same tokens take 110 / 136 / 196 passes and
-3.03 s / 2.18 s / 2.60 s (2026-12-06, best of 3, the model's batch size 16): the 16-token trie is
-1.39x faster than the image prefix alone and is the default on every device. Logits agree to 3.3e-6
-across the settings.
+3.03 s / 2.18 s / 2.60 s (2026-12-06, best of 3, 16 requests per pass): the 16-token trie is 1.39x
+faster than the image prefix alone and is the default on every device. With ref-vlm's 64 requests per
+pass (``shovir_core.models.ref_vlm.SCORE_BATCH``, what this script now runs): 42 / 66 / 102 passes,
+3.00 s / 1.64 s / 1.88 s, the trie 1.83x faster (the same day, best of 3). Logits agree to 3.3e-6 across
+the settings.
 
     python benchmarks/trie.py [--cases 12] [--repeats 2] [--json out.json]
 """

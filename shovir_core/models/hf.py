@@ -73,8 +73,8 @@ TRIE_MIN_SAVED_TOKENS = 16
 (:meth:`HFVLM._score_packed`: the nodes of one depth in one pass, the suffixes of all nodes in batches
 of the answer batch size), so a node costs its tokens and a row of a shared pass, not a pass and a
 decoding loop of its own. Measured on the 2-core CPU (2026-12-06): on ref-vlm's four main-chapter arms
-the trie prefills 3.5x fewer tokens than the image prefix alone and runs 1.39x faster at the same batch
-size (``benchmarks/trie.py``; one node at a time it ran 0.84x); on ``tiny-gemma3`` with 256 image tokens
+the trie prefills 3.5x fewer tokens than the image prefix alone and runs 1.39x faster at 16 requests per
+pass, 1.83x at ref-vlm's 64 (``benchmarks/trie.py``; one node at a time it ran 0.84x); on ``tiny-gemma3`` with 256 image tokens
 the appendix arms together run 1.19x faster than one arm at a time at 3.03x fewer tokens
 (``benchmarks/appendix_arms.py``; without text nodes 0.85x). Every setting gives the same answers, the
 logits within ~3e-6."""
