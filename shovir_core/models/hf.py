@@ -600,7 +600,7 @@ class HFVLM(VLM):
         depth = {-1: 0}
         for j, (parent, *_rest) in enumerate(nodes):
             depth[j] = depth[parent] + 1
-        step = self._answer_batch(max(len(x) for x in ids), answer_tokens)
+        step = self._answer_batch(slots - answer_tokens, answer_tokens)  # each row holds up to ``slots``
         for level in sorted({depth[j] for j in range(len(nodes))}):
             todo = [j for j in range(len(nodes)) if depth[j] == level]
             for k in range(0, len(todo), step):
