@@ -539,14 +539,8 @@ class HFVLM(VLM):
         if m > n and (len(idx) - 1) * (m - n) >= self.trie_min_saved_tokens:
             nodes.append((parent, n, m, idx[0]))
             parent, n = len(nodes) - 1, m
-        branches: dict[int, list[int]] = defaultdict(list)  # split where the requests part, prefilled or not
-        rest: list[int] = []
-        for i in idx:
-            if len(ids[i]) - m > 1:
-                branches[ids[i][m]].append(i)
-            else:
-                rest.append(i)
-        for b in branches.values():
+        branches, rest = self._branches(ids, idx, m)  # split where the requests part, prefilled or not
+        for b in branches:
             if 1 < len(b) < len(idx) and self._trie_extends(ids, b, n):
                 self._plan_trie(ids, b, n, parent, nodes, leaves)
             else:
@@ -706,15 +700,9 @@ class HFVLM(VLM):
                        **self._positions(positions.view(1, -1), deltas))
             self.stats["prefill_tokens"] += m - n
             self.stats["forward_passes"] += 1
-        branches: dict[int, list[int]] = defaultdict(list)
-        leaves: list[int] = []
-        for i in idx:
-            if len(ids[i]) - m > 1:
-                branches[ids[i][m]].append(i)
-            else:
-                leaves.append(i)
+        branches, leaves = self._branches(ids, idx, m)
         nodes = []
-        for b in branches.values():  # a branch that prefills nothing of its own anywhere below runs here
+        for b in branches:  # a branch that prefills nothing of its own anywhere below runs here
             if 1 < len(b) < len(idx) and self._trie_extends(ids, b, base):
                 nodes.append(b)
             else:
@@ -738,11 +726,20 @@ class HFVLM(VLM):
         m = self._common_length([ids[i] for i in idx], start=n)
         if m > n and (len(idx) - 1) * (m - n) >= self.trie_min_saved_tokens:
             return True
+        return any(1 < len(b) < len(idx) and self._trie_extends(ids, b, n) for b in self._branches(ids, idx, m)[0])
+
+    @staticmethod
+    def _branches(ids: list[list[int]], idx: list[int], m: int) -> tuple[list[list[int]], list[int]]:
+        """``idx`` split by each request's token at ``m`` (the trie's branches below a node ending at ``m``), and
+        apart the requests with at most one token left there (they end at this node)."""
         branches: dict[int, list[int]] = defaultdict(list)
+        ending: list[int] = []
         for i in idx:
             if len(ids[i]) - m > 1:
                 branches[ids[i][m]].append(i)
-        return any(1 < len(b) < len(idx) and self._trie_extends(ids, b, n) for b in branches.values())
+            else:
+                ending.append(i)
+        return list(branches.values()), ending
 
     @staticmethod
     def _common_length(ids: list[list[int]], *, start: int) -> int:
