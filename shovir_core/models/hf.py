@@ -553,12 +553,8 @@ class HFVLM(VLM):
         lengths are ``starts``), packed (:mod:`~shovir_core.models.packed_cache`). Returns the model output,
         the batch cache and attention mask, and the slot count before the new tokens."""
         past, mask = stacked_cache(template, prefixes)
-        slots, width = mask.shape[1], max(len(r) for r in rows)
-        pad = self.tokenizer.pad_token_id
-        tokens = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=self.device)
-        new = torch.zeros((len(rows), width), dtype=torch.long, device=self.device)
-        for row, r in enumerate(rows):
-            new[row, :len(r)] = 1
+        tokens, new = self._right_padded(rows)
+        slots, width = mask.shape[1], tokens.shape[1]
         mask = torch.cat([mask, new], dim=1)
         text = torch.tensor(starts, device=self.device).view(-1, 1) + torch.arange(width, device=self.device)
         out = self.model(input_ids=tokens, attention_mask=mask, cache=past, use_cache=True,
@@ -587,16 +583,17 @@ class HFVLM(VLM):
         self._plan_trie(ids, list(range(len(ids))), n, -1, nodes, leaves)
         window = getattr(self.model.config.get_text_config(), "sliding_window", None)
         spans = [(start, stop) for _, start, stop, _ in nodes] + [(start, len(ids[i])) for i, (_, start) in leaves.items()]
-        slots = max(a for a, _ in spans) + max(b - a for a, b in spans) + answer_tokens  # the most a batch can hold
-        if window and slots > window:
+        most = max(a for a, _ in spans) + max(b - a for a, b in spans)  # the most prompt slots a batch can hold
+        if window and most + answer_tokens > window:
             return None
+        step = self._answer_batch(most, answer_tokens)
         prefix = {-1: compact(cache)}
         depth = {-1: 0}
+        levels: dict[int, list[int]] = defaultdict(list)  # parents come before their children in ``nodes``
         for j, (parent, *_rest) in enumerate(nodes):
             depth[j] = depth[parent] + 1
-        step = self._answer_batch(slots - answer_tokens, answer_tokens)  # each row holds up to ``slots``
-        for level in sorted({depth[j] for j in range(len(nodes))}):
-            todo = [j for j in range(len(nodes)) if depth[j] == level]
+            levels[depth[j]].append(j)
+        for todo in levels.values():
             for k in range(0, len(todo), step):
                 chunk = todo[k:k + step]
                 starts = [nodes[j][1] for j in chunk]
@@ -654,16 +651,22 @@ class HFVLM(VLM):
         self.stats["forward_passes"] += 1
         return cache, getattr(core, "rope_deltas", None)
 
+    def _right_padded(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token lists as one right-padded ``(rows, width)`` id tensor and its mask (1 on each row's own tokens)."""
+        width = max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=self.device)
+        mask = torch.zeros((len(rows), width), dtype=torch.long, device=self.device)
+        for row, r in enumerate(rows):
+            mask[row, :len(r)] = 1
+        return ids, mask
+
     def _suffix_inputs(self, cache, n: int, suffixes: list[list[int]], deltas) -> dict:
         """Model inputs that run right-padded ``suffixes`` after a copy of ``cache`` (the first ``n``
         tokens) repeated once per row: ids, attention mask, cache, cache and RoPE positions."""
-        width = max(len(s) for s in suffixes)
-        pad = self.tokenizer.pad_token_id
-        suffix_ids = torch.tensor([s + [pad] * (width - len(s)) for s in suffixes], device=self.device)
-        mask = torch.zeros((len(suffixes), n + width), dtype=torch.long, device=self.device)
-        mask[:, :n] = 1
-        for row, s in enumerate(suffixes):
-            mask[row, n:n + len(s)] = 1
+        suffix_ids, new = self._right_padded(suffixes)
+        width = suffix_ids.shape[1]
+        mask = torch.cat([torch.ones((len(suffixes), n), dtype=torch.long, device=self.device), new], dim=1)
         past = copy.deepcopy(cache)
         past.batch_repeat_interleave(len(suffixes))
         positions = torch.arange(n, n + width, device=self.device)
