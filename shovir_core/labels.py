@@ -100,8 +100,9 @@ def apply_policy(codes, policy: LabelPolicy | str = "u-negative"):
             policy = POLICIES[policy]
         except KeyError:
             raise ValueError(f"unknown label policy {policy!r}; choose one of {sorted(POLICIES)}") from None
-    if isinstance(codes, pd.DataFrame):
-        return codes.apply(lambda col: apply_policy(col, policy))
+    if isinstance(codes, pd.DataFrame):  # the whole table at once (column by column was 13 pandas calls per table)
+        return pd.DataFrame(apply_policy(codes.to_numpy(dtype=float), policy), index=codes.index,
+                            columns=codes.columns)
     if isinstance(codes, pd.Series):
         return pd.Series(apply_policy(codes.to_numpy(dtype=float), policy), index=codes.index, name=codes.name)
     arr = np.asarray(codes, dtype=float)

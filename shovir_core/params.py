@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+from . import yaml_text
+
 from . import paths
 from .errors import ShovirError
 
@@ -40,7 +42,7 @@ PROFILES_DIR = "_profiles"
 
 def _read_yaml(path: Path):
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml_text.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -175,7 +177,7 @@ def toc_notebooks(toc: Path | None = None) -> list[str]:
     if not Path(toc).is_file():
         raise ParamsError(f"no table of contents {toc}")
     try:
-        data = yaml.safe_load(Path(toc).read_text(encoding="utf-8"))
+        data = yaml_text.safe_load(Path(toc).read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

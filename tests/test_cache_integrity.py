@@ -121,6 +121,25 @@ def test_entries_of_an_older_cache_are_sealed_as_they_are(tmp_path):
     assert len(cache.verify()) == 1
 
 
+def test_opening_a_current_cache_reads_no_table(tmp_path):
+    """A current file is told from an older one by its columns and its partial index of unsealed entries: the
+    lookup reads that index (empty), not the whole table, at every open; a file of the previous version (the
+    columns, no index) gets the index when opened."""
+    cache = InferenceCache(tmp_path)
+    cache.put_many({f"k{i}": {"p_yes": i / 10} for i in range(10)})
+    with sqlite3.connect(cache.path) as con:
+        plan = con.execute("EXPLAIN QUERY PLAN SELECT 1 FROM results WHERE entry_sha256 IS NULL LIMIT 1").fetchall()
+        assert "USING INDEX results_unsealed" in " ".join(str(row[-1]) for row in plan), plan
+        assert InferenceCache._schema_current(con)
+        con.execute("DROP INDEX results_unsealed")
+        assert not InferenceCache._schema_current(con)
+    con.close()
+    assert InferenceCache(tmp_path).get_many(["k3"]) == {"k3": {"p_yes": 0.3}}
+    with sqlite3.connect(cache.path) as con:
+        assert InferenceCache._schema_current(con)
+    con.close()
+
+
 MODALENS = {"dataset": "demo-64px", "model": "ref-anchored@0.5", "ssim_size": 64, "n_patients": 3, "batch_cases": 2}
 
 

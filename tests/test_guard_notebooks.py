@@ -112,6 +112,9 @@ book.glue("leak.report", report, runs=[])
     assert not (book_root / "book" / "leak_glue.ipynb").exists()
     assert (paths.runs_root() / ".book-failed" / "leak_glue.ipynb").is_file(), \
         "a failed credentialed notebook is kept under runs/, never in book/"
+    kept = json.loads((paths.runs_root() / ".book-failed" / "leak_glue.ipynb").read_text(encoding="utf-8"))
+    errors = [o for c in kept["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert [e["ename"] for e in errors] == ["CredentialedDataError"], "the kept copy shows the failing cell's error"
 
 
 def test_files_written_into_the_book_are_removed_and_reported(book_root):

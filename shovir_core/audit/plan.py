@@ -23,13 +23,13 @@ ONLY = ("shovir", "modalens")
 
 
 def _load(profile: str) -> dict:
-    import yaml
+    from .. import yaml_text
 
     path = params_root() / AUDIT_PARAMS / f"{profile}.yaml"
     if not path.is_file():
         have = sorted(p.stem for p in (params_root() / AUDIT_PARAMS).glob("*.yaml"))
         raise AuditError(f"audit: no profile {profile!r} ({path} is missing); profiles: {', '.join(have)}")
-    return yaml.safe_load(path.read_text())
+    return yaml_text.safe_load(path.read_text())
 
 
 def _fill(value, **names):

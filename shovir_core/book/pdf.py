@@ -80,10 +80,11 @@ def subset_toc(chapters: list[str], *, out: Path, toc: Path | None = None) -> Pa
     """A copy of the book's table of contents (``_toc.yml``) that keeps the root page and only
     ``chapters`` (notebook names, in the book's order), written to ``out``."""
     import yaml
+    from .. import yaml_text
 
     from .. import paths
 
-    data = yaml.safe_load(Path(toc or paths.repo_root() / "_toc.yml").read_text(encoding="utf-8"))
+    data = yaml_text.safe_load(Path(toc or paths.repo_root() / "_toc.yml").read_text(encoding="utf-8"))
     wanted = {f"book/{c}" for c in chapters}
     parts = [{**p, "chapters": [c for c in p.get("chapters", []) if c.get("file") in wanted]}
              for p in data.get("parts", [])]

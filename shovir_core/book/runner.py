@@ -203,11 +203,13 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
         try:
             work = Path(tmp) / "cwd"  # what a notebook writes to its working folder never reaches book/
             work.mkdir()
+            # the executed copy is written once at the end, or when a cell fails (papermill saves it then
+            # too); after every cell it cost the demo book 20 s of JSON encoding, and nothing reads it meanwhile
             with ipc_kernels() as kernel_manager:
                 papermill.execute_notebook(
                     str(src_nb), str(executed_path), parameters=params, kernel_name="python3",
                     cwd=str(work), progress_bar=False, log_output=False, kernel_manager_class=kernel_manager,
-                    iopub_timeout=IOPUB_TIMEOUT_S,
+                    iopub_timeout=IOPUB_TIMEOUT_S, request_save_on_cell_execute=False,
                 )
         except papermill.PapermillExecutionError as exc:
             credentialed = [e for e in _read_entries(log) if e.get("credentialed")]

@@ -254,10 +254,10 @@ def _vocab_strings() -> list[str]:
 
 
 def _metric_strings() -> list[str]:
-    import yaml
+    from .. import yaml_text
 
     path = _PACKAGE / "resources" / "metrics.yaml"
-    return list(_strings(yaml.safe_load(path.read_text(encoding="utf-8")))) if path.is_file() else []
+    return list(_strings(yaml_text.safe_load(path.read_text(encoding="utf-8")))) if path.is_file() else []
 
 
 def _class_names() -> list[str]:
@@ -272,12 +272,12 @@ def label_words() -> frozenset[str]:
 
     A window made only of these words (and numbers) is never a leak (see the module docstring).
     """
-    import yaml
+    from .. import yaml_text
 
     texts = _class_names() + _vocab_strings()
     path = _PACKAGE / "resources" / "metrics.yaml"
     if path.is_file():
-        metrics = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("metrics") or {}
+        metrics = (yaml_text.safe_load(path.read_text(encoding="utf-8")) or {}).get("metrics") or {}
         for key, m in metrics.items():
             texts += [key, str((m or {}).get("display", "")), str((m or {}).get("unit", ""))]
     return frozenset(w for t in texts for w in words(t))
@@ -295,7 +295,7 @@ def _project_hashes(size: int) -> np.ndarray:
 @functools.lru_cache(maxsize=1)
 def project_phrases() -> tuple[str, ...]:
     """The project's own texts whose 3-word windows are never report content (module docstring)."""
-    import yaml
+    from .. import yaml_text
 
     texts = _class_names() + _vocab_strings() + _metric_strings()
     try:
@@ -312,7 +312,7 @@ def project_phrases() -> tuple[str, ...]:
 
         texts += [" ".join(row) for row in question_rows()]  # Table 8's rows, their cells read in order
     for path in sorted((_PACKAGE / "papers" / "data").glob("*.yaml")):
-        texts += list(_strings(yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.BaseLoader)))
+        texts += list(_strings(yaml_text.base_load(path.read_text(encoding="utf-8"))))
     for path in _source_files():
         texts += list(_source_constants(path))
     return tuple(dict.fromkeys(t for t in texts if t and len(words(t)) >= 2))

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
+from .. import yaml_text
 
 from .. import paths
 from ..labels import CHEXPERT_CLASSES
@@ -125,7 +125,7 @@ def report_text(reports: pd.DataFrame, *, sections: tuple[str, ...] = ("findings
 @lru_cache(maxsize=1)
 def mesh_map() -> dict:
     """The MeSH -> CheXpert rules of ``resources/iu_mesh_chexpert.yaml`` (validated)."""
-    raw = yaml.safe_load((paths.resources_root() / MESH_MAP_FILE).read_text(encoding="utf-8"))
+    raw = yaml_text.safe_load((paths.resources_root() / MESH_MAP_FILE).read_text(encoding="utf-8"))
     for cls, rule in raw["classes"].items():
         if cls not in CHEXPERT_CLASSES:
             raise ValueError(f"{MESH_MAP_FILE}: {cls!r} is not a CheXpert class")

@@ -190,9 +190,10 @@ def template_reports(labels: pd.DataFrame, *, negatives: Literal["routine", "all
     keys = list(labels.index if keys is None else keys)
     if len(keys) != len(labels):
         raise ValueError(f"template_reports: {len(keys)} keys for {len(labels)} rows")
-    texts = [template_report(row.dropna().to_dict(), negatives=negatives, wording=wording,
-                             key=k if wording == "varied" else None)
-             for k, (_, row) in zip(keys, labels.iterrows())]
+    # plain dicts of the rows, blanks dropped (a pandas Series per row and its dropna was 80 % of this call)
+    texts = [template_report({c: v for c, v in row.items() if not pd.isna(v)}, negatives=negatives,
+                             wording=wording, key=k if wording == "varied" else None)
+             for k, row in zip(keys, labels.to_dict("records"))]
     return pd.DataFrame({"text": texts}, index=labels.index)
 
 

@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-import yaml
+from .. import yaml_text
 
 from ..errors import UsageError
 
@@ -105,7 +105,7 @@ def load_cluster_options(path: str | Path | None = None, **overrides) -> Cluster
         path = Path(path)
         if not path.is_file():
             raise UsageError(f"no cluster options file {path}")
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml_text.safe_load(path.read_text(encoding="utf-8")) or {}
         if not isinstance(data, dict):
             raise UsageError(f"{path}: a cluster options file is a mapping of option -> value")
         try:

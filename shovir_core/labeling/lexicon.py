@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-import yaml
+from .. import yaml_text
 
 from .. import paths
 from ..labels import CHEXPERT_CLASSES
@@ -59,7 +59,7 @@ def _termset(raw: dict, name: str) -> dict[str, list[str]]:
 @lru_cache(maxsize=1)
 def load_lexicon() -> Lexicon:
     """Parse and validate the lexicon file shipped with the package."""
-    raw = yaml.safe_load((paths.resources_root() / LEXICON_FILE).read_text(encoding="utf-8"))
+    raw = yaml_text.safe_load((paths.resources_root() / LEXICON_FILE).read_text(encoding="utf-8"))
     mentions = raw.get("mentions", {})
     unknown = [c for c in mentions if c not in CHEXPERT_CLASSES]
     if unknown:

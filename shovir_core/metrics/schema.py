@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Literal
 
 import pandas as pd
-import yaml
+from .. import yaml_text
 
 from .. import paths
 
@@ -129,7 +129,7 @@ def _parse(name: str, entry: dict) -> MetricSpec:
 @lru_cache(maxsize=1)
 def metric_schema() -> dict[str, MetricSpec]:
     """All metrics of ``resources/metrics.yaml`` by name (parsed and validated once)."""
-    raw = yaml.safe_load((paths.resources_root() / SCHEMA_FILE).read_text(encoding="utf-8"))
+    raw = yaml_text.safe_load((paths.resources_root() / SCHEMA_FILE).read_text(encoding="utf-8"))
     if not isinstance(raw, dict) or "metrics" not in raw:
         raise ValueError(f"{SCHEMA_FILE}: expected a mapping with a 'metrics' key")
     return {name: _parse(name, entry) for name, entry in raw["metrics"].items()}

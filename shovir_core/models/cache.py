@@ -123,6 +123,9 @@ def _flush_open_caches() -> None:  # a process that ends normally keeps what it 
 _COLUMNS = ("inputs", "entry_sha256", "model")
 """The columns beside ``key`` and ``value`` (added to a file of an older version when it is opened)."""
 
+_UNSEALED_INDEX = "CREATE INDEX IF NOT EXISTS results_unsealed ON results(key) WHERE entry_sha256 IS NULL"
+"""The entries without a seal (none but an older version's): a partial index, so finding them reads no table."""
+
 
 class InferenceCache:
     """A key -> JSON value store in ``<directory>/inference.sqlite``.
@@ -151,6 +154,7 @@ class InferenceCache:
                 for column in _COLUMNS:
                     if column not in columns:
                         con.execute(f"ALTER TABLE results ADD COLUMN {column} TEXT")
+                con.execute(_UNSEALED_INDEX)
                 unsealed = con.execute("SELECT key, value FROM results WHERE entry_sha256 IS NULL").fetchall()
                 if unsealed:  # entries of an older version: sealed as they are (their key inputs are unknown)
                     con.executemany("UPDATE results SET entry_sha256 = ? WHERE key = ?",
@@ -158,10 +162,14 @@ class InferenceCache:
 
     @staticmethod
     def _schema_current(con) -> bool:
-        """Whether the file already has this version's table with every entry sealed (then opening it takes no
-        write lock and writes nothing)."""
+        """Whether the file already has this version's table and index with every entry sealed (then opening it
+        takes no write lock and writes nothing). The unsealed entries are looked up in their partial index, which
+        holds none in a current file: without it the lookup read the whole table (0.28 s for the demo book's
+        250,000 entries, at each of its ~75 opens)."""
         columns = {row[1] for row in con.execute("PRAGMA table_info(results)")}
         if not columns >= {"key", "value", *_COLUMNS}:
+            return False
+        if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'results_unsealed'").fetchone() is None:
             return False
         return con.execute("SELECT 1 FROM results WHERE entry_sha256 IS NULL LIMIT 1").fetchone() is None
 

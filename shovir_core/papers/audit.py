@@ -32,7 +32,7 @@ from functools import lru_cache
 from importlib import resources
 
 import pandas as pd
-import yaml
+from .. import yaml_text
 
 from .expression import ExpressionError, evaluate
 from .values import TABLE1_METRICS, PaperDataError, Reported, _check_paper, load_values, parse_number
@@ -128,7 +128,7 @@ def load_checks(paper: str) -> tuple[Check, ...]:
     _check_paper(paper)
     name = f"{paper}_checks.yaml"
     text = resources.files("shovir_core.papers.data").joinpath(name).read_text(encoding="utf-8")
-    doc = yaml.load(text, Loader=yaml.BaseLoader)
+    doc = yaml_text.base_load(text)
     if not isinstance(doc, dict) or doc.get("paper") != paper or not isinstance(doc.get("checks"), list):
         raise PaperDataError(f"{name}: expected a mapping with 'paper: {paper}' and a 'checks' list")
     return tuple(_check(paper, raw, f"{name} item {i}") for i, raw in enumerate(doc["checks"]))

@@ -29,7 +29,7 @@ from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
 
-import yaml
+from .. import yaml_text
 
 from ..errors import ShovirError
 
@@ -230,7 +230,7 @@ def load_values(paper: str) -> MappingProxyType:
     """
     _check_paper(paper)
     name = f"{paper}.yaml"
-    doc = yaml.load(_read(name), Loader=yaml.BaseLoader)
+    doc = yaml_text.base_load(_read(name))
     if not isinstance(doc, dict) or doc.get("paper") != paper or not isinstance(doc.get("values"), list):
         raise PaperDataError(f"{name}: expected a mapping with 'paper: {paper}' and a 'values' list")
     items = [_item(paper, raw, where=f"{name} item {i}") for i, raw in enumerate(doc["values"])]

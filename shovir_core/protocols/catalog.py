@@ -171,13 +171,14 @@ def load_catalogue(path: str | Path, *, registry: dict | None = None) -> dict[st
         One line naming the file, the model and the key, for any malformed entry.
     """
     import yaml
+    from .. import yaml_text
 
     if registry is None:
         from ..models.registry import REGISTRY as registry  # noqa: N811 - the live registry
     path = Path(path).expanduser()
     where = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml_text.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise CatalogueError(f"model catalogue {where}: cannot be read ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:

@@ -480,8 +480,11 @@ def _sha(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode()).hexdigest()
 
 
-def _codes_json(row: pd.Series) -> str:
-    return json.dumps({c: (None if np.isnan(v) else float(v)) for c, v in row.items()})
+def _codes_json(codes: pd.DataFrame) -> list[str]:
+    """Each row's codes as JSON (``{class: code or null}``, in column order)."""
+    columns = [str(c) for c in codes.columns]
+    return [json.dumps(dict(zip(columns, [None if v != v else v for v in row])))
+            for row in codes.to_numpy(dtype=float).tolist()]
 
 
 def _side_columns(res: dict, side: str) -> dict:
@@ -501,13 +504,14 @@ def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.Data
     questions = select_questions(targets[spec["primary_policy"]][0], design=spec["design"],
                                  six=spec.get("six_findings"))
     q = pd.DataFrame(questions, columns=["case_id", "finding"])
+    finding = [f for _, f in questions]  # a plain list: iterating an Arrow-backed column goes element by element
     q["question_id"] = q["finding"].map(question_id)
     c = cases.set_index("case_id")
     df = pd.DataFrame({
         "trial_id": q["case_id"] + ":" + q["question_id"], "case_id": q["case_id"], "design": spec["design"],
         "question_id": q["question_id"], "finding": q["finding"], "is_composite": q["finding"] == COMPOSITE,
         "template_id": spec["template"],
-        "question": q["finding"].map(lambda f: question_text(f, template=spec["template"])),
+        "question": q["finding"].map({f: question_text(f, template=spec["template"]) for f in set(finding)}),
     })
     take = {"patient_id": "patient_id", "study_id": "study_id", "image_id": "image_id",
             "sub_patient_id": "sub_patient_id", "sub_study_id": "sub_study_id", "sub_image_id": "sub_image_id",
@@ -522,11 +526,11 @@ def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.Data
     df["substitute_seed"] = int(spec["substitute_seed"])
     row = src.index.get_indexer(q["case_id"])
     findings = list(CHEXPERT_CLASSES)
-    col = np.array([findings.index(f) if f != COMPOSITE else -1 for f in q["finding"]])
+    col = np.array([findings.index(f) if f != COMPOSITE else -1 for f in finding], dtype=int)
     for side, codes in (("c", src), ("d", sub)):
         arr = codes.to_numpy(dtype=float)
         df[f"code_{side}"] = np.where(col >= 0, arr[row, np.maximum(col, 0)], np.nan)
-        js = [_codes_json(r) for _, r in codes.iterrows()]
+        js = _codes_json(codes)
         df[f"labels_{side}"] = [js[i] for i in row]
     df["report_condition"], df["order"] = spec["report"], spec["order"]
     df["instruction"], df["image_included"] = spec["instruction"], bool(spec["image"])
@@ -534,7 +538,7 @@ def _trial_frame(spec: dict, cases: pd.DataFrame, reports: pd.Series) -> pd.Data
     df["framing"], df["text_control"] = spec.get("framing", "none"), spec.get("text_control", "none")
     for p, (tc, td) in targets.items():
         cols = list(tc.columns)
-        tcol = np.array([cols.index(f) for f in q["finding"]])
+        tcol = np.array([cols.index(f) for f in finding], dtype=int)
         a = tc.to_numpy(dtype=float)[row, tcol]
         b = td.to_numpy(dtype=float)[row, tcol]
         df[f"target_c__{p}"], df[f"target_d__{p}"] = a, b

@@ -28,7 +28,7 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-import yaml
+from .. import yaml_text
 
 __all__ = ["load_rules", "record_denominator", "compare", "protocol_defaults", "VERDICTS", "EQUAL", "DIFFERS",
            "NO_COUNT", "UNEXPLAINED"]
@@ -48,7 +48,7 @@ _MATCH_KEYS = {"chapter", "key", "protocol", "profile", "spec"}
 @lru_cache(maxsize=1)
 def load_rules() -> dict:
     """The registry (validated): ``{"planted": ..., "designs": ..., "rules": [...]}``."""
-    doc = yaml.safe_load(resources.files("shovir_core.resources").joinpath("denominators.yaml").read_text("utf-8"))
+    doc = yaml_text.safe_load(resources.files("shovir_core.resources").joinpath("denominators.yaml").read_text("utf-8"))
     for i, rule in enumerate(doc["rules"]):
         unknown = set(rule) - _RULE_KEYS
         if unknown or set(rule.get("match") or {}) - _MATCH_KEYS:

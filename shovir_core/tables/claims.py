@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib import resources
 
 import pandas as pd
-import yaml
+from .. import yaml_text
 
 from .. import paths
 from .result import TableResult
@@ -25,7 +25,7 @@ _PAPERS = {"shovir": "ShoViR", "modalens": "ModaLens", "both": "both"}
 
 
 def _data() -> dict:
-    return yaml.safe_load(resources.files("shovir_core.resources").joinpath("claims.yaml").read_text("utf-8"))
+    return yaml_text.safe_load(resources.files("shovir_core.resources").joinpath("claims.yaml").read_text("utf-8"))
 
 
 def load_claims() -> list[dict]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
+from .. import yaml_text
 
 from .. import paths
 from ..vocab import P_GRID, SHOVIR_CONDITIONS
@@ -36,7 +36,7 @@ _KEYS = {"paper", "item", "title", "notebook", "work", "profiles", "trials", "fa
 
 def load_catalog() -> list[dict]:
     """The items of ``resources/reproduction.yaml`` (validated)."""
-    data = yaml.safe_load(resources.files("shovir_core.resources").joinpath("reproduction.yaml").read_text("utf-8"))
+    data = yaml_text.safe_load(resources.files("shovir_core.resources").joinpath("reproduction.yaml").read_text("utf-8"))
     items = data["items"]
     seen = set()
     for it in items:
