@@ -47,6 +47,12 @@ def test_demo_plan_makes_each_record_once_and_puts_the_map_last(tmp_path, monkey
     probes = load_params("modalens_appn_probes", "demo")["runs"].values()
     lens = {run_id(r["protocol"], r["name"], r["spec"]) for r in probes if r["spec"].get("analysis") == "tuned-lens"}
     assert len(lens) == 2 and len({maker[rid] for rid in lens}) == 1, "the tuned-lens records share one trained lens"
+    records = [t for t in plan.priority if t in plan.records]
+    rehearsals = [t for t in records if t.startswith("rehearsal[")]
+    assert rehearsals and records[:len(rehearsals)] == rehearsals, \
+        "the rehearsals (the longest record tasks) start first, not alone at the end"
+    groups = [t for t in records if len(plan.records[t]) > 1]
+    assert records[len(rehearsals):len(rehearsals) + len(groups)] == groups, "then the groups of arms"
 
 
 def test_a_complete_record_gets_no_task(tmp_path, monkeypatch):
