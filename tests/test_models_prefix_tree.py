@@ -142,6 +142,23 @@ def test_input_keys_of_a_batch_are_each_requests_own_key(name):
     assert len(set(keys)) == len(requests)
 
 
+@pytest.mark.parametrize("name", ["ref-anchored@0.5", "ref-blind-prior"])
+def test_input_keys_of_a_reference_model_are_each_requests_own_key(name):
+    """The default adapter's batched keys (each image object fingerprinted once) are :meth:`input_key`'s
+    strings, request by request; two arrays of equal pixels get one key, a changed pixel another."""
+    from shovir_core.models import get_model
+
+    model = get_model(name)
+    img = np.random.default_rng(5).integers(0, 256, (40, 56), dtype=np.uint8)
+    other, same = img.copy(), img.copy()
+    other[0, 0] ^= 1
+    requests = _arms(img) + [ScoreRequest(other, "Is there edema?", report=REPORT),
+                             ScoreRequest(same, "Is there edema?", report=REPORT), ScoreRequest(None, "Is there edema?")]
+    keys = model.input_keys(requests)
+    assert keys == [model.input_key(r) for r in requests]
+    assert keys[-2] == model.input_key(ScoreRequest(img, "Is there edema?", report=REPORT)) != keys[-3]
+
+
 def test_the_default_trie_runs_packed_in_few_passes_with_the_answers_of_the_image_prefix_alone(images):
     """Every device's default makes text nodes (TRIE_MIN_SAVED_TOKENS) and runs them packed: each image's
     prefix, then one pass per trie depth and one per suffix batch of all nodes together -- far fewer

@@ -99,14 +99,13 @@ class Dataset:
 
     def load_image(self, image_id: str) -> np.ndarray:
         """Pixels of one image as a numpy array (uint8 or uint16, 2-D for grayscale)."""
-        from PIL import Image
+        from .pixels import read_pixels
 
         path = self.images.loc[self.images["image_id"] == image_id, "path"]
         if path.empty:
             raise KeyError(f"{self.name}: no image {image_id!r}")
         try:
-            with Image.open(path.iloc[0]) as im:
-                return np.asarray(im)
+            return read_pixels(path.iloc[0])
         except (OSError, SyntaxError, ValueError) as exc:
             raise DatasetError(f"{self.name}: image {image_id!r}: {path.iloc[0]} does not decode ({exc})") from None
 

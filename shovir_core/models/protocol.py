@@ -253,8 +253,20 @@ class VLM:
         return json.dumps(payload, sort_keys=True)
 
     def input_keys(self, requests: Sequence[ScoreRequest]) -> list[str]:
-        """:meth:`input_key` of each score request (adapters may compute them together; the same strings)."""
-        return [self.input_key(r) for r in requests]
+        """:meth:`input_key` of each score request (adapters may compute them together; the same strings).
+
+        With the default :meth:`input_key`, each distinct image object is fingerprinted once (a case's
+        questions share one array; hashing it again per question was half of this call).
+        """
+        if type(self).input_key is not VLM.input_key:
+            return [self.input_key(r) for r in requests]
+        prints: dict[int, str] = {}  # id() of an image the requests hold (alive for the whole call)
+        out = []
+        for r in requests:
+            if id(r.image) not in prints:
+                prints[id(r.image)] = image_fingerprint(r.image)
+            out.append(json.dumps({"request": r.text_fingerprint(), "image": prints[id(r.image)]}, sort_keys=True))
+        return out
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"

@@ -581,13 +581,11 @@ def trial_reports(spec: dict, trials: pd.DataFrame, reports: pd.Series) -> pd.Se
 
 def _load_pixels(path: str) -> np.ndarray:
     """Pixels of one image file (as :meth:`shovir_core.data.Dataset.load_image`, without the id lookup)."""
-    from PIL import Image
-
     from ..data import DatasetError
+    from ..data.pixels import read_pixels
 
     try:
-        with Image.open(path) as im:
-            return np.asarray(im)
+        return read_pixels(path)
     except (OSError, SyntaxError, ValueError) as exc:  # e.g. a file truncated after the dataset was validated
         raise DatasetError(f"modalens: image {path} does not decode ({exc})") from None
 

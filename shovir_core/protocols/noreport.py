@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -69,14 +70,24 @@ SPEC = SpecSchema(PROTOCOL, [
 
 
 def prepare_image(path, *, size: int) -> np.ndarray:
-    """The pixels every model of the protocol sees: RGB uint8, resized to ``size`` x ``size`` (bilinear) when ``size > 0``."""
+    """The pixels every model of the protocol sees: RGB uint8, resized to ``size`` x ``size`` (bilinear) when ``size > 0``.
+
+    Prepared once per process while the file is unchanged (:func:`shovir_core.data.pixels.kept_pixels`: the
+    demo's three VQA-RAD records each decoded its 315 full-size images again, 13 s); each call gets its own copy.
+    """
+    from ..data.pixels import kept_pixels
+
+    return kept_pixels(Path(path), ("rgb", int(size)), partial(_prepared, size=int(size))).copy()
+
+
+def _prepared(path: Path, *, size: int) -> np.ndarray:
     from PIL import Image
 
-    with Image.open(Path(path)) as im:
+    with Image.open(path) as im:
         im = im.convert("RGB")
         if size > 0:
-            im = im.resize((int(size), int(size)), Image.Resampling.BILINEAR)
-        return np.asarray(im).copy()
+            im = im.resize((size, size), Image.Resampling.BILINEAR)
+        return np.asarray(im)
 
 
 def _dataset(source: str):
