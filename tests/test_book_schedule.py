@@ -51,8 +51,16 @@ def test_demo_plan_makes_each_record_once_and_puts_the_map_last(tmp_path, monkey
     rehearsals = [t for t in records if t.startswith("rehearsal[")]
     assert rehearsals and records[:len(rehearsals)] == rehearsals, \
         "the rehearsals (the longest record tasks) start first, not alone at the end"
-    groups = [t for t in records if len(plan.records[t]) > 1]
-    assert records[len(rehearsals):len(rehearsals) + len(groups)] == groups, "then the groups of arms"
+    target = {run_id(r["protocol"], r["name"], r["spec"]): (r["protocol"], r["name"], r["spec"])
+              for n in names for r in load_params(n, "demo")["runs"].values()}
+    task_groups = {t: [target[rid] for rid in rids] for t, rids in plan.records.items()}
+    ranks = [schedule._start_rank(task_groups[t]) for t in records]
+    assert ranks == sorted(ranks) and ranks[0] == 0 and set(ranks) == {0, 1, 2, 3}, "longest expected first"
+    vlm = [t for t in records if any(spec.get("model") == "ref-vlm" for _, _, spec in task_groups[t])]
+    anchored = [t for t in records if all(str(spec.get("model", "")).startswith("ref-anchored")
+                                          for _, _, spec in task_groups[t])]
+    assert vlm and anchored and max(map(records.index, vlm)) < min(map(records.index, anchored)), \
+        "ref-vlm's records start before the reference models'"
 
 
 def test_a_complete_record_gets_no_task(tmp_path, monkeypatch):

@@ -36,8 +36,8 @@ class BookPlan:
 
     ``tasks``: key -> a picklable callable of no argument (notebooks are keyed by their name, record tasks
     ``<notebook>[records i/n]``); ``after``: key -> keys that must finish first; ``priority``: keys in the order
-    ready tasks are started (notebooks first, then record tasks in toc order, rehearsals before prefill groups
-    of several arms before single records: :func:`_start_rank`); ``run_ids``: notebook -> its params' run keys -> run ids; ``records``: record
+    ready tasks are started (notebooks first, then record tasks in toc order, rehearsals before transformers'
+    records before prefill groups of several arms before single records: :func:`_start_rank`); ``run_ids``: notebook -> its params' run keys -> run ids; ``records``: record
     task -> the run ids it makes.
     """
     tasks: dict[str, Callable[[], object]] = field(default_factory=dict)
@@ -61,13 +61,19 @@ def _requires(spec: dict, names: list[str], everyone: list[str], n: str) -> set[
 
 
 def _start_rank(group: list[tuple]) -> int:
-    """Which ready record tasks start first: a rehearsal (a whole chapter of a credentialed profile in a process
-    of its own, the longest single tasks of the demo book: 20-40 s on 2 cores), then a group of arms scored
-    together, then the rest. A long task started last runs alone at the end while the other workers idle
-    (the demo book's reduced rehearsal, toc-ordered near the end, did for 28 s)."""
+    """Which ready record tasks start first, longest expected first: a rehearsal (a whole chapter of a
+    credentialed profile in a process of its own: 20-40 s of the demo book on 2 cores), then records of a
+    transformer (ref-vlm, the tiny models: 10-90 s), then groups of arms, then the rest (reference models:
+    a few seconds). A long task started last runs alone at the end while the other workers idle (the
+    demo book's reduced rehearsal, toc-ordered near the end, did for 28 s; then VQA-RAD's ref-vlm record
+    for 19 s)."""
+    from ..models.registry import is_reference
+
     if any(protocol == "rehearsal" for protocol, _, _ in group):
         return 0
-    return 1 if len(group) > 1 else 2
+    if any(isinstance(spec.get("model"), str) and not is_reference(spec["model"]) for _, _, spec in group):
+        return 1
+    return 2 if len(group) > 1 else 3
 
 
 def book_plan(names: list[str], profile: str, *, skip_complete: bool = True) -> BookPlan:

@@ -162,6 +162,19 @@ def _spec(name: str) -> ModelSpec:
     return REGISTRY[base]
 
 
+def is_reference(name: str) -> bool:
+    """Whether ``name`` is one of the reference models (plain numpy or a small CNN, milliseconds a request),
+    not a transformer; unknown names are not.
+
+    >>> is_reference("ref-anchored@0.5"), is_reference("ref-vlm")
+    (True, False)
+    """
+    try:
+        return _spec(stand_in_for(name) or name).adapter == "reference"
+    except KeyError:
+        return False
+
+
 STAND_INS_ENV = "SHOVIR_STAND_INS"
 """A JSON mapping ``{real model: stand-in}`` set by ``shovir rehearse``: while it is set, :func:`get_model`
 builds the stand-in in place of each named real model and :func:`model_fingerprint` records it (so a
