@@ -37,8 +37,8 @@ class BookPlan:
     ``tasks``: key -> a picklable callable of no argument (notebooks are keyed by their name, record tasks
     ``<notebook>[records i/n]``); ``after``: key -> keys that must finish first; ``priority``: keys in the order
     ready tasks are started (notebooks first, then record tasks in toc order, rehearsals before transformers'
-    records before prefill groups of several arms before single records: :func:`_start_rank`); ``run_ids``: notebook -> its params' run keys -> run ids; ``records``: record
-    task -> the run ids it makes.
+    records before prefill groups of several arms before single records: :func:`_start_rank`); ``run_ids``:
+    notebook -> its params' run keys -> run ids; ``records``: record task -> the run ids it makes.
     """
     tasks: dict[str, Callable[[], object]] = field(default_factory=dict)
     after: dict[str, set[str]] = field(default_factory=dict)

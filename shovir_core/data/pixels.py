@@ -9,6 +9,7 @@ modification time and inode, so an edited or replaced file is decoded again.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
@@ -22,6 +23,7 @@ MAX_BYTES = 256 << 20
 
 _kept: OrderedDict[tuple, np.ndarray] = OrderedDict()
 _kept_bytes = 0
+_lock = threading.Lock()  # callers on several threads of one process share the store
 
 
 def read_pixels(path: str | Path) -> np.ndarray:
@@ -38,18 +40,21 @@ def kept_pixels(path: str | Path, variant, make: Callable[[str | Path], np.ndarr
     global _kept_bytes
     st = os.stat(path)
     key = (os.fspath(path), st.st_size, st.st_mtime_ns, st.st_ino, variant)
-    arr = _kept.get(key)
-    if arr is not None:
-        _kept.move_to_end(key)
-        return arr
+    with _lock:
+        arr = _kept.get(key)
+        if arr is not None:
+            _kept.move_to_end(key)
+            return arr
     arr = make(path)
     arr.flags.writeable = False
     if arr.nbytes <= MAX_BYTES // 4:
-        _kept[key] = arr
-        _kept_bytes += arr.nbytes
-        while _kept_bytes > MAX_BYTES:
-            _, old = _kept.popitem(last=False)
-            _kept_bytes -= old.nbytes
+        with _lock:
+            if key not in _kept:
+                _kept[key] = arr
+                _kept_bytes += arr.nbytes
+            while _kept_bytes > MAX_BYTES:
+                _, old = _kept.popitem(last=False)
+                _kept_bytes -= old.nbytes
     return arr
 
 
