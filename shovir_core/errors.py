@@ -55,10 +55,18 @@ def is_user_error(exc: BaseException) -> bool:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
+        if _is_remote_traceback(exc):  # a worker process's traceback, attached by concurrent.futures: no cause
+            return True
         if not isinstance(exc, (ShovirError, OSError)):
             return False
         exc = exc.__cause__
     return True
+
+
+def _is_remote_traceback(exc: BaseException) -> bool:
+    """Whether ``exc`` is the text of a worker's traceback that ``concurrent.futures`` sets as the
+    ``__cause__`` of an exception it re-raises from a process pool (not an exception of its own)."""
+    return type(exc).__name__ == "_RemoteTraceback" and type(exc).__module__ == "concurrent.futures.process"
 
 
 def run_guarded(func, *args, prog: str = "shovir", debug: bool = False) -> int:

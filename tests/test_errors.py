@@ -76,3 +76,21 @@ def test_user_error_chain():
             raise ShovirError("wrapped") from inner
     except ShovirError as exc:
         assert is_user_error(exc)
+
+
+def _fail_in_worker(cls):
+    raise cls("the notebook failed in a cell")
+
+
+def test_an_error_raised_in_a_worker_process_keeps_its_kind():
+    """``concurrent.futures`` re-raises a worker's exception with the worker's traceback text as its
+    ``__cause__``: a user error from a book worker stays a user error (one line), a bug stays a bug."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for cls, user in ((UsageError, True), (KeyError, False)):
+            with pytest.raises(cls) as caught:
+                pool.submit(_fail_in_worker, cls).result()
+            assert type(caught.value.__cause__).__name__ == "_RemoteTraceback"
+            assert is_user_error(caught.value) is user
