@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .attention_masks import forward_inputs
+from .image_inputs import kept_outputs, processor_digest
 from .packed_cache import compact, cut_rows, packable, stacked_cache
 from .prompts import ANSWER_OPTIONS, chat_messages, report_messages, score_layout, text_block
 from .protocol import VLM, Box, ScoreRequest, image_fingerprint, to_rgb_uint8
@@ -95,23 +96,30 @@ class _OnceImageProcessor:
     image in one processor call) is computed for one sample and tiled along the first axis of each
     output (the axis the processors stack samples or their patches on; a test holds this to the
     processor's own output for every tiny family). Every other attribute is the wrapped processor's.
+
+    Given the group's ``image`` and its pixel fingerprint ``content``, a call on that image alone is
+    also kept across groups, arms and records of the process
+    (:func:`~shovir_core.models.image_inputs.kept_outputs`, keyed by the processor's settings, the
+    pixels, the nesting and the options): another arm asking about the same pixels is not
+    preprocessed again.
     """
 
-    def __init__(self, inner) -> None:
+    def __init__(self, inner, *, image=None, content: str | None = None) -> None:
         self._inner = inner
         self._memo: dict = {}
+        self._image, self._content = image, content
 
     def __call__(self, images=None, *args, **kwargs):
-        flat, stack = [], [images]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, (list, tuple)):
-                stack.extend(item)
-            else:
-                flat.append(id(item))
-        key = (tuple(flat), repr(args), repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
+        flat = []
+        shape = _nesting(images, flat)
+        options = (repr(args), repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
+        key = (tuple(id(x) for x in flat), *options)
         if key not in self._memo:
-            self._memo[key] = self._tiled(images, args, kwargs)
+            if self._content is not None and flat and all(x is self._image for x in flat):
+                kept = (processor_digest(self._inner), self._content, shape, *options)
+                self._memo[key] = kept_outputs(kept, lambda: self._tiled(images, args, kwargs))
+            else:
+                self._memo[key] = self._tiled(images, args, kwargs)
         return copy.copy(self._memo[key])
 
     def _tiled(self, images, args, kwargs):
@@ -133,6 +141,15 @@ class _OnceImageProcessor:
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
+
+
+def _nesting(images, flat: list) -> str:
+    """How ``images`` nests lists and tuples, each image a ``*`` (``[[*],[*]]``); appends the images to ``flat``."""
+    if isinstance(images, (list, tuple)):
+        inner = ",".join(_nesting(x, flat) for x in images)
+        return f"[{inner}]" if isinstance(images, list) else f"({inner})"
+    flat.append(images)
+    return "*"
 
 
 def kv_bytes_per_token(config, *, dtype_bytes: int) -> int:
@@ -629,7 +646,8 @@ class HFVLM(VLM):
         pil = None if requests[0].image is None else _pil(requests[0].image)
         inner = self.processor.image_processor if pil is not None else None
         if inner is not None:  # the group shares one image: preprocess it once, not once per question
-            self.processor.image_processor = _OnceImageProcessor(inner)
+            self.processor.image_processor = _OnceImageProcessor(inner, image=pil,
+                                                                 content=image_fingerprint(requests[0].image))
         try:
             first = self._encode(texts[:1], [pil])
             ids = self._token_ids(texts, pil)

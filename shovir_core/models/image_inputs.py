@@ -1,0 +1,99 @@
+"""An image processor's outputs, kept per process by the image's content.
+
+The arms of a ModaLens chapter ask about the same images (report present or absent, an instruction
+variant, text first ...), each arm a record of its own, and every group of every arm preprocessed its
+image again -- twice, since the group's first prompt and its token ids are two processor calls with
+different options. On the demo book that was 6 s of ref-vlm's tables record alone; with MedGemma's
+896-px preprocessing it is CPU time beside every GPU batch. :func:`kept_outputs` keeps each output in a
+least-recently-used store of at most :data:`MAX_BYTES` per process, keyed by a digest of the image
+processor's settings, the image's pixel fingerprint and the call's options, so a changed pixel or a
+changed processor setting is computed again.
+
+The kept outputs are shared: each caller gets a shallow copy (its own mapping, the same tensors), as
+:class:`~shovir_core.models.hf._OnceImageProcessor` already hands a group's prompts the same tensors.
+Nothing downstream writes into them (the processor concatenates, the model reads).
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import Callable
+
+import numpy as np
+import torch
+
+__all__ = ["kept_outputs", "processor_digest", "MAX_BYTES"]
+
+MAX_BYTES = 128 << 20
+"""The most bytes of processor outputs a process keeps (an output larger than a quarter of it is not kept)."""
+
+_kept: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
+_kept_bytes = 0
+_lock = threading.Lock()
+_digests: dict[int, tuple[object, str]] = {}
+
+
+def processor_digest(processor) -> str:
+    """SHA-256 of an image processor's class and settings (``to_json_string``), computed once per object."""
+    with _lock:
+        held = _digests.get(id(processor))
+        if held is not None and held[0] is processor:
+            return held[1]
+    to_json = getattr(processor, "to_json_string", None)
+    settings = to_json() if callable(to_json) else repr(sorted(vars(processor).items()))
+    digest = hashlib.sha256(f"{type(processor).__module__}.{type(processor).__qualname__}\n{settings}".encode()).hexdigest()
+    with _lock:
+        _digests[id(processor)] = (processor, digest)  # the object is held, so its id is never reused
+    return digest
+
+
+def _nbytes(output) -> int | None:
+    """Bytes of an output's tensors, arrays and numbers (in lists too); ``None`` where it holds anything else."""
+    total = 0
+    for value in output.values():
+        size = _size(value)
+        if size is None:
+            return None
+        total += size
+    return total
+
+
+def _size(value) -> int | None:
+    if torch.is_tensor(value):
+        return value.element_size() * value.nelement()
+    if isinstance(value, np.ndarray):
+        return value.nbytes if value.dtype != object else None
+    if isinstance(value, (bool, int, float, np.number)):
+        return 8
+    if isinstance(value, (list, tuple)):
+        sizes = [_size(v) for v in value]
+        return None if any(s is None for s in sizes) else 8 + sum(sizes)
+    return None
+
+
+def kept_outputs(key: tuple, make: Callable[[], object]):
+    """``make()`` (a processor's output mapping) once per process for ``key``; a shallow copy each call.
+
+    ``key`` must name everything the output depends on: the processor (:func:`processor_digest`), the
+    images' pixels (:func:`~shovir_core.models.protocol.image_fingerprint`), how they are nested and the
+    call's options. An output holding anything but tensors, arrays and numbers (in lists) is not kept.
+    """
+    global _kept_bytes
+    with _lock:
+        held = _kept.get(key)
+        if held is not None:
+            _kept.move_to_end(key)
+            return copy.copy(held[0])
+    output = make()
+    size = _nbytes(output)
+    if size is not None and size <= MAX_BYTES // 4:
+        with _lock:
+            if key not in _kept:
+                _kept[key] = (output, size)
+                _kept_bytes += size
+            while _kept_bytes > MAX_BYTES:
+                _, (_, old) = _kept.popitem(last=False)
+                _kept_bytes -= old
+    return copy.copy(output)
