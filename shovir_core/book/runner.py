@@ -6,7 +6,6 @@ import re
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -363,19 +362,20 @@ def execute_book(*, profile: str = "demo", only: list[str] | None = None, progre
     return [done[n] for n in names]
 
 
-def build_book(*, strict: bool = True) -> Path:
-    """Build the HTML book with Jupyter Book 1.x; returns ``book/_build/html/index.html``."""
-    exe = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
-    if exe is None:
+def build_book(*, strict: bool = True, jobs: int | None = None) -> Path:
+    """Build the HTML book with Jupyter Book 1.x (Sphinx on ``jobs`` processes: :mod:`.html_build`);
+    returns ``book/_build/html/index.html``."""
+    import importlib.util
+
+    from .html_build import build_html
+
+    if importlib.util.find_spec("jupyter_book") is None:
         raise BookError("jupyter-book is not installed in this environment (pip install 'jupyter-book>=1.0.4,<2')")
     with book_lock(paths.book_root(), holder="building the book"):
         recover(paths.book_root())  # publishes a killed run left: completed or discarded before the build
-    cmd = [exe, "build", str(paths.repo_root()), "--path-output", str(paths.book_root()), "--keep-going"]
-    if strict:
-        cmd.append("-W")
-    proc = subprocess.run(cmd, cwd=paths.repo_root())
-    if proc.returncode != 0:
-        raise BookError(f"jupyter-book build failed (exit {proc.returncode}); see the warnings above")
+    status = build_html(paths.repo_root(), paths.book_root(), strict=strict, jobs=jobs)
+    if status != 0:
+        raise BookError(f"jupyter-book build failed (exit {status}); see the warnings above")
     return paths.book_root() / "_build" / "html" / "index.html"
 
 

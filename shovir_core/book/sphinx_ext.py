@@ -394,6 +394,7 @@ def write_paper_pages(outdir: Path) -> list[Path]:
 
 def setup(app):
     app.setup_extension("myst_nb")
+    app.setup_extension("shovir_core.book.sphinx_parallel")
     app.add_config_value("shovir_book_dir", "book", "env")
     app.add_config_value("shovir_offline_mathjax", True, "env")
     _override_glue_roles(app)
