@@ -112,3 +112,20 @@ def test_box_index_equals_a_scan_of_the_box_table(demo):
         assert demo.boxes_of(first) == [] and first not in demo.boxes_by_image()
     finally:
         demo.boxes = table
+
+
+def test_image_path_index_equals_a_scan_of_the_image_table(demo):
+    paths = demo.image_paths()
+    assert len(paths) == demo.images["image_id"].nunique() > 0
+    for image_id in demo.images["image_id"]:
+        assert paths[image_id] == demo.images.loc[demo.images["image_id"] == image_id, "path"].iloc[0]
+    first, table = demo.images["image_id"].iloc[0], demo.images
+    assert demo.load_image(first).shape == np.asarray(Image.open(paths[first])).shape
+    try:
+        demo.images = table[table["image_id"] != first]  # a replaced table is indexed again
+        with pytest.raises(KeyError, match="no image"):
+            demo.load_image(first)
+    finally:
+        demo.images = table
+    with pytest.raises(KeyError, match="no image 'no-such-image'"):
+        demo.load_image("no-such-image")

@@ -55,6 +55,7 @@ class Dataset:
     sentences: pd.DataFrame | None = None
     _hash: str | None = field(default=None, repr=False)
     _box_index: tuple | None = field(default=None, repr=False, compare=False)
+    _path_index: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -101,13 +102,23 @@ class Dataset:
         """Pixels of one image as a numpy array (uint8 or uint16, 2-D for grayscale)."""
         from .pixels import read_pixels
 
-        path = self.images.loc[self.images["image_id"] == image_id, "path"]
-        if path.empty:
+        path = self.image_paths().get(image_id)
+        if path is None:
             raise KeyError(f"{self.name}: no image {image_id!r}")
         try:
-            return read_pixels(path.iloc[0])
+            return read_pixels(path)
         except (OSError, SyntaxError, ValueError) as exc:
-            raise DatasetError(f"{self.name}: image {image_id!r}: {path.iloc[0]} does not decode ({exc})") from None
+            raise DatasetError(f"{self.name}: image {image_id!r}: {path} does not decode ({exc})") from None
+
+    def image_paths(self) -> dict[str, str]:
+        """Each image id's file path (the first row of an id), indexed once like :meth:`boxes_by_image`:
+        loading an image scanned the whole image table (quadratic over a full-scale record)."""
+        if self._path_index is None or self._path_index[0] is not self.images:
+            index: dict[str, str] = {}
+            for image_id, path in zip(self.images["image_id"].tolist(), self.images["path"].tolist()):
+                index.setdefault(image_id, path)
+            self._path_index = (self.images, index)
+        return self._path_index[1]
 
 
 def _manifest_hash(ds: Dataset) -> str:
