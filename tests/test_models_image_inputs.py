@@ -84,3 +84,27 @@ def test_the_kept_outputs_stay_within_their_bound(empty_store, monkeypatch):
     assert again is not made[5] and again["pixel_values"] is made[5]["pixel_values"]  # a copy of the mapping
     odd = image_inputs.kept_outputs(("q", 0), lambda: {"pixel_values": torch.zeros(1), "note": object()})
     assert "note" in odd and ("q", 0) not in image_inputs._kept, "an output it cannot size is not kept"
+
+
+@pytest.mark.parametrize("name", ["tiny-gemma3", "tiny-qwen2vl", "tiny-llava-next"])
+def test_a_batch_showing_one_array_equals_the_batch_of_copies(name, empty_store):
+    """``_encode`` of prompts that all show one array (a request's token spans, a group's first prompt)
+    preprocesses it once and tiles it: the same inputs as each prompt with its own copy of the image; a
+    second such batch of any size computes nothing."""
+    model = build_tiny(name)
+    img = np.random.default_rng(9).integers(0, 256, (44, 52), dtype=np.uint8)
+    texts = [model.render(r) for r in _requests(img, REPORT) + _requests(img, None)]
+    counting = _Counting(model.processor.image_processor)
+    model.processor.image_processor = counting
+    one = model._encode(texts, [img] * len(texts))
+    assert counting.calls == 1
+    assert model.processor.image_processor is counting, "the wrapper is taken off again"
+    again = model._encode(texts[:3], [img] * 3)
+    assert counting.calls == 1, "a batch of another size on the same pixels was preprocessed again"
+    copies = model._encode(texts, [img.copy() for _ in texts])  # distinct arrays: the processor's own batch
+    assert counting.calls == 2
+    assert one.keys() == copies.keys()
+    for key in copies:
+        a, b = one[key], copies[key]
+        assert torch.equal(a, b) if torch.is_tensor(b) else np.array_equal(np.asarray(a), np.asarray(b)), (name, key)
+    assert torch.equal(again["input_ids"], copies["input_ids"][:3][:, -again["input_ids"].shape[1]:])

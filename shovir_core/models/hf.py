@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from collections import defaultdict
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
@@ -97,36 +98,42 @@ class _OnceImageProcessor:
     output (the axis the processors stack samples or their patches on; a test holds this to the
     processor's own output for every tiny family). Every other attribute is the wrapped processor's.
 
-    Given the group's ``image`` and its pixel fingerprint ``content``, a call on that image alone is
-    also kept across groups, arms and records of the process
-    (:func:`~shovir_core.models.image_inputs.kept_outputs`, keyed by the processor's settings, the
-    pixels, the nesting and the options): another arm asking about the same pixels is not
-    preprocessed again.
+    Given the group's ``image`` and its pixel fingerprint ``content``, what a call on that image alone
+    computes (for a tiled batch, its one sample) is also kept across groups, arms and records of the
+    process (:func:`~shovir_core.models.image_inputs.kept_outputs`, keyed by the processor's settings,
+    the pixels, the nesting and the options): another arm asking about the same pixels, in a batch of
+    any size, is not preprocessed again.
     """
 
     def __init__(self, inner, *, image=None, content: str | None = None) -> None:
         self._inner = inner
         self._memo: dict = {}
         self._image, self._content = image, content
+        self._source = None  # the array ``image`` was made from (HFVLM._one_image)
 
     def __call__(self, images=None, *args, **kwargs):
-        flat = []
-        shape = _nesting(images, flat)
-        options = (repr(args), repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
-        key = (tuple(id(x) for x in flat), *options)
+        flat: list = []
+        _nesting(images, flat)
+        key = (tuple(id(x) for x in flat), repr(args), repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
         if key not in self._memo:
-            if self._content is not None and flat and all(x is self._image for x in flat):
-                kept = (processor_digest(self._inner), self._content, shape, *options)
-                self._memo[key] = kept_outputs(kept, lambda: self._tiled(images, args, kwargs))
-            else:
-                self._memo[key] = self._tiled(images, args, kwargs)
+            self._memo[key] = self._tiled(images, args, kwargs)
         return copy.copy(self._memo[key])
+
+    def _computed(self, images, args, kwargs):
+        """The wrapped processor's output for ``images``, kept by content when they are the group's image."""
+        flat: list = []
+        shape = _nesting(images, flat)
+        if self._content is None or not flat or any(x is not self._image for x in flat):
+            return self._inner(images, *args, **kwargs)
+        key = (processor_digest(self._inner), self._content, shape, repr(args),
+               repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
+        return kept_outputs(key, lambda: self._inner(images, *args, **kwargs))
 
     def _tiled(self, images, args, kwargs):
         k = len(images) if isinstance(images, list) else 0
-        if k < 2 or any(e is not images[0] for e in images):
-            return self._inner(images, *args, **kwargs)
-        one = self._inner([images[0]], *args, **kwargs)
+        if k < 2 or any(_sample(e) != _sample(images[0]) for e in images[1:]):  # the processor may copy the lists
+            return self._computed(images, args, kwargs)
+        one = self._computed([images[0]], args, kwargs)
         out = copy.copy(one)
         for name, value in one.items():
             if torch.is_tensor(value):
@@ -136,11 +143,17 @@ class _OnceImageProcessor:
             elif isinstance(value, list):
                 out[name] = value * k
             else:  # an output this tiling does not know: compute the batch as it is
-                return self._inner(images, *args, **kwargs)
+                return self._computed(images, args, kwargs)
         return out
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
+
+
+def _sample(images) -> tuple:
+    """A batch sample's nesting and the identities of its images (equal for ``[x]`` and a copy ``[x]``)."""
+    flat: list = []
+    return _nesting(images, flat), tuple(id(x) for x in flat)
 
 
 def _nesting(images, flat: list) -> str:
@@ -413,12 +426,37 @@ class HFVLM(VLM):
         return [_key_of(row, prints[id(r.image)]) for r, row in zip(requests, ids)]
 
     def _encode(self, texts: list[str], images: list[np.ndarray | None]):
-        """Processor inputs of a batch that either all carry an image or none do (left-padded)."""
+        """Processor inputs of a batch that either all carry an image or none do (left-padded).
+
+        A batch whose images are all one array (one request's prompts, a group's) preprocesses it once
+        (:meth:`_one_image`)."""
         kwargs = dict(text=texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        if images[0] is not None:
-            kwargs["images"] = [[im if not isinstance(im, np.ndarray) else _pil(im)] for im in images]
-        batch = self.processor(**kwargs)
+        if images[0] is not None and isinstance(images[0], np.ndarray) and all(im is images[0] for im in images):
+            with self._one_image(images[0]) as pil:
+                batch = self.processor(**kwargs, images=[[pil]] * len(images))
+        else:
+            if images[0] is not None:
+                kwargs["images"] = [[im if not isinstance(im, np.ndarray) else _pil(im)] for im in images]
+            batch = self.processor(**kwargs)
         return {k: (v.to(self.device) if torch.is_tensor(v) else v) for k, v in batch.items()}
+
+    @contextmanager
+    def _one_image(self, image: np.ndarray):
+        """While prompts that all show ``image`` are encoded: yields its PIL image, which the processor
+        preprocesses once (:class:`_OnceImageProcessor`; kept per process by its pixels). Inside another
+        such block, the outer one's image is yielded if it is the same array's."""
+        inner = self.processor.image_processor
+        if isinstance(inner, _OnceImageProcessor):
+            yield inner._image if inner._source is image else _pil(image)
+            return
+        pil = _pil(image)
+        once = _OnceImageProcessor(inner, image=pil, content=image_fingerprint(image))
+        once._source = image
+        self.processor.image_processor = once
+        try:
+            yield pil
+        finally:
+            self.processor.image_processor = inner
 
     def _token_ids(self, texts: list[str], image, *, chunk: int = 256) -> list[list[int]]:
         """Each prompt's token ids with ``image`` (or none), from one processor call per ``chunk`` prompts.
@@ -643,17 +681,12 @@ class HFVLM(VLM):
         image preprocessed once) and the length of their shared prefix (0 where it would not hold the
         whole image: :meth:`_shared_prefix`)."""
         texts = [self.render(r) for r in requests]
-        pil = None if requests[0].image is None else _pil(requests[0].image)
-        inner = self.processor.image_processor if pil is not None else None
-        if inner is not None:  # the group shares one image: preprocess it once, not once per question
-            self.processor.image_processor = _OnceImageProcessor(inner, image=pil,
-                                                                 content=image_fingerprint(requests[0].image))
-        try:
-            first = self._encode(texts[:1], [pil])
-            ids = self._token_ids(texts, pil)
-        finally:
-            if inner is not None:
-                self.processor.image_processor = inner
+        if requests[0].image is None:
+            first, ids = self._encode(texts[:1], [None]), self._token_ids(texts, None)
+        else:  # the group shares one image: preprocess it once, not once per question
+            with self._one_image(requests[0].image) as pil:
+                first = self._encode(texts[:1], [pil])
+                ids = self._token_ids(texts, pil)
         return first, ids, self._shared_prefix(ids)
 
     def _prefill(self, first: dict, n: int):
