@@ -69,6 +69,13 @@ def test_a_changed_processor_setting_is_another_key(empty_store):
     assert image_inputs.processor_digest(inner) == before
     other = type(inner).from_dict({**inner.to_dict(), "image_mean": [0.25, 0.25, 0.25]})
     assert image_inputs.processor_digest(other) != before
+    mean = inner.image_mean
+    try:
+        inner.image_mean = [0.25, 0.25, 0.25]  # the same object, a setting changed: another key
+        assert image_inputs.processor_digest(inner) != before
+    finally:
+        inner.image_mean = mean
+    assert image_inputs.processor_digest(inner) == before
 
 
 def test_the_kept_outputs_stay_within_their_bound(empty_store, monkeypatch):

@@ -110,6 +110,7 @@ class _OnceImageProcessor:
         self._memo: dict = {}
         self._image, self._content = image, content
         self._source = None  # the array ``image`` was made from (HFVLM._one_image)
+        self._digest: str | None = None
 
     def __call__(self, images=None, *args, **kwargs):
         flat: list = []
@@ -125,8 +126,9 @@ class _OnceImageProcessor:
         shape = _nesting(images, flat)
         if self._content is None or not flat or any(x is not self._image for x in flat):
             return self._inner(images, *args, **kwargs)
-        key = (processor_digest(self._inner), self._content, shape, repr(args),
-               repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
+        if self._digest is None:  # the processor's settings, once per group
+            self._digest = processor_digest(self._inner)
+        key = (self._digest, self._content, shape, repr(args), repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
         return kept_outputs(key, lambda: self._inner(images, *args, **kwargs))
 
     def _tiled(self, images, args, kwargs):
