@@ -42,8 +42,7 @@ def test_a_book_builds_on_two_processes(tmp_path, capfd):
     book = _book(tmp_path / "book")
     assert build_html(book, book, strict=True, jobs=2) == 0
     html = book / "_build" / "html"
-    out = capfd.readouterr().out
-    assert "on 2 process(es)" in out and f"The book is at {html / 'index.html'}" in out
+    assert "on 2 process(es)" in capfd.readouterr().out and (html / "index.html").is_file()
     for i in range(8):
         page = (html / f"page{i}.html").read_text()
         assert f"Text of page {i}" in page and f"page{(i + 1) % 8}.html" in page, i  # cross-page links resolved

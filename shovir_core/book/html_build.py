@@ -59,10 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(result, Exception):
         print(f"the HTML build failed: {type(result).__name__}: {result}", file=sys.stderr)
         return 1
-    if result:
-        return int(result)
-    print(f"The book is at {html / 'index.html'}", flush=True)
-    return 0
+    return int(result or 0)  # `shovir book` says where the book is
 
 
 if __name__ == "__main__":
