@@ -447,9 +447,9 @@ class HFVLM(VLM):
         """While prompts that all show ``image`` are encoded: yields its PIL image, which the processor
         preprocesses once (:class:`_OnceImageProcessor`; kept per process by its pixels). Inside another
         such block, the outer one's image is yielded if it is the same array's."""
-        inner = self.processor.image_processor
-        if isinstance(inner, _OnceImageProcessor):
-            yield inner._image if inner._source is image else _pil(image)
+        inner = getattr(self.processor, "image_processor", None)
+        if inner is None or isinstance(inner, _OnceImageProcessor):
+            yield inner._image if inner is not None and inner._source is image else _pil(image)
             return
         pil = _pil(image)
         once = _OnceImageProcessor(inner, image=pil, content=image_fingerprint(image))
