@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from shovir_core.bounded_store import BoundedStore
 from shovir_core.data import pixels
 
 
@@ -30,14 +31,13 @@ def test_a_file_is_decoded_once_and_again_after_it_changes(tmp_path):
 
 
 def test_the_kept_pixels_stay_within_their_bound(tmp_path, monkeypatch):
-    monkeypatch.setattr(pixels, "MAX_BYTES", 4 * 48)  # room for four 8 x 6 images (48 bytes each)
-    monkeypatch.setattr(pixels, "_kept", type(pixels._kept)())
-    monkeypatch.setattr(pixels, "_kept_bytes", 0)
+    monkeypatch.setattr(pixels, "STORE", BoundedStore(max_bytes=4 * 48))  # four 8 x 6 images (48 bytes each)
     for i in range(6):
         _write(tmp_path / f"{i}.png", i)
         assert (pixels.read_pixels(tmp_path / f"{i}.png") == i).all()
-    assert pixels._kept_bytes == sum(a.nbytes for a in pixels._kept.values()) <= pixels.MAX_BYTES
-    assert [k[0] for k in pixels._kept] == [str(tmp_path / f"{i}.png") for i in (2, 3, 4, 5)], "the least recently used went"
+    assert pixels.STORE.nbytes == 4 * 48
+    kept = [k[0] for k in pixels.STORE.keys()]
+    assert kept == [str(tmp_path / f"{i}.png") for i in (2, 3, 4, 5)], "the least recently used went"
 
 
 def test_a_file_that_does_not_decode_raises_and_is_not_kept(tmp_path):
@@ -45,7 +45,7 @@ def test_a_file_that_does_not_decode_raises_and_is_not_kept(tmp_path):
     path.write_bytes(b"not an image")
     with pytest.raises(OSError):
         pixels.read_pixels(path)
-    assert not any(k[0] == str(path) for k in pixels._kept)
+    assert not any(k[0] == str(path) for k in pixels.STORE.keys())
 
 
 def test_a_prepared_image_is_made_once_and_each_caller_gets_its_own_copy(tmp_path):

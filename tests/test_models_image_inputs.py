@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from shovir_core.models import ScoreRequest
+from shovir_core.bounded_store import BoundedStore
 from shovir_core.models import image_inputs
 from shovir_core.models.tiny import build_tiny
 
@@ -30,8 +31,7 @@ class _Counting:
 
 @pytest.fixture
 def empty_store(monkeypatch):
-    monkeypatch.setattr(image_inputs, "_kept", type(image_inputs._kept)())
-    monkeypatch.setattr(image_inputs, "_kept_bytes", 0)
+    monkeypatch.setattr(image_inputs, "STORE", BoundedStore(max_bytes=image_inputs.STORE.max_bytes))
 
 
 def _requests(img, report):
@@ -55,7 +55,7 @@ def test_an_arm_on_the_same_pixels_is_not_preprocessed_again(name, empty_store):
     model.score_yes_no(_requests(changed, REPORT), answer_tokens=2)
     assert counting.calls > first, "a changed pixel must be preprocessed"
     # the kept outputs give the scores the processor's own outputs give
-    image_inputs._kept.clear()
+    image_inputs.STORE.clear()
     for kept, fresh in ((present, model.score_yes_no(_requests(img, REPORT), answer_tokens=2)),
                         (absent, model.score_yes_no(_requests(img, None), answer_tokens=2))):
         for a, b in zip(kept, fresh):
@@ -79,18 +79,18 @@ def test_a_changed_processor_setting_is_another_key(empty_store):
 
 
 def test_the_kept_outputs_stay_within_their_bound(empty_store, monkeypatch):
-    monkeypatch.setattr(image_inputs, "MAX_BYTES", 4 * 400)  # room for four outputs of 400 bytes
+    monkeypatch.setattr(image_inputs.STORE, "max_bytes", 4 * 400)  # room for four outputs of 400 bytes
     made = []
     for i in range(6):
         out = image_inputs.kept_outputs(("p", i), lambda: {"pixel_values": torch.zeros(100)})
         made.append(out)
         assert out["pixel_values"].shape == (100,)
-    assert image_inputs._kept_bytes == 4 * 400
-    assert [k[1] for k in image_inputs._kept] == [2, 3, 4, 5], "the least recently used went"
+    assert image_inputs.STORE.nbytes == 4 * 400
+    assert [k[1] for k in image_inputs.STORE.keys()] == [2, 3, 4, 5], "the least recently used went"
     again = image_inputs.kept_outputs(("p", 5), lambda: pytest.fail("kept output computed again"))
     assert again is not made[5] and again["pixel_values"] is made[5]["pixel_values"]  # a copy of the mapping
     odd = image_inputs.kept_outputs(("q", 0), lambda: {"pixel_values": torch.zeros(1), "note": object()})
-    assert "note" in odd and ("q", 0) not in image_inputs._kept, "an output it cannot size is not kept"
+    assert "note" in odd and ("q", 0) not in image_inputs.STORE.keys(), "an output it cannot size is not kept"
 
 
 @pytest.mark.parametrize("name", ["tiny-gemma3", "tiny-qwen2vl", "tiny-llava-next"])

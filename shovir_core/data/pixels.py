@@ -3,27 +3,23 @@
 A demo book's worker makes many records of one cohort (the ModaLens arms of several chapters, ShoViR's
 tables), and each decoded every image again: 10 s of the demo book's worker time. :func:`read_pixels`
 keeps the arrays it decoded, read-only (as ``np.asarray`` of a PIL image already is), in a
-least-recently-used store of at most :data:`MAX_BYTES` per process, keyed by the file's path, size,
+least-recently-used store of at most 256 MB per process (:data:`STORE`), keyed by the file's path, size,
 modification time and inode, so an edited or replaced file is decoded again.
 """
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-__all__ = ["read_pixels", "kept_pixels", "MAX_BYTES"]
+from ..bounded_store import BoundedStore
 
-MAX_BYTES = 256 << 20
-"""The most bytes of decoded pixels a process keeps (an array larger than a quarter of it is not kept)."""
+__all__ = ["read_pixels", "kept_pixels", "STORE"]
 
-_kept: OrderedDict[tuple, np.ndarray] = OrderedDict()
-_kept_bytes = 0
-_lock = threading.Lock()  # callers on several threads of one process share the store
+STORE = BoundedStore(max_bytes=256 << 20)
+"""The decoded pixels a process keeps (an array larger than a quarter of its bound is not kept)."""
 
 
 def read_pixels(path: str | Path) -> np.ndarray:
@@ -37,25 +33,14 @@ def read_pixels(path: str | Path) -> np.ndarray:
 def kept_pixels(path: str | Path, variant, make: Callable[[str | Path], np.ndarray]) -> np.ndarray:
     """``make(path)`` (an array computed from the file alone, e.g. decoded and resized), made once per process
     while the file is unchanged and returned read-only; ``variant`` names what ``make`` computes (hashable)."""
-    global _kept_bytes
     st = os.stat(path)
     key = (os.fspath(path), st.st_size, st.st_mtime_ns, st.st_ino, variant)
-    with _lock:
-        arr = _kept.get(key)
-        if arr is not None:
-            _kept.move_to_end(key)
-            return arr
-    arr = make(path)
+    return STORE.get_or_make(key, lambda: _read_only(make(path)))
+
+
+def _read_only(arr: np.ndarray) -> tuple[np.ndarray, int]:
     arr.flags.writeable = False
-    if arr.nbytes <= MAX_BYTES // 4:
-        with _lock:
-            if key not in _kept:
-                _kept[key] = arr
-                _kept_bytes += arr.nbytes
-            while _kept_bytes > MAX_BYTES:
-                _, old = _kept.popitem(last=False)
-                _kept_bytes -= old.nbytes
-    return arr
+    return arr, arr.nbytes
 
 
 def _decode(path: str | Path) -> np.ndarray:

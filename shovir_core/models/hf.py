@@ -105,11 +105,11 @@ class _OnceImageProcessor:
     any size, is not preprocessed again.
     """
 
-    def __init__(self, inner, *, image=None, content: str | None = None) -> None:
+    def __init__(self, inner, *, image=None, content: str | None = None, source=None) -> None:
         self._inner = inner
         self._memo: dict = {}
         self._image, self._content = image, content
-        self._source = None  # the array ``image`` was made from (HFVLM._one_image)
+        self._source = source  # the array ``image`` was made from (HFVLM._one_image)
         self._digest: str | None = None
 
     def __call__(self, images=None, *args, **kwargs):
@@ -452,9 +452,8 @@ class HFVLM(VLM):
             yield inner._image if inner is not None and inner._source is image else _pil(image)
             return
         pil = _pil(image)
-        once = _OnceImageProcessor(inner, image=pil, content=image_fingerprint(image))
-        once._source = image
-        self.processor.image_processor = once
+        self.processor.image_processor = _OnceImageProcessor(inner, image=pil, content=image_fingerprint(image),
+                                                             source=image)
         try:
             yield pil
         finally:

@@ -5,7 +5,7 @@ variant, text first ...), each arm a record of its own, and every group of every
 image again -- twice, since the group's first prompt and its token ids are two processor calls with
 different options. On the demo book that was 6 s of ref-vlm's tables record alone; with MedGemma's
 896-px preprocessing it is CPU time beside every GPU batch. :func:`kept_outputs` keeps each output in a
-least-recently-used store of at most :data:`MAX_BYTES` per process, keyed by a digest of the image
+least-recently-used store of at most 128 MB per process (:data:`STORE`), keyed by a digest of the image
 processor's settings, the image's pixel fingerprint and the call's options, so a changed pixel or a
 changed processor setting is computed again.
 
@@ -17,21 +17,17 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import threading
-from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
 import torch
 
-__all__ = ["kept_outputs", "processor_digest", "MAX_BYTES"]
+from ..bounded_store import BoundedStore
 
-MAX_BYTES = 128 << 20
-"""The most bytes of processor outputs a process keeps (an output larger than a quarter of it is not kept)."""
+__all__ = ["kept_outputs", "processor_digest", "STORE"]
 
-_kept: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
-_kept_bytes = 0
-_lock = threading.Lock()
+STORE = BoundedStore(max_bytes=128 << 20)
+"""The processor outputs a process keeps (an output larger than a quarter of its bound is not kept)."""
 
 
 def processor_digest(processor) -> str:
@@ -76,20 +72,8 @@ def kept_outputs(key: tuple, make: Callable[[], object]):
     images' pixels (:func:`~shovir_core.models.protocol.image_fingerprint`), how they are nested and the
     call's options. An output holding anything but tensors, arrays and numbers (in lists) is not kept.
     """
-    global _kept_bytes
-    with _lock:
-        held = _kept.get(key)
-        if held is not None:
-            _kept.move_to_end(key)
-            return copy.copy(held[0])
-    output = make()
-    size = _nbytes(output)
-    if size is not None and size <= MAX_BYTES // 4:
-        with _lock:
-            if key not in _kept:
-                _kept[key] = (output, size)
-                _kept_bytes += size
-            while _kept_bytes > MAX_BYTES:
-                _, (_, old) = _kept.popitem(last=False)
-                _kept_bytes -= old
-    return copy.copy(output)
+    def made():
+        output = make()
+        return output, _nbytes(output)
+
+    return copy.copy(STORE.get_or_make(key, made))
