@@ -53,3 +53,30 @@ def test_strict_fails_a_build_that_warns(tmp_path, capfd):
     assert build_html(book, book, strict=True, jobs=2) != 0
     assert "no-such-label" in capfd.readouterr().err
     assert build_html(book, book, strict=False, jobs=2) == 0
+
+
+def test_the_book_is_built_under_its_write_lock(tmp_path, monkeypatch):
+    """Two builds of one book at once wrote the same files of book/_build (one failed renaming the other's
+    search index): ``build_book`` builds while it holds ``book/.lock``, which a second build waits for."""
+    import fcntl
+    import os
+
+    from shovir_core.book import html_build, runner
+
+    monkeypatch.setenv("SHOVIR_ROOT", str(tmp_path))
+    seen = {}
+
+    def probe(source, output, **kwargs):
+        fd = os.open(Path(output) / ".lock", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen["held"] = False
+        except BlockingIOError:
+            seen["held"] = True
+        finally:
+            os.close(fd)
+        return 0
+
+    monkeypatch.setattr(html_build, "build_html", probe)
+    assert runner.build_book() == tmp_path / "book" / "_build" / "html" / "index.html"
+    assert seen == {"held": True}

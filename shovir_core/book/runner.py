@@ -371,9 +371,11 @@ def build_book(*, strict: bool = True, jobs: int | None = None) -> Path:
 
     if importlib.util.find_spec("jupyter_book") is None:
         raise BookError("jupyter-book is not installed in this environment (pip install 'jupyter-book>=1.0.4,<2')")
+    # under the book's write lock: two builds at once wrote the same files of book/_build (one failed renaming
+    # the other's search index), and a notebook another run publishes meanwhile is not read half-replaced
     with book_lock(paths.book_root(), holder="building the book"):
         recover(paths.book_root())  # publishes a killed run left: completed or discarded before the build
-    status = build_html(paths.repo_root(), paths.book_root(), strict=strict, jobs=jobs)
+        status = build_html(paths.repo_root(), paths.book_root(), strict=strict, jobs=jobs)
     if status != 0:
         raise BookError(f"jupyter-book build failed (exit {status}); see the warnings above")
     return paths.book_root() / "_build" / "html" / "index.html"
