@@ -232,3 +232,28 @@ def test_stacked_cache_left_pads_each_prefix_and_cut_rows_takes_it_back():
         for (k, v), (k2, v2) in zip(prefix, back[row]):
             assert torch.equal(k, k2) and torch.equal(v, v2)
     assert caches[1].layers[0].keys.shape[0] == 1, "the template's own tensors are left as they were"
+
+
+@pytest.mark.parametrize("name", TINY_NAMES)
+def test_encode_gives_the_processors_own_tensors(name):
+    """``_encode`` asks the processor for NumPy arrays and makes them tensors (its image-token check is then
+    fast): the keys, dtypes and values of the processor's ``return_tensors="pt"``, for a batch without images,
+    a batch of one image's prompts (preprocessed once) and a batch of different images."""
+    model = build_tiny(name)
+    rng = np.random.default_rng(4)
+    one = rng.integers(0, 256, (40, 56), dtype=np.uint8)
+    other = rng.integers(0, 256, (48, 40), dtype=np.uint8)
+    reqs = _arms(one)[:3]
+    cases = [([model.render(ScoreRequest(None, r.question)) for r in reqs], [None] * 3),
+             ([model.render(r) for r in reqs], [one] * 3),
+             ([model.render(r) for r in reqs[:2]], [one, other])]
+    for texts, imgs in cases:
+        got = model._encode(texts, imgs)
+        kwargs = dict(text=texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        if imgs[0] is not None:
+            kwargs["images"] = [[_pil(im)] for im in imgs]
+        want = model.processor(**kwargs)
+        assert set(got) == set(want)
+        for key, value in want.items():
+            assert torch.is_tensor(got[key]) and got[key].dtype == value.dtype, key
+            assert torch.equal(got[key], value), key

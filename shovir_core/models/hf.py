@@ -431,8 +431,12 @@ class HFVLM(VLM):
         """Processor inputs of a batch that either all carry an image or none do (left-padded).
 
         A batch whose images are all one array (one request's prompts, a group's) preprocesses it once
-        (:meth:`_one_image`)."""
-        kwargs = dict(text=texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        (:meth:`_one_image`). The processor returns NumPy arrays, made tensors here: the same tensors as its
+        ``return_tensors="pt"`` (a test compares), but its check of the image-token count then compares NumPy
+        integers, not 0-d tensors one by one (on ref-vlm a third of the call)."""
+        from transformers import BatchFeature
+
+        kwargs = dict(text=texts, return_tensors="np", padding=True, add_special_tokens=False)
         if images[0] is not None and isinstance(images[0], np.ndarray) and all(im is images[0] for im in images):
             with self._one_image(images[0]) as pil:
                 batch = self.processor(**kwargs, images=[[pil]] * len(images))
@@ -440,6 +444,7 @@ class HFVLM(VLM):
             if images[0] is not None:
                 kwargs["images"] = [[im if not isinstance(im, np.ndarray) else _pil(im)] for im in images]
             batch = self.processor(**kwargs)
+        batch = BatchFeature(dict(batch), tensor_type="pt")
         return {k: (v.to(self.device) if torch.is_tensor(v) else v) for k, v in batch.items()}
 
     @contextmanager
