@@ -39,11 +39,17 @@ def ipc_kernels() -> Iterator[type]:
     """
     from jupyter_client import AsyncKernelManager
 
+    from ..kernel_forkserver import wrap
+
     with tempfile.TemporaryDirectory(prefix="shovir-kernel-") as folder:
         ip = str(Path(folder) / "k")
 
         class IPCKernelManager(AsyncKernelManager):
             def __init__(self, **kwargs):
                 super().__init__(transport="ipc", ip=ip, shutdown_wait_time=SHUTDOWN_WAIT_S, **kwargs)
+
+            def format_kernel_cmd(self, extra_arguments=None):
+                # forked from the book's kernel fork server while one runs (shovir_core.kernel_forkserver)
+                return wrap(super().format_kernel_cmd(extra_arguments))
 
         yield IPCKernelManager

@@ -20,6 +20,7 @@ from .kernel import ipc_kernels
 from .render import OUTPUT_DIR_ENV
 from ..params import load_params, toc_notebooks
 from ..errors import ShovirError
+from ..kernel_forkserver import forkserver
 
 __all__ = ["make_records", "make_record_group", "execute_notebook", "execute_book", "build_book", "BookError", "glue_index",
            "GLUE_INDEX", "RECORDS_DIR", "PROFILE_TAG", "unglued_references"]
@@ -348,17 +349,19 @@ def execute_book(*, profile: str = "demo", only: list[str] | None = None, progre
         if unknown:
             raise BookError(f"not notebooks of the book: {unknown}; the toc names {names}")
         names = [n for n in names if n in only]
-    if jobs <= 1 or len(names) <= 1:
-        done = []
-        bar = tqdm(names, desc="notebooks", unit="nb", disable=not progress)
-        for name in bar:
-            bar.set_postfix_str(f"{name}: records")
-            ids = make_records(name, profile=profile, progress=progress)
-            bar.set_postfix_str(f"{name}: executing")
-            done.append(execute_notebook(name, profile=profile, run_ids=ids))
-        return done
-    plan = book_plan(names, profile)
-    done = execute_parallel(plan.tasks, after=plan.after, jobs=jobs, progress=progress, priority=plan.priority)
+    # the notebooks' kernels are forked from one process that imported their third-party modules once
+    with forkserver():
+        if jobs <= 1 or len(names) <= 1:
+            done = []
+            bar = tqdm(names, desc="notebooks", unit="nb", disable=not progress)
+            for name in bar:
+                bar.set_postfix_str(f"{name}: records")
+                ids = make_records(name, profile=profile, progress=progress)
+                bar.set_postfix_str(f"{name}: executing")
+                done.append(execute_notebook(name, profile=profile, run_ids=ids))
+            return done
+        plan = book_plan(names, profile)
+        done = execute_parallel(plan.tasks, after=plan.after, jobs=jobs, progress=progress, priority=plan.priority)
     return [done[n] for n in names]
 
 
