@@ -18,8 +18,9 @@ What a forked kernel inherits was made in the server, so:
 - the server imports third-party modules only, never ``shovir_core``'s own (``shovir_core.book``, on import,
   installs the book's figure tagging and display guard from the kernel's environment);
 - a kernel is forked only when its environment equals the one the server started in, but for the variables
-  each launch sets (:data:`PER_LAUNCH`); any other difference (another ``PYTHONPATH``, ``MPLBACKEND``, thread
-  counts, the rehearsal's runs root) and the shim starts ``python -m ipykernel_launcher`` itself, as before;
+  each launch sets (:data:`PER_LAUNCH`) and a few that libraries set in the launching process
+  (:data:`LAUNCHER_SIDE_EFFECTS`); any other difference (another ``PYTHONPATH``, ``MPLBACKEND``, thread counts,
+  the rehearsal's runs root) and the shim starts ``python -m ipykernel_launcher`` itself, as before;
   so does a shim that finds no server (not started yet, or gone), and any platform without ``fork``;
 - each forked kernel draws fresh seeds for ``random`` and NumPy's global generator, as a new process does.
 
@@ -35,7 +36,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["forkserver", "wrap", "PRELOAD", "PER_LAUNCH", "SERVER_ENV", "SWITCH_ENV"]
+__all__ = ["forkserver", "wrap", "PRELOAD", "PER_LAUNCH", "LAUNCHER_SIDE_EFFECTS", "SERVER_ENV", "SWITCH_ENV"]
 
 SERVER_ENV = "SHOVIR_KERNEL_FORKSERVER"
 """The server's socket, for the kernel managers of this process and its children."""
@@ -54,16 +55,25 @@ PER_LAUNCH = ("JPY_", "SHOVIR_READ_LOG", "SHOVIR_GLUE_LOG", "SHOVIR_FIGURE_KEY",
 server's: jupyter_client's ``JPY_*``, the book runner's per-notebook logs and keys, papermill's debugger
 switch. None of them is read when a :data:`PRELOAD` module is imported."""
 
+LAUNCHER_SIDE_EFFECTS = ("KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK", "TORCHINDUCTOR_CACHE_DIR")
+"""Variables libraries set in the launching process as a side effect of their import or use (scikit-learn,
+joblib and threadpoolctl: the Intel OpenMP switches; torch's inductor: its cache folder), which every kernel
+a book worker launches after it made a record inherits. None of :data:`PRELOAD` reads them on import (the
+OpenMP runtime reads its switches when it first runs, in the kernel), so they do not keep a kernel from
+being forked."""
+
 _LAUNCHER = ("-m", "ipykernel_launcher")
 _SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 
 def _per_launch(name: str) -> bool:
-    return any(name.startswith(p) if p.endswith("_") else name == p for p in PER_LAUNCH)
+    return (any(name.startswith(p) if p.endswith("_") else name == p for p in PER_LAUNCH)
+            or name in LAUNCHER_SIDE_EFFECTS)
 
 
 def env_difference(server: dict[str, str], kernel: dict[str, str]) -> list[str]:
-    """The variables (other than :data:`PER_LAUNCH`) whose values differ between two environments.
+    """The variables (other than :data:`PER_LAUNCH` and :data:`LAUNCHER_SIDE_EFFECTS`) whose values differ
+    between two environments.
 
     >>> env_difference({"PATH": "/bin", "A": "1"}, {"PATH": "/bin", "A": "1", "JPY_PARENT_PID": "7"})
     []

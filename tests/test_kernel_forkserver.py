@@ -60,6 +60,7 @@ def test_per_launch_names_are_the_runners():
     for name in (READ_LOG_ENV, GLUE_LOG_ENV, FIGURE_KEY_ENV, OUTPUT_DIR_ENV):
         assert kf._per_launch(name), name
     assert not kf._per_launch("PYTHONPATH") and not kf._per_launch("MPLBACKEND")
+    assert kf._per_launch("KMP_INIT_AT_FORK") and kf._per_launch("JPY_PARENT_PID")
 
 
 def test_kernels_are_forked_with_the_launchers_environment(tmp_path, monkeypatch):
@@ -67,6 +68,7 @@ def test_kernels_are_forked_with_the_launchers_environment(tmp_path, monkeypatch
     with kf.forkserver() as path:
         _server_ready(path)
         runs = []
+        monkeypatch.setenv("KMP_INIT_AT_FORK", "FALSE")  # as importing scikit-learn in the launcher sets it
         for i in range(2):
             monkeypatch.setenv(GLUE_LOG_ENV, str(tmp_path / f"glue-{i}"))
             runs.append(_run(tmp_path, f"fork{i}"))
