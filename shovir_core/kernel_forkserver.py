@@ -21,7 +21,7 @@ What a forked kernel inherits was made in the server, so:
   each launch sets (:data:`PER_LAUNCH`) and a few that libraries set in the launching process
   (:data:`LAUNCHER_SIDE_EFFECTS`); any other difference (another ``PYTHONPATH``, ``MPLBACKEND``, thread counts,
   the rehearsal's runs root) and the shim starts ``python -m ipykernel_launcher`` itself, as before;
-  so does a shim that finds no server (not started yet, or gone), and any platform without ``fork``;
+  so does a shim that finds no server (not started yet, or gone); elsewhere than on Linux there is no server;
 - each forked kernel draws fresh seeds for ``random`` and NumPy's global generator, as a new process does.
 
 ``SHOVIR_KERNEL_FORK=0`` switches the server off.
@@ -85,8 +85,10 @@ def env_difference(server: dict[str, str], kernel: dict[str, str]) -> list[str]:
 
 
 def available() -> bool:
-    """Whether kernels can be forked here (POSIX ``fork``, Unix sockets and fd passing; not switched off)."""
-    return (hasattr(os, "fork") and hasattr(socket, "AF_UNIX") and hasattr(socket, "send_fds")
+    """Whether kernels can be forked here: on Linux (macOS's system frameworks may abort a child forked after
+    they started, and it is neither measured nor tested there), with Unix sockets and descriptor passing, and
+    not switched off (:data:`SWITCH_ENV`)."""
+    return (sys.platform.startswith("linux") and hasattr(os, "fork") and hasattr(socket, "send_fds")
             and os.environ.get(SWITCH_ENV, "1") != "0")
 
 

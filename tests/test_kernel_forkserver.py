@@ -129,3 +129,11 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_switched_off_means_no_server(monkeypatch):
+    monkeypatch.setenv(kf.SWITCH_ENV, "0")
+    with kf.forkserver() as path:
+        assert path is None and kf.SERVER_ENV not in os.environ
+        cmd = [sys.executable, "-m", "ipykernel_launcher", "-f", "c.json"]
+        assert kf.wrap(cmd) == cmd
