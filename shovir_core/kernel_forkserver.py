@@ -249,6 +249,7 @@ def serve(path: str, parent: int) -> dict | None:
                     conn, _ = listener.accept()
                     child = _answer(conn, environment, kernels)
                     if child is not None:  # this is the forked child: leave the server behind
+                        signal.set_wakeup_fd(-1)
                         for s in (listener, wake_r, wake_w, *kernels.values()):
                             s.close()
                         kernels.clear()
@@ -336,7 +337,6 @@ def _run_kernel(request: dict) -> None:
     import runpy
 
     request["conn"].close()
-    signal.set_wakeup_fd(-1)
     for name in ("SIGCHLD", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -26,7 +26,7 @@ __all__ = ["make_records", "make_record_group", "execute_notebook", "execute_boo
            "GLUE_INDEX", "RECORDS_DIR", "PROFILE_TAG", "unglued_references"]
 
 from .publish import GLUE_INDEX, book_lock, glue_index, publish, recover, watch_book
-from .schedule import book_plan, execute_parallel
+from .schedule import book_plan, execute_parallel, start_workers
 RECORDS_DIR = "_records"
 """``book/_records/<run_id>/manifest.json``: a copy of every manifest a notebook read, which the book
 links from each glued number and each chapter's "Records read" table (copied into the HTML)."""
@@ -360,8 +360,14 @@ def execute_book(*, profile: str = "demo", only: list[str] | None = None, progre
                 bar.set_postfix_str(f"{name}: executing")
                 done.append(execute_notebook(name, profile=profile, run_ids=ids))
             return done
-        plan = book_plan(names, profile)
-        done = execute_parallel(plan.tasks, after=plan.after, jobs=jobs, progress=progress, priority=plan.priority)
+        pool = start_workers(jobs)  # they import while this process plans
+        try:
+            plan = book_plan(names, profile)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        done = execute_parallel(plan.tasks, after=plan.after, jobs=jobs, progress=progress, priority=plan.priority,
+                                pool=pool)
     return [done[n] for n in names]
 
 

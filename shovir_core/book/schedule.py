@@ -27,7 +27,7 @@ from tqdm import tqdm
 from ..errors import ShovirError
 from ..params import load_params
 
-__all__ = ["BookPlan", "book_plan", "execute_parallel"]
+__all__ = ["BookPlan", "book_plan", "execute_parallel", "start_workers"]
 
 
 @dataclass
@@ -139,13 +139,36 @@ def book_plan(names: list[str], profile: str, *, skip_complete: bool = True) -> 
     return plan
 
 
+def _warm() -> None:
+    """A worker's first job: import what the book's tasks import (the runner, the protocols, torch)."""
+    import torch  # noqa: F401
+
+    from .. import protocols  # noqa: F401
+    from . import runner  # noqa: F401
+
+
+def start_workers(jobs: int):
+    """``jobs`` worker processes, started now and importing what the tasks need (:func:`_warm`), for
+    :func:`execute_parallel`'s ``pool``: the book's workers then import while the main process plans
+    (about 5 s on 2 cores, one of them idle otherwise)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    for _ in range(jobs):
+        pool.submit(_warm)  # each submission starts one more worker while none is idle
+    return pool
+
+
 def execute_parallel(tasks: dict[str, Callable[[], object]], *, after: dict[str, set[str]], jobs: int,
-                     progress: bool = True, priority: list[str] | None = None, desc: str = "book") -> dict[str, object]:
+                     progress: bool = True, priority: list[str] | None = None, desc: str = "book",
+                     pool=None) -> dict[str, object]:
     """Run each of ``tasks`` (key -> picklable callable) in up to ``jobs`` processes, none before the tasks
     ``after[key]`` names have finished; ready tasks start in ``priority`` order (default: ``tasks``' order).
 
     Returns key -> result. When a task fails, the running ones finish, none is started, and the first
-    failure is raised (the others and the tasks not started are named on stderr).
+    failure is raised (the others and the tasks not started are named on stderr). ``pool``: workers
+    already started (:func:`start_workers`), shut down here like the pool made otherwise.
     """
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -160,7 +183,8 @@ def execute_parallel(tasks: dict[str, Callable[[], object]], *, after: dict[str,
     done: dict[str, object] = {}
     failures: list[tuple[str, BaseException]] = []
     bar = tqdm(total=len(tasks), desc=f"{desc} ({jobs} at once)", unit="task", disable=not progress)
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    if pool is None:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
     try:
         while remaining or running:
             if not failures:
