@@ -22,7 +22,9 @@ What a forked kernel inherits was made in the server, so:
   (:data:`LAUNCHER_SIDE_EFFECTS`); any other difference (another ``PYTHONPATH``, ``MPLBACKEND``, thread counts,
   the rehearsal's runs root) and the shim starts ``python -m ipykernel_launcher`` itself, as before;
   so does a shim that finds no server (not started yet, or gone); elsewhere than on Linux there is no server;
-- each forked kernel draws fresh seeds for ``random`` and NumPy's global generator, as a new process does.
+- each forked kernel draws fresh seeds for ``random`` and NumPy's global generator, as a new process does;
+- the server runs no Python thread; its native threads are OpenBLAS's and pyarrow's jemalloc's, pools that
+  those libraries make safe to fork (their ``pthread_atfork`` handlers), as under multiprocessing's ``fork``.
 
 ``SHOVIR_KERNEL_FORK=0`` switches the server off.
 """
@@ -49,11 +51,11 @@ PRELOAD = ("numpy", "pandas", "pyarrow", "pyarrow.parquet", "scipy.stats", "matp
 """Imported by the server before it forks: what the book's kernels import (``ipykernel.kernelapp`` is left to
 each kernel: its class reads ``JPY_PARENT_PID`` when it is defined)."""
 
-PER_LAUNCH = ("JPY_", "SHOVIR_READ_LOG", "SHOVIR_GLUE_LOG", "SHOVIR_FIGURE_KEY", "SHOVIR_BOOK_DIR",
-              "PYDEVD_DISABLE_FILE_VALIDATION", SERVER_ENV)
+PER_LAUNCH = ("JPY_", "SHOVIR_READ_LOG", "SHOVIR_GLUE_LOG", "SHOVIR_FIGURE_KEY", "SHOVIR_BOOK_DIR", SERVER_ENV)
 """Environment variables (names, or prefixes ending in ``_``) a kernel's launch may set differently from the
-server's: jupyter_client's ``JPY_*``, the book runner's per-notebook logs and keys, papermill's debugger
-switch. None of them is read when a :data:`PRELOAD` module is imported."""
+server's: jupyter_client's ``JPY_*``, the book runner's per-notebook logs and keys. None of them is read when
+a :data:`PRELOAD` module is imported (debugpy, which ipykernel imports, reads its ``PYDEVD_*`` switches then:
+they must match)."""
 
 LAUNCHER_SIDE_EFFECTS = ("KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK", "TORCHINDUCTOR_CACHE_DIR")
 """Variables libraries set in the launching process as a side effect of their import or use (scikit-learn,
@@ -222,8 +224,12 @@ def serve(path: str, parent: int) -> dict | None:
     server; in a forked child, the kernel request it is to run (:func:`_run_kernel`)."""
     import select
 
+    import threading
+
     environment = dict(os.environ)  # before _preload sets MPLBACKEND: kernels must match what it started in
     _preload()
+    if threading.active_count() > 1:  # a module started a thread: forking now could copy a held lock
+        return None  # no socket: every kernel starts as its own process
     me = os.getpid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
