@@ -120,7 +120,7 @@ def book_plan(names: list[str], profile: str, *, skip_complete: bool = True) -> 
                 del new[rid]
         targets = [(r["protocol"], r["name"], r["spec"]) for _, r in new.values()]
         member = {id(t): (rid, key, r) for t, (rid, (key, r)) in zip(targets, new.items())}
-        groups = record_groups(targets)
+        groups = record_groups(targets, resolved=[resolved[rid] for rid in new])  # resolved once, above
         for i, group in enumerate(groups):
             task = f"{n}[records {i + 1}/{len(groups)}]"
             members = [member[id(t)] for t in group]

@@ -99,8 +99,9 @@ def prefill(targets, *, progress: bool = True, shard: Shard | None = None) -> No
             pool(runs, progress=progress, shard=shard if protocol in SHARDED else None)
 
 
-def record_groups(targets) -> list[list[tuple]]:
-    """``targets`` (``(protocol, name, spec)`` triples) split into the groups best made in one process.
+def record_groups(targets, resolved: list[dict] | None = None) -> list[list[tuple]]:
+    """``targets`` (``(protocol, name, spec)`` triples) split into the groups best made in one process;
+    ``resolved``: their specs already resolved, in the same order (else each ``group_key`` resolves its own).
 
     A protocol's ``group_key(spec)`` says which of its records share work in a process: ModaLens arms that
     :func:`prefill` scores together (same model and cases), the two tuned-lens records of one model (one
@@ -112,7 +113,10 @@ def record_groups(targets) -> list[list[tuple]]:
     for i, target in enumerate(targets):
         protocol, _, spec = target
         key_of = getattr(get_protocol(protocol), "group_key", None)
-        key = key_of(spec) if key_of is not None else None
+        if key_of is None:
+            key = None
+        else:
+            key = key_of(spec) if resolved is None else key_of(resolved[i], resolved=True)
         groups.setdefault(("", i) if key is None else (protocol, key), []).append(target)
     return list(groups.values())
 

@@ -700,14 +700,15 @@ def _prefill_key(resolved: dict) -> tuple:
     return resolved["model"], json.dumps([resolved.get(k) for k in _CASE_KEYS], sort_keys=True, default=str)
 
 
-def group_key(spec: dict) -> tuple:
-    """The group :func:`prefill_arms` scores an arm of ``spec`` with (arms with equal keys go together).
+def group_key(spec: dict, *, resolved: bool = False) -> tuple:
+    """The group :func:`prefill_arms` scores an arm of ``spec`` (``resolved``: already resolved) with (arms
+    with equal keys go together).
 
     The book's scheduler (:func:`shovir_core.book.schedule.book_plan`, through
     :func:`shovir_core.protocols.record_groups`) makes each such group in one task, so the arms are scored
     together as one notebook's :func:`shovir_core.book.runner.make_records` would.
     """
-    return _prefill_key(resolve_spec(dict(spec)))
+    return _prefill_key(dict(spec) if resolved else resolve_spec(dict(spec)))
 
 
 def prefill_arms(runs, *, progress: bool = True, batch_cases: int = 64, shard=None) -> dict[str, int]:

@@ -375,11 +375,11 @@ def load_stored_hash(writer) -> str | None:
     return values.pop() if values else None
 
 
-def group_key(spec: dict) -> str | None:
+def group_key(spec: dict, *, resolved: bool = False) -> str | None:
     """Tuned-lens records of one model and lens settings share one trained lens in a process
     (:func:`_trained_lens`): the book's scheduler makes them in one task (:func:`shovir_core.protocols.record_groups`).
-    Probe records: ``None`` (a task of their own)."""
-    r = resolve_spec(dict(spec))
+    Probe records: ``None`` (a task of their own). ``resolved``: ``spec`` is resolved already."""
+    r = dict(spec) if resolved else resolve_spec(dict(spec))
     if r["analysis"] != "tuned-lens":
         return None
     return json.dumps({"model": r["model_fingerprint"], **{k: v for k, v in r.items() if k.startswith("lens_")}},
