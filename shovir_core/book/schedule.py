@@ -25,6 +25,7 @@ from typing import Callable
 from tqdm import tqdm
 
 from ..errors import ShovirError
+from ..file_cache import checked_once
 from ..params import load_params
 
 __all__ = ["BookPlan", "book_plan", "execute_parallel", "start_workers"]
@@ -81,6 +82,11 @@ def book_plan(names: list[str], profile: str, *, skip_complete: bool = True) -> 
 
     Records already complete get no task (``skip_complete``); the notebook reads them as they are.
     """
+    with checked_once():  # each dataset's files stat-ed once while the plan resolves every spec
+        return _plan(names, profile, skip_complete=skip_complete)
+
+
+def _plan(names: list[str], profile: str, *, skip_complete: bool) -> BookPlan:
     from ..protocols import is_complete, record_groups, resolve
     from ..records import spec_hash
     from ..records.schema import SHORT_HASH
