@@ -22,6 +22,15 @@ noticed; content hashes (the dataset hash a record pins) remain the guard of a r
 >>> _ = path.write_text("three")
 >>> read(path), read.cache_info()["misses"]
 ('three', 2)
+
+Inside :func:`checked_once`, a result's files are stat-ed once:
+
+>>> with checked_once():
+...     first = read(path)
+...     _ = path.write_text("seventeen")
+...     inside = read(path)
+>>> first, inside, read(path)
+('three', 'three', 'seventeen')
 >>> import shutil; shutil.rmtree(path.parent)
 """
 from __future__ import annotations
@@ -48,21 +57,8 @@ def checked_once() -> Iterator[None]:
     For a pass that asks for the same datasets hundreds of times in a few seconds and makes nothing from
     them -- the book's plan resolves every record's spec to name its run (about 600 dataset look-ups of the
     demo book, each stat-ing its 1,002 files: 1.7 s before the first task could start). A record is never
-    made inside such a block: its process resolves and executes it again, with every check.
-
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "notes.txt"
-    >>> _ = path.write_text("one")
-    >>> @cache_by_files(lambda text, p: [p])
-    ... def read(p):
-    ...     return p.read_text()
-    >>> with checked_once():
-    ...     first = read(path)
-    ...     _ = path.write_text("three")
-    ...     inside = read(path)
-    >>> first, inside, read(path)
-    ('one', 'one', 'three')
-    >>> import shutil; shutil.rmtree(path.parent)
+    made inside such a block: its process resolves and executes it again, with every check. (The module's
+    example shows both.)
     """
     outer = getattr(_ONCE, "seen", None)
     if outer is None:
