@@ -9,9 +9,10 @@ While ``shovir book`` runs (:func:`forkserver`), one *fork server* imports those
 
 jupyter_client still launches a process of its own per kernel, a small *shim* (``python -m
 shovir_core.kernel_forkserver shim``; :func:`wrap`): it hands its request and its standard streams to the
-server, forwards every signal jupyter_client sends it (interrupt, terminate) to the kernel, and exits with
-the kernel's exit status. When the shim is killed, the server kills its kernel; when the server ends, its
-kernels end (ipykernel's parent poller); when the process that started the server ends, the server ends.
+server, forwards every signal jupyter_client sends it (interrupt, terminate) to the kernel (through a pidfd:
+never to another process that took the pid), and exits with the kernel's exit status. When the shim is
+killed, the server kills its kernel; when the server ends, its kernels end (ipykernel's parent poller); when
+the process that started the server ends, the server ends.
 
 What a forked kernel inherits was made in the server, so:
 
@@ -21,7 +22,8 @@ What a forked kernel inherits was made in the server, so:
   each launch sets (:data:`PER_LAUNCH`) and a few that libraries set in the launching process
   (:data:`LAUNCHER_SIDE_EFFECTS`); any other difference (another ``PYTHONPATH``, ``MPLBACKEND``, thread counts,
   the rehearsal's runs root) and the shim starts ``python -m ipykernel_launcher`` itself, as before;
-  so does a shim that finds no server (not started yet, or gone); elsewhere than on Linux there is no server;
+  so does a shim that finds no server (not started yet, or gone); a kernel spec naming another interpreter or
+  environment than the server's is launched as it says (:func:`wrap`); elsewhere than on Linux there is no server;
 - each forked kernel draws fresh seeds for ``random`` and NumPy's global generator, as a new process does;
 - the server runs no Python thread; its native threads are OpenBLAS's and pyarrow's jemalloc's, pools that
   those libraries make safe to fork (their ``pthread_atfork`` handlers), as under multiprocessing's ``fork``.
@@ -136,15 +138,30 @@ def forkserver() -> Iterator[str | None]:
 
 def wrap(cmd: list[str]) -> list[str]:
     """A kernel command through the fork server named in the environment: ``python -m ipykernel_launcher
-    ARGS`` becomes the shim's command (any other command, or no server, is returned as it is).
+    ARGS`` becomes the shim's command when ``python`` is this interpreter, the server's (any other command,
+    another interpreter -- a kernel spec of another environment --, or no server: returned as it is).
 
     >>> wrap(["/x/python", "-m", "other_kernel"]) == ["/x/python", "-m", "other_kernel"]
     True
     """
     path = os.environ.get(SERVER_ENV)
-    if not path or not available() or tuple(cmd[1:3]) != _LAUNCHER:
+    if not path or not available() or tuple(cmd[1:3]) != _LAUNCHER or not _this_interpreter(cmd[0]):
         return list(cmd)
     return [cmd[0], "-m", __name__, "shim", path, "--", *cmd]
+
+
+def _this_interpreter(executable: str) -> bool:
+    """Whether ``executable`` is this interpreter in this environment: the same file, found in the same folder
+    (a virtual environment's ``python`` links to its base interpreter, which is the same file but not the
+    same environment)."""
+    import shutil
+
+    found = shutil.which(executable)
+    try:
+        return (found is not None and os.path.samefile(found, sys.executable)
+                and os.path.dirname(os.path.abspath(found)) == os.path.dirname(os.path.abspath(sys.executable)))
+    except OSError:
+        return False
 
 
 # ----------------------------------------------------------------------------------------------- the shim
@@ -170,6 +187,7 @@ def _lines(sock: socket.socket) -> Iterator[dict]:
 def shim(path: str, cmd: list[str]) -> int:
     """Ask the server at ``path`` for a kernel running ``cmd`` (``python -m ipykernel_launcher ARGS``); where
     it cannot or will not, become that command. Returns the kernel's exit code."""
+    import select
     import time
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -177,19 +195,27 @@ def shim(path: str, cmd: list[str]) -> int:
         sock.connect(path)
         request = {"args": cmd[3:], "env": dict(os.environ), "cwd": os.getcwd()}
         data = json.dumps(request).encode() + b"\n"
-        socket.send_fds(sock, [data], [0, 1, 2])
+        sent = socket.send_fds(sock, [data], [0, 1, 2])
+        sock.sendall(data[sent:])
         replies = _lines(sock)
         reply = next(replies, {"refused": "the server closed the connection"})
     except OSError as exc:
         reply = {"refused": f"no server ({exc})"}
     if "pid" not in reply:
         sock.close()
-        os.execv(cmd[0], cmd)  # the kernel as its own process, as without the server
+        os.execvp(cmd[0], cmd)  # the kernel as its own process, as without the server
     pid = int(reply["pid"])
+    try:  # the kernel itself, whatever happens to its pid once it has exited and been reaped
+        handle = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # gone already, or a kernel before Linux 5.3
+        handle = None
 
     def forward(signum, _frame):
         try:
-            os.kill(pid, signum)
+            if handle is not None:
+                signal.pidfd_send_signal(handle, signum)
+            else:
+                os.kill(pid, signum)
         except ProcessLookupError:
             pass
 
@@ -198,7 +224,11 @@ def shim(path: str, cmd: list[str]) -> int:
     for message in replies:
         if "exit" in message:
             return int(message["exit"])
-    while True:  # the server is gone without a word: wait for the kernel (its parent poller ends it)
+    # the server is gone without a word: wait for the kernel (its parent poller ends it)
+    if handle is not None:
+        select.select([handle], [], [])  # a process's descriptor becomes readable when it exits
+        return 1
+    while True:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -223,7 +253,6 @@ def serve(path: str, parent: int) -> dict | None:
     """Serve kernels at ``path`` until terminated or until process ``parent`` ends. Returns ``None`` in the
     server; in a forked child, the kernel request it is to run (:func:`_run_kernel`)."""
     import select
-
     import threading
 
     environment = dict(os.environ)  # before _preload sets MPLBACKEND: kernels must match what it started in
@@ -240,10 +269,10 @@ def serve(path: str, parent: int) -> dict | None:
     signal.set_wakeup_fd(wake_w.fileno())
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    kernels: dict[int, socket.socket] = {}
+    kernels: dict[int, socket.socket | None] = {}  # pid -> its shim's connection (None: the shim is gone)
     try:
         while os.getppid() == parent:
-            ready, _, _ = select.select([listener, wake_r, *kernels.values()], [], [], 1.0)
+            ready, _, _ = select.select([listener, wake_r, *(c for c in kernels.values() if c)], [], [], 1.0)
             for r in ready:
                 if r is wake_r:
                     try:
@@ -256,7 +285,7 @@ def serve(path: str, parent: int) -> dict | None:
                     child = _answer(conn, environment, kernels)
                     if child is not None:  # this is the forked child: leave the server behind
                         signal.set_wakeup_fd(-1)
-                        for s in (listener, wake_r, wake_w, *kernels.values()):
+                        for s in (listener, wake_r, wake_w, *(c for c in kernels.values() if c)):
                             s.close()
                         kernels.clear()
                         return child
@@ -266,9 +295,11 @@ def serve(path: str, parent: int) -> dict | None:
                         gone = not r.recv(1)
                     except OSError:
                         gone = True
-                    if gone:
+                    if gone:  # killed (jupyter_client's last resort): its kernel goes too
+                        r.close()
+                        kernels[pid] = None
                         try:
-                            os.kill(pid, signal.SIGKILL)
+                            os.kill(pid, signal.SIGKILL)  # not reaped yet, so still this kernel's pid
                         except ProcessLookupError:
                             pass
             _reap(kernels)
@@ -286,7 +317,7 @@ def serve(path: str, parent: int) -> dict | None:
     return None
 
 
-def _reap(kernels: dict[int, socket.socket]) -> None:
+def _reap(kernels: dict[int, socket.socket | None]) -> None:
     while kernels:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -295,7 +326,7 @@ def _reap(kernels: dict[int, socket.socket]) -> None:
         if pid == 0:
             return
         conn = kernels.pop(pid, None)
-        if conn is not None:
+        if conn:
             try:
                 _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
             except OSError:
@@ -303,7 +334,7 @@ def _reap(kernels: dict[int, socket.socket]) -> None:
             conn.close()
 
 
-def _answer(conn: socket.socket, environment: dict, kernels: dict[int, socket.socket]) -> dict | None:
+def _answer(conn: socket.socket, environment: dict, kernels: dict[int, socket.socket | None]) -> dict | None:
     """Read one shim's request and fork its kernel (or refuse). Returns the request in the forked child."""
     conn.settimeout(10)
     fds: list[int] = []
@@ -324,7 +355,14 @@ def _answer(conn: socket.socket, environment: dict, kernels: dict[int, socket.so
             os.close(fd)
         conn.close()
         return None
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:  # no memory or no process left: this kernel starts as its own process
+        _send(conn, {"refused": f"fork failed ({exc})"})
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        return None
     if pid == 0:
         request["fds"] = fds
         request["conn"] = conn

@@ -137,3 +137,21 @@ def test_switched_off_means_no_server(monkeypatch):
         assert path is None and kf.SERVER_ENV not in os.environ
         cmd = [sys.executable, "-m", "ipykernel_launcher", "-f", "c.json"]
         assert kf.wrap(cmd) == cmd
+
+
+def test_only_this_interpreters_kernels_go_through_the_server(monkeypatch, tmp_path):
+    """A kernel spec of another environment (another Python) starts as it says: the server's modules are
+    this interpreter's."""
+    monkeypatch.setenv(kf.SERVER_ENV, str(tmp_path / "fork"))
+    ours = [sys.executable, "-m", "ipykernel_launcher", "-f", "c.json"]
+    assert kf.wrap(ours)[2:5] == ["shovir_core.kernel_forkserver", "shim", str(tmp_path / "fork")]
+    other = tmp_path / "python"
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    theirs = [str(other), "-m", "ipykernel_launcher", "-f", "c.json"]
+    assert kf.wrap(theirs) == theirs
+    base = tmp_path / "venv" / "bin" / "python"  # another environment's link to this very interpreter
+    base.parent.mkdir(parents=True)
+    base.symlink_to(os.path.realpath(sys.executable))
+    linked = [str(base), "-m", "ipykernel_launcher", "-f", "c.json"]
+    assert kf.wrap(linked) == linked
