@@ -312,7 +312,8 @@ def serve(path: str, parent: int) -> dict | None:
                     pass
             try:
                 os.unlink(path)
-            except FileNotFoundError:
+                os.rmdir(os.path.dirname(path))  # its folder too, made for it alone (:func:`forkserver`), when
+            except OSError:  # the process that made it was killed before it could remove it; not if it holds more
                 pass
     return None
 
