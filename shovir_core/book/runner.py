@@ -16,7 +16,7 @@ from .. import paths
 from ..records import READ_LOG_ENV
 from ..records.files import HOST, pid_alive
 from .glue import GLUE_LOG_ENV
-from .kernel import ipc_kernels
+from .kernel import SHUTDOWN, ipc_kernels
 from .render import OUTPUT_DIR_ENV
 from ..params import load_params, toc_notebooks
 from ..errors import ShovirError
@@ -209,7 +209,7 @@ def execute_notebook(notebook: str, *, profile: str = "demo", run_ids: dict[str,
                 papermill.execute_notebook(
                     str(src_nb), str(executed_path), parameters=params, kernel_name="python3",
                     cwd=str(work), progress_bar=False, log_output=False, kernel_manager_class=kernel_manager,
-                    iopub_timeout=IOPUB_TIMEOUT_S, request_save_on_cell_execute=False,
+                    iopub_timeout=IOPUB_TIMEOUT_S, request_save_on_cell_execute=False, shutdown_kernel=SHUTDOWN,
                 )
         except papermill.PapermillExecutionError as exc:
             credentialed = [e for e in _read_entries(log) if e.get("credentialed")]
