@@ -18,7 +18,7 @@ from shovir_core.protocols import run_id
 from shovir_core.records import spec_hash
 
 
-def test_demo_plan_makes_each_record_once_and_puts_the_map_last(tmp_path, monkeypatch):
+def test_demo_plan_makes_each_record_once_and_starts_the_map_after_every_record(tmp_path, monkeypatch):
     monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "runs"))  # no record exists yet: every one gets a task
     names = toc_notebooks()
     plan = book_plan(names, "demo")
@@ -34,11 +34,12 @@ def test_demo_plan_makes_each_record_once_and_puts_the_map_last(tmp_path, monkey
     assert shared, "the demo has chapters sharing a record: the checks below would be vacuous"
     for rid in shared:  # made once, by the first chapter naming it (the one that made it chapter by chapter)
         assert maker[rid].startswith(owners[rid][0] + "["), (rid, maker[rid])
-    for n in names:  # a notebook waits for the tasks making its records, and for no other record task
+    for n in set(names) - {"reproduction_map"}:  # a notebook waits for the tasks making its records, no other
         needs = {maker[rid] for rid in plan.run_ids[n].values()}
         assert {t for t in plan.after[n] if t in plan.records} == needs, n
         assert set(plan.run_ids[n]) == set(load_params(n, "demo")["runs"]), n
-    assert {t for t in plan.after["reproduction_map"] if t in names} == set(names) - {"reproduction_map"}
+    # the reproduction map reads every chapter's records (requires: records), no notebook's output
+    assert plan.after["reproduction_map"] == set(plan.records)
     assert not any(plan.after[t] for t in plan.records), "record tasks wait for nothing"
     appn = [t for t in plan.records if t.startswith("modalens_appn[")]
     assert len(appn) > 1, "a chapter's slow records are split over several tasks"
@@ -76,7 +77,7 @@ def test_a_complete_record_gets_no_task(tmp_path, monkeypatch):
     assert again.run_ids == first.run_ids and len(again.records) == len(first.records) - 1
 
 
-def test_requires_must_be_all_or_a_list(monkeypatch):
+def test_requires_must_be_all_records_or_a_list(monkeypatch):
     specs = {"a": {"runs": {}, "requires": None, "path": "a.yaml"},
              "b": {"runs": {}, "requires": ["a", "not-in-build"], "path": "b.yaml"},
              "c": {"runs": {}, "requires": "a", "path": "c.yaml"}}
@@ -85,6 +86,20 @@ def test_requires_must_be_all_or_a_list(monkeypatch):
     assert plan.after == {"a": set(), "b": {"a"}} and set(plan.tasks) == {"a", "b"}
     with pytest.raises(BookError, match="'requires' must be"):
         book_plan(["a", "c"], "demo")
+
+
+def test_requires_records_waits_for_the_records_not_the_notebooks(tmp_path, monkeypatch):
+    """The reproduction map reads every chapter's records: it starts once they exist, beside the notebooks."""
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "runs"))
+    real = schedule.load_params
+    monkeypatch.setattr(schedule, "load_params",
+                        lambda n, profile: {**real(n, profile), "requires": "records"} if n == "perturbations"
+                        else real(n, profile))
+    plan = book_plan(["data", "perturbations"], "demo")
+    own = {t for t in plan.records if t.startswith("perturbations[")}
+    others = set(plan.records) - own
+    assert others and plan.after["perturbations"] == own | others
+    assert "data" not in plan.after["perturbations"]
 
 
 JOB = textwrap.dedent('''

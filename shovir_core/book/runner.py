@@ -339,8 +339,9 @@ def execute_book(*, profile: str = "demo", only: list[str] | None = None, progre
     With ``jobs`` > 1 up to that many tasks run at once, each in its own process, as
     :func:`~shovir_core.book.schedule.book_plan` lays them out: the records of all the notebooks are made
     once each (a record several chapters name, once), a chapter's records spread over the workers, and each
-    notebook starts as soon as its own records exist; a notebook whose params say ``requires: all`` (the
-    reproduction map reads every chapter's records) runs after all the others. When a task fails, the
+    notebook starts as soon as its own records exist; a notebook whose params say ``requires: records`` (the
+    reproduction map reads every chapter's records) starts once all the others' records exist, one that says
+    ``requires: all`` after all the other notebooks. When a task fails, the
     ones already running finish, none is started, and the first failure is raised.
     """
     names = toc_notebooks()

@@ -7,8 +7,9 @@ made it when chapters ran one after another). A chapter's own records are split 
 tuned-lens records that share one trained lens; each other record alone), one task per group, so a chapter's
 slow records spread over the workers and the arms are scored with the same prompt-prefix sharing as
 ``shovir run <chapter>``. A notebook only reads records: it starts as
-soon as the tasks making its records have finished; ``requires: all`` (the reproduction map) waits for every
-other notebook, ``requires: [a, b]`` for those named.
+soon as the tasks making its records have finished; ``requires: records`` (the reproduction map, which reads
+every chapter's records and nothing a notebook writes) waits for every other chapter's records, ``requires:
+all`` for every other notebook, ``requires: [a, b]`` for those named.
 
 Two processes never make the same record: the plan gives each run identity to one task, and
 :func:`shovir_core.protocols.run` holds a per-record lock (``fcntl.flock``) while it makes one, so a second
@@ -52,11 +53,14 @@ def _requires(spec: dict, names: list[str], everyone: list[str], n: str) -> set[
     req = spec["requires"]
     if req == "all":
         return {m for m in everyone if m != n}
+    if req == "records":
+        return set()  # the plan adds every other chapter's record tasks
     if req:
         if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
             from .runner import BookError
 
-            raise BookError(f"{spec['path']}: 'requires' must be 'all' or a list of notebook names, got {req!r}")
+            raise BookError(f"{spec['path']}: 'requires' must be 'all', 'records' or a list of notebook names, "
+                            f"got {req!r}")
         return {m for m in req if m in names and m != n}
     return set()
 
@@ -141,6 +145,9 @@ def _plan(names: list[str], profile: str, *, skip_complete: bool) -> BookPlan:
         plan.tasks[n] = partial(execute_notebook, n, profile=profile, run_ids=ids)
         plan.after[n] = {made_by[rid] for rid in ids.values() if made_by[rid] is not None}
         plan.after[n] |= _requires(specs[n], names, everyone, n)
+    for n in names:
+        if specs[n]["requires"] == "records":  # it runs beside the last notebooks instead of alone after them
+            plan.after[n] |= {task for task in plan.records if not task.startswith(f"{n}[records ")}
     plan.priority = [n for n in names] + [task for _, _, task in sorted(record_tasks)]
     return plan
 
