@@ -19,10 +19,9 @@ What a forked kernel inherits was made in the server, so:
 - the server imports third-party modules only, never ``shovir_core``'s own (``shovir_core.book``, on import,
   installs the book's figure tagging and display guard from the kernel's environment);
 - a kernel is forked only when its environment equals the one the server started in, but for the variables
-  each launch sets (:data:`PER_LAUNCH`), a few that libraries set in the launching process
-  (:data:`LAUNCHER_SIDE_EFFECTS`) and the project's own (:data:`PROJECT_ENV`: a rehearsal's runs root, data
-  folders and stand-ins); any other difference (another ``PYTHONPATH``, ``MPLBACKEND``, thread counts) and the
-  shim starts ``python -m ipykernel_launcher`` itself, as before;
+  each launch sets (:data:`PER_LAUNCH`) and a few that libraries set in the launching process
+  (:data:`LAUNCHER_SIDE_EFFECTS`); any other difference (another ``PYTHONPATH``, ``MPLBACKEND``, thread counts,
+  the rehearsal's runs root) and the shim starts ``python -m ipykernel_launcher`` itself, as before;
   so does a shim that finds no server (not started yet, or gone); a kernel spec naming another interpreter or
   environment than the server's is launched as it says (:func:`wrap`); elsewhere than on Linux there is no server;
 - each forked kernel draws fresh seeds for ``random`` and NumPy's global generator, as a new process does;
@@ -41,8 +40,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["forkserver", "wrap", "PRELOAD", "PER_LAUNCH", "LAUNCHER_SIDE_EFFECTS", "PROJECT_ENV", "SERVER_ENV",
-           "SWITCH_ENV"]
+__all__ = ["forkserver", "wrap", "PRELOAD", "PER_LAUNCH", "LAUNCHER_SIDE_EFFECTS", "SERVER_ENV", "SWITCH_ENV"]
 
 SERVER_ENV = "SHOVIR_KERNEL_FORKSERVER"
 """The server's socket, for the kernel managers of this process and its children."""
@@ -71,28 +69,20 @@ a book worker launches after it made a record inherits. None of :data:`PRELOAD` 
 OpenMP runtime reads its switches when it first runs, in the kernel), so they do not keep a kernel from
 being forked."""
 
-PROJECT_ENV = "SHOVIR_"
-"""The prefix of this project's variables (``SHOVIR_RUNS``, a rehearsal's ``SHOVIR_MIMIC``, ``SHOVIR_STAND_INS``
-...). Only ``shovir_core`` reads them, and the server imports none of it but the package's light
-``__init__`` and this module (:func:`serve` refuses to serve otherwise), so a kernel may set them differently
-from the server: a rehearsal's chapters, which run with their own, get forked kernels too."""
-
 _LAUNCHER = ("-m", "ipykernel_launcher")
 _SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 
 def _per_launch(name: str) -> bool:
     return (any(name.startswith(p) if p.endswith("_") else name == p for p in PER_LAUNCH)
-            or name in LAUNCHER_SIDE_EFFECTS or name.startswith(PROJECT_ENV))
+            or name in LAUNCHER_SIDE_EFFECTS)
 
 
 def env_difference(server: dict[str, str], kernel: dict[str, str]) -> list[str]:
-    """The variables (other than :data:`PER_LAUNCH`, :data:`LAUNCHER_SIDE_EFFECTS` and :data:`PROJECT_ENV`'s)
-    whose values differ between two environments.
+    """The variables (other than :data:`PER_LAUNCH` and :data:`LAUNCHER_SIDE_EFFECTS`) whose values differ
+    between two environments.
 
     >>> env_difference({"PATH": "/bin", "A": "1"}, {"PATH": "/bin", "A": "1", "JPY_PARENT_PID": "7"})
-    []
-    >>> env_difference({"SHOVIR_RUNS": "/runs"}, {"SHOVIR_RUNS": "/rehearsal/runs", "SHOVIR_STAND_INS": "{}"})
     []
     >>> env_difference({"PATH": "/bin"}, {"PATH": "/usr/bin", "MPLBACKEND": "agg"})
     ['MPLBACKEND', 'PATH']
@@ -262,11 +252,6 @@ def _preload() -> None:
             pass  # not installed here: each kernel imports what it needs
 
 
-def _project_modules() -> set[str]:
-    """The modules of this project imported in this process."""
-    return {m for m in sys.modules if m == "shovir_core" or m.startswith("shovir_core.")}
-
-
 def serve(path: str, parent: int) -> dict | None:
     """Serve kernels at ``path`` until terminated or until process ``parent`` ends. Returns ``None`` in the
     server; in a forked child, the kernel request it is to run (:func:`_run_kernel`)."""
@@ -277,8 +262,6 @@ def serve(path: str, parent: int) -> dict | None:
     _preload()
     if threading.active_count() > 1:  # a module started a thread: forking now could copy a held lock
         return None  # no socket: every kernel starts as its own process
-    if not _project_modules() <= {"shovir_core", "shovir_core.kernel_forkserver"}:
-        return None  # a preloaded module imported the project, which reads PROJECT_ENV: kernels may differ there
     me = os.getpid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

@@ -59,3 +59,30 @@ def test_rehearsal_records_stay_out_of_the_users_runs(report):
     rep, runs, _ = report
     assert rep["runs_root"].startswith(str(runs / "rehearsal"))
     assert not (runs / "modalens").exists()
+
+
+def test_a_chapters_kernel_is_its_own_child_under_the_books_fork_server(report, monkeypatch):
+    """The chapter reports its kernel's peak memory and CPU time as its child's (RUSAGE_CHILDREN): inside
+    ``shovir book`` (the demo's Rehearsal chapter) its kernel must not come from the book's kernel fork
+    server, whose child it would be."""
+    from shovir_core import kernel_forkserver
+    from shovir_core.rehearsal import run as rehearsal_run
+
+    rep, _, _ = report  # the tree is written and cached: this rehearsal only starts its chapter's process
+    seen = []
+
+    class Child:
+        returncode = 1
+
+        def __init__(self, cmd, env, **_):
+            seen.append(env)
+
+        def communicate(self):
+            return "", None
+
+    monkeypatch.setenv(kernel_forkserver.SERVER_ENV, "/nonexistent/fork")
+    monkeypatch.setattr(rehearsal_run.subprocess, "Popen", Child)
+    again = rehearse("mimic", only=["modalens_s41"], scale=0.01, progress=False)
+    assert again["tree_sha256"] == rep["tree_sha256"] and len(seen) == 1
+    assert seen[0]["SHOVIR_RUNS"] == again["runs_root"]  # the chapter's environment, as it is given
+    assert kernel_forkserver.SERVER_ENV not in seen[0]

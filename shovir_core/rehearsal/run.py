@@ -233,12 +233,16 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
               "runs_root": str(runs_root), "book": str(book_dir), "chapters": []}
     from tqdm import tqdm
 
+    from ..kernel_forkserver import SERVER_ENV
     from ..models.registry import STAND_INS_ENV
     from ..tables.reproduction import _command
 
     for chapter in tqdm(chapters, desc=f"rehearse {profile}", unit="chapter", disable=not progress):
         table = stand_ins(layers=_needs_layers(chapter, profile), override=stand_in)
         cenv = dict(env, **{STAND_INS_ENV: json.dumps(table)})
+        # the chapter's notebook kernel must be its child, whose peak memory and CPU time it reports with its own
+        # (RUSAGE_CHILDREN): not a kernel forked by the book's kernel fork server, which is that server's child
+        cenv.pop(SERVER_ENV, None)
         log = book_dir / f"{chapter}.log"
         start, cpu_before = time.monotonic(), _children_cpu()
         with open(log, "w", encoding="utf-8") as fh:
