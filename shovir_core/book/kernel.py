@@ -6,8 +6,9 @@ a fresh folder of the system's temporary directory (``$TMPDIR``: node-local on a
 its owner only, and a short path -- a Unix socket path is limited to about 100 characters, which a
 folder under a group's runs root can exceed), so two notebooks, or two users, never share one.
 
-A kernel is given :data:`SHUTDOWN_WAIT_S` to exit after papermill asks it to, then terminated.
-ipykernel 7.4 sometimes never exits by itself: its control thread blocks publishing the "idle" status
+The book's notebooks end their kernels at once (:data:`SHUTDOWN`, below). Asked to shut down instead -- papermill's
+default, for any other caller of :func:`ipc_kernels` -- a kernel is given :data:`SHUTDOWN_WAIT_S` to exit, then
+terminated. ipykernel 7.4 sometimes never exits by itself: its control thread blocks publishing the "idle" status
 after the IOPub thread has stopped while the main thread joins it (a py-spy dump of such a kernel;
 posit-dev/positron#7142 reports the same hang). jupyter_client's default waits 2.5 s before it sends
 SIGTERM: on 2 cores, one notebook in eight of an empty notebook's 40 runs took 4.0 s instead of 0.7 s.
@@ -30,8 +31,8 @@ from pathlib import Path
 __all__ = ["ipc_kernels", "SHUTDOWN_WAIT_S", "SHUTDOWN"]
 
 SHUTDOWN_WAIT_S = 1.0
-"""jupyter_client's ``shutdown_wait_time``: half of it for the kernel to exit after the shutdown request,
-then SIGTERM and the other half, then SIGKILL (default 5 s)."""
+"""jupyter_client's ``shutdown_wait_time`` for a graceful shutdown: half of it for the kernel to exit after the
+shutdown request, then SIGTERM and the other half, then SIGKILL (default 5 s)."""
 
 SHUTDOWN = "immediate"
 """nbclient's ``shutdown_kernel`` for the book's notebooks (see the module docstring); ``"graceful"`` is its
