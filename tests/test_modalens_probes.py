@@ -147,6 +147,51 @@ def test_an_interrupted_probe_record_resumes_to_the_same_rows(runs_root, monkeyp
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_a_probe_record_killed_in_the_test_split_resumes_its_staged_chunks(runs_root, monkeypatch):
+    """No test row is written before the probes are fitted on the whole split, so its chunks are staged:
+    a resumed run computes only the chunks it has not staged, also when it stops in the disjoint cohort,
+    and ends with the rows of an uninterrupted run and no staged files."""
+    import pandas as pd
+
+    from shovir_core.records import record_dir
+    from shovir_core.records.stage import STAGE_DIR
+
+    spec = {**PROBE, "batch_cases": 2}  # execution-only: several chunks, same identity
+    whole = run("modalens-probes", "t.stage-whole", dict(spec), progress=False).trials
+    n_test = whole.loc[whole["split"] == "test", "case_id"].nunique()
+    n_disjoint = whole.loc[whole["split"] == "disjoint", "case_id"].nunique()
+    test_chunks, disjoint_chunks = -(-n_test // 2), -(-n_disjoint // 2)
+    assert test_chunks >= 3 and disjoint_chunks >= 2, "the test needs several chunks of each split"
+    real, calls = mp._probe_chunk, []
+
+    def stop_at(n):
+        def chunk(*args, **kwargs):
+            calls.append(args[2]["split"].iloc[0])
+            if len(calls) == n:
+                raise KeyboardInterrupt(f"stopped at chunk {n}")
+            return real(*args, **kwargs)
+        return chunk
+
+    record = record_dir("modalens-probes", "t.stage-resume", mp.resolve_spec(dict(spec)))
+    monkeypatch.setattr(mp, "_probe_chunk", stop_at(3))  # two test chunks staged, the third killed
+    with pytest.raises(KeyboardInterrupt):
+        run("modalens-probes", "t.stage-resume", dict(spec), progress=False)
+    assert len(list((record / STAGE_DIR).rglob("*.parquet"))) == 2
+    calls.clear()
+    monkeypatch.setattr(mp, "_probe_chunk", stop_at(test_chunks - 2 + 2))  # then killed in the disjoint cohort
+    with pytest.raises(KeyboardInterrupt):
+        run("modalens-probes", "t.stage-resume", dict(spec), progress=False)
+    assert calls == ["test"] * (test_chunks - 2) + ["disjoint"] * 2, "the staged test chunks were not computed again"
+    calls.clear()
+    monkeypatch.setattr(mp, "_probe_chunk", stop_at(0))
+    resumed = run("modalens-probes", "t.stage-resume", dict(spec), progress=False)
+    assert calls == ["disjoint"] * (disjoint_chunks - 1), "only the disjoint chunk that was not written"
+    assert resumed.manifest["status"] == "complete" and not (record / STAGE_DIR).exists()
+    cols = [c for c in whole.columns if c != "run_id"]
+    pd.testing.assert_frame_equal(whole[cols].sort_values("trial_id").reset_index(drop=True),
+                                  resumed.trials[cols].sort_values("trial_id").reset_index(drop=True))
+
+
 def test_an_interrupted_tuned_lens_record_resumes_to_the_same_rows(runs_root, monkeypatch):
     from shovir_core.models import tuned_lens as tl
 

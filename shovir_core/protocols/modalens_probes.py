@@ -15,7 +15,8 @@ transformers-backend model (:class:`~shovir_core.models.hf.HFVLM`). Two analyses
 
     1. the test split: per trial both images are scored; the residuals at the answer position of the
        source-image run (side ``c``) at ``probe_layer`` and of the substitute-image run (side ``d``) at
-       ``label_probe_layer`` are kept in memory only; the saliency baselines of side ``c`` are computed
+       ``label_probe_layer`` are kept (staged in the partial record, removed when it completes: never
+       in its rows); the saliency baselines of side ``c`` are computed
        (:func:`~shovir_core.models.residuals.image_attention_mass`,
        :func:`~shovir_core.models.residuals.image_input_gradient`);
     2. two linear probes (:func:`~shovir_core.stats.probes.fit_probe`, patient-grouped folds): the
@@ -50,7 +51,11 @@ transformers-backend model (:class:`~shovir_core.models.hf.HFVLM`). Two analyses
     distribution at the answer position (``kl_logit_c``, ``kl_tuned_c``, ...). The translators' SHA-256
     and training loss are in the manifest counts. A resumed record retrains the same translators.
 
-Both are resumable by chunks of cases (``batch_cases``).
+Both are resumable by chunks of cases (``batch_cases``). The probe record's test split writes no row
+before its probes are fitted on the whole split, so its chunks (rows and the two feature arrays) are
+staged in the record (:class:`~shovir_core.records.stage.Stage`, keyed by the frozen protocol's hash):
+a run killed anywhere -- in the test split, which at the paper's scale is most of the record's model
+time, or in the disjoint cohort -- computes no staged chunk again.
 """
 from __future__ import annotations
 
@@ -272,7 +277,7 @@ def _probe_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, im
     src = reqs[0::2]
     out["attention_mass"] = image_attention_mass(model, src)
     out["input_gradient"] = image_input_gradient(model, src)
-    feats = (resid[0::2, layers[0]].numpy().astype(np.float64), resid[1::2, layers[1]].numpy().astype(np.float64))
+    feats = (resid[0::2, layers[0]].numpy(), resid[1::2, layers[1]].numpy())  # as computed; float64 to fit
     return out, feats
 
 
@@ -334,14 +339,23 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
                                f"this run's frozen protocol is {frozen.prefix}")
     layers = (frozen.config["probe"]["flip_layer"], frozen.config["probe"]["label_layer"])
     rows, feats = [], ([], [])
-    for part in _chunks(test, batch):  # the probes need the whole test split's features
-        r, f = _probe_chunk(model, spec, part, test_reports, _images(ds, part), layers)
+    # the probes need the whole test split's features before any test row can be written: its chunks are
+    # staged in the record (rows and the two feature arrays) until it completes, so a run killed in the
+    # test split or in the disjoint cohort computes none of them again
+    stage = writer.stage(f"test-features-{frozen.sha256[:12]}")
+    for part in _chunks(test, batch):
+        staged = stage.load(part["trial_id"])
+        if staged is None:
+            r, f = _probe_chunk(model, spec, part, test_reports, _images(ds, part), layers)
+            stage.save(r, {"c": f[0], "d": f[1]})
+        else:
+            r, f = staged[0], (staged[1]["c"], staged[1]["d"])
         rows.append(r)
         feats[0].append(f[0])
         feats[1].append(f[1])
         bar.update(len(part))
     rows_t = pd.concat(rows, ignore_index=True)
-    feats_t = (np.concatenate(feats[0]), np.concatenate(feats[1]))
+    feats_t = (np.concatenate(feats[0]).astype(np.float64), np.concatenate(feats[1]).astype(np.float64))
     flip_probe, label_probe, flip_oof, label_oof = _fit(rows_t, feats_t, frozen.config)
     rows_t["probe_flip_score"], rows_t["probe_label_score"] = flip_oof, label_oof
     rows_t["protocol_sha256"] = frozen.sha256
@@ -350,8 +364,9 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
         writer.append(todo.iloc[start:start + max(batch, 1) * 16])
     for part in _chunks(disjoint[~disjoint["trial_id"].isin(done)], batch):
         r, f = _probe_chunk(model, spec, part, disjoint_reports, _images(pool_ds, part), layers)
-        r["probe_flip_score"] = _apply(flip_probe, f[0])
-        r["probe_label_score"] = _apply(label_probe, f[1], ~np.isnan(r["target_d"].to_numpy(dtype=float)))
+        r["probe_flip_score"] = _apply(flip_probe, f[0].astype(np.float64))
+        r["probe_label_score"] = _apply(label_probe, f[1].astype(np.float64),
+                                        ~np.isnan(r["target_d"].to_numpy(dtype=float)))
         r["protocol_sha256"] = frozen.sha256
         writer.append(r)
         bar.update(len(part))

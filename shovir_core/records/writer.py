@@ -8,6 +8,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import time
 import weakref
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from .integrity import RecordError, check_identity, describe_parts, read_trial_i
 from .provenance import provenance
 from .schema import SHORT_HASH, Manifest, ManifestError, canonical_json, spec_hash
 from .shards import Shard, finished_set, read_markers, write_marker
+from .stage import STAGE_DIR, Stage
 
 __all__ = ["RunWriter", "record_dir", "RecordError", "atomic_write_text", "writer_defaults", "read_manifest"]
 
@@ -379,6 +381,12 @@ class RunWriter:
         return {"entries_file": "cache_entries.json", "sha256": hashlib.sha256(text.encode()).hexdigest(),
                 "n_entries": sum(len(e) for e in files.values()), "cache_files": sorted(files)}
 
+    def stage(self, phase: str) -> Stage:
+        """The staged chunks of ``phase`` of this record (:class:`~shovir_core.records.stage.Stage`): a
+        protocol whose trials wait for a whole phase keeps that phase's chunks there, so a killed run
+        resumes them; they are removed when the record completes."""
+        return Stage(self.path, phase)
+
     def plan_shard(self, n_trials: int) -> None:
         """Record how many trials this shard plans to hold (shown by ``shovir jobs status``)."""
         if self.shard.sharded and not self.is_complete:
@@ -444,5 +452,6 @@ class RunWriter:
                 spec_passed=base.spec_passed if base.spec_passed is not None else self.spec_passed,
                 counts={**base.counts, **counts, "n_trials": total})
             self._write_manifest()
+            shutil.rmtree(self.path / STAGE_DIR, ignore_errors=True)  # staged chunks now live in the parts
         self.close()
         return True
