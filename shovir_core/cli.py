@@ -120,7 +120,9 @@ def _print_job_status(names, profile, *, only_open: bool = False) -> int:
         df = df[df["run_id"].isin(open_)]
     if not df.empty:
         with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
-            view = df[["run_id", "record", "shard", "status", "planned", "written", "host", "updated"]].astype(object)
+            staged = ["staged"] if df["staged"].notna().any() else []  # only a probe record's test split stages
+            view = df[["run_id", "record", "shard", "status", "planned", *staged, "written", "host",
+                       "updated"]].astype(object)
             print(view.where(view.notna(), "").to_string(index=False))
         for row in df[df["record"] == "unreadable"].itertuples():
             print(f"UNREADABLE {row.run_id}: {row.error}")

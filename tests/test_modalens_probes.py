@@ -243,9 +243,9 @@ def test_the_two_arms_train_the_tuned_lens_once(runs_root, monkeypatch):
     assert fresh.manifest["counts"]["lens_sha256"] == absent.manifest["counts"]["lens_sha256"]  # trained again: the same
 
 
-def test_whole_records_take_the_shards_in_turn(runs_root):
-    """``--shards 2``: the probe record and the tuned-lens pair (one trained lens: one group) are made whole on
-    different shards, side by side, not one after the other on shard 0; a sharded arm is split as before."""
+def test_the_probe_record_is_split_and_the_lens_pair_made_whole(runs_root):
+    """``--shards 2``: the probe record is split by chunks of the test split; the tuned-lens pair (one trained
+    lens: one group) is made whole by one shard; a ModaLens arm is split as before."""
     from shovir_core.jobs import ShardTask
     from shovir_core.jobs.task import RunTarget
     from shovir_core.protocols import whole_record_shards
@@ -253,12 +253,49 @@ def test_whole_records_take_the_shards_in_turn(runs_root):
     mp._TRAINED.clear()
     targets = [("modalens-probes", "w.probe", dict(PROBE)), ("modalens-probes", "w.lens-P", {**LENS, "report": "present"}),
                ("modalens-probes", "w.lens-A", {**LENS, "report": "absent"}), ("modalens", "w.arm", dict(BASE))]
-    assert whole_record_shards(targets, 2) == [0, 1, 1, None]
-    assert whole_record_shards(targets, 3) == [0, 1, 1, None]
-    assert whole_record_shards(targets[1:3], 2) == [0, 0]
+    assert whole_record_shards(targets, 2) == [None, 0, 0, None]
+    assert whole_record_shards(targets, 3) == [None, 0, 0, None]
     task = ShardTask([RunTarget(*t) for t in targets[:3]], count=2, env={})
-    made = task(1)  # shard 1 alone: the lens pair, whole; the probe record is shard 0's
-    assert sorted(rid.split("/")[1] for rid in made) == ["w.lens-A", "w.lens-P"]
+    made = task(1)  # shard 1 alone: its chunks of the probe record, staged; the lens pair is shard 0's
+    assert [rid.split("/")[1] for rid in made] == ["w.probe"] and set(made.values()) != {"complete"}
+    assert not list(runs_root.glob("modalens-probes/w.lens-*/*/manifest.json"))
+    made = task(0)  # shard 0: the lens pair, and its chunks; every chunk is then staged, so it fits and writes
+    assert sorted(rid.split("/")[1] for rid in made) == ["w.lens-A", "w.lens-P", "w.probe"]
     assert set(made.values()) == {"complete"}
-    assert not list(runs_root.glob("modalens-probes/w.probe/*/manifest.json"))
     mp._TRAINED.clear()
+
+
+def test_a_sharded_probe_record_equals_one_process(runs_root, monkeypatch):
+    """Two shards stage their chunks; the last to finish fits on the whole test split in its order, so the
+    record holds the rows and probe scores one process writes, and no staged file is left."""
+    import pandas as pd
+
+    from shovir_core.records import Shard, record_dir
+    from shovir_core.records.stage import STAGE_DIR
+
+    spec = {**PROBE, "batch_cases": 2}
+    whole = run("modalens-probes", "s.whole", dict(spec), progress=False).trials
+    calls = []
+    real = mp._probe_chunk
+
+    def counted(*args, **kwargs):
+        calls.append(args[2]["split"].iloc[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mp, "_probe_chunk", counted)
+    first = run("modalens-probes", "s.sharded", dict(spec), progress=False, shard=Shard(0, 2))
+    assert first.status != "complete" and set(calls) == {"test"}, "the first shard stages its chunks only"
+    n_first = len(calls)
+    from shovir_core.records import shard_progress
+
+    (row,) = shard_progress(first.path)
+    assert row["planned"] == row["staged"] > 0 and row["written"] == 0, "`shovir jobs status` shows the staged trials"
+    second = run("modalens-probes", "s.sharded", dict(spec), progress=False, shard=Shard(1, 2))
+    n_test_chunks = -(-whole.loc[whole["split"] == "test", "case_id"].nunique() // 2)
+    assert calls.count("test") == n_test_chunks and 0 < n_first < n_test_chunks, "each test chunk computed once"
+    assert second.status == "complete"
+    record = record_dir("modalens-probes", "s.sharded", mp.resolve_spec(dict(spec)))
+    assert not (record / STAGE_DIR).exists()
+    cols = [c for c in whole.columns if c != "run_id"]
+    pd.testing.assert_frame_equal(whole[cols].sort_values("trial_id").reset_index(drop=True),
+                                  second.trials[cols].sort_values("trial_id").reset_index(drop=True))

@@ -8,7 +8,7 @@ from .task import RunTarget
 
 __all__ = ["status", "STATUS_COLUMNS"]
 
-STATUS_COLUMNS = ["run_id", "record", "shard", "status", "planned", "written", "host", "pid", "updated",
+STATUS_COLUMNS = ["run_id", "record", "shard", "status", "planned", "staged", "written", "host", "pid", "updated",
                   "error", "log"]
 
 
@@ -19,7 +19,8 @@ def _record_path(t: RunTarget):
 
 
 def status(targets: list[RunTarget]) -> pd.DataFrame:
-    """One row per (record, shard): the record's status, the shard's planned and written trials,
+    """One row per (record, shard): the record's status, the shard's planned, staged (computed, written when
+    the record's probes are fitted: App. N.3's test split) and written trials,
     who wrote it last, its error and log path. Records not started yet show one row; a record that
     cannot be read (e.g. Permission denied on one of its files) shows one row ``unreadable`` with the
     error, and the other records are listed as usual."""

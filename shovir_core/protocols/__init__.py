@@ -44,10 +44,12 @@ REGISTRY: dict[str, str] = {
     "modalens-noreport": "shovir_core.protocols.noreport",
 }
 
-SHARDED: frozenset[str] = frozenset({"modalens", "shovir", "modalens-layers", "modalens-interventions"})
-"""Protocols whose ``execute`` splits the trial grid by shard (:mod:`shovir_core.protocols.shards`). One of
-them may keep some records whole (its ``sharded(spec)`` says False: ``modalens-interventions``' steering
-fits one direction for all its trials), which one shard then makes alone (:func:`whole_record_shards`)."""
+SHARDED: frozenset[str] = frozenset({"modalens", "shovir", "modalens-layers", "modalens-interventions",
+                                     "modalens-probes"})
+"""Protocols whose ``execute`` splits the trial grid by shard (:mod:`shovir_core.protocols.shards`). Two of
+them keep some records whole (their ``sharded(spec)`` says False: ``modalens-interventions``' steering fits
+one direction for all its trials, ``modalens-probes``' tuned lens would be trained by every shard), which one
+shard then makes alone (:func:`whole_record_shards`)."""
 
 
 def _sharded(protocol: str, resolved: dict) -> bool:
@@ -127,7 +129,7 @@ def whole_record_shards(targets, count: int) -> list[int | None]:
 
     The records that cannot be split are taken in :func:`record_groups` (records sharing work -- the two
     tuned-lens records of one trained lens -- stay in one process) and the groups take the shards in turn:
-    App. N.3's probe record and its tuned-lens pair run side by side on two shards instead of one after the
+    App. N.2's steering record and App. N.3's tuned-lens pair run on different shards instead of one after the
     other on shard 0. The answer depends on the targets and ``count`` alone, so every shard computes the same.
     """
     whole: list[tuple] = []

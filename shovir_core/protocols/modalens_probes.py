@@ -65,11 +65,12 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..records import Run, RunWriter, load_run, spec_hash
+from ..records import Run, RunWriter
 from . import modalens as ml
+from . import shards
 from .spec import Field, SpecError, SpecSchema, StaleSpecError
 
-__all__ = ["PROTOCOL", "SPEC", "ANALYSES", "resolve_spec", "execute", "probe_config", "cohorts"]
+__all__ = ["PROTOCOL", "SPEC", "ANALYSES", "resolve_spec", "execute", "probe_config", "cohorts", "sharded"]
 
 PROTOCOL = "modalens-probes"
 ANALYSES = ("probe", "tuned-lens")
@@ -146,6 +147,13 @@ def _schema() -> SpecSchema:
 
 
 SPEC = _schema()
+
+
+def sharded(spec: dict) -> bool:
+    """Probe records are split over shards (``shovir run --shards N``) by chunks of the test split's cases,
+    staged until one process fits the probes (:func:`_execute_probe`); a tuned-lens record is made whole by
+    one shard (:func:`~shovir_core.protocols.whole_record_shards`), since every shard would train the lens."""
+    return spec["analysis"] == "probe"
 
 
 def resolve_spec(spec: dict) -> dict:
@@ -322,38 +330,79 @@ def _chunks(trials: pd.DataFrame, batch: int):
 
 
 def _execute_probe(spec, model, ds, writer, batch, bar):
+    """The probe record, or this shard's part of it.
+
+    The probes need the whole test split's features before any test row can be written, so its chunks
+    (rows and the two feature arrays) are staged in the record until it completes
+    (:meth:`~shovir_core.records.RunWriter.stage`): a run killed in the test split or in the disjoint
+    cohort computes no staged chunk again. Shards split the test split's chunks
+    (:func:`shovir_core.protocols.shards.mine`); the process that finds every chunk staged and takes the
+    phase's lock -- the last shard to finish its chunks, or a resumed one -- fits the probes on the whole
+    split in its order (the same rows and scores as one process), writes the test rows and scores the
+    disjoint cohort. Every other shard ends when its chunks are staged.
+    """
     from ..models.lens import decoder_parts
     from ..stats.probes import FrozenConfig
 
     n_layers = len(decoder_parts(model.model)["layers"])
     frozen = FrozenConfig.freeze(probe_config(spec, n_layers))  # before any model call
-    done = writer.done_ids
+    counts_out = {"protocol_sha256": frozen.sha256, "protocol": json.dumps(frozen.config, sort_keys=True),
+                  "n_layers": n_layers}
+    _check_stored_hash(writer, frozen, writer.done_ids)  # a resumed record of another protocol: before any model call
     test_cases, disjoint_cases, counts = cohorts(spec)
     test, test_reports = _split_trials(spec, test_cases, "test")
-    disjoint, disjoint_reports = _split_trials(pool_dataset_spec(spec), disjoint_cases, "disjoint")
-    pool_ds = ds if spec.get("probe_pool") is None else ml._dataset(spec["probe_pool"])
-    if done:
-        stored = load_stored_hash(writer)
-        if stored is not None and stored != frozen.sha256:
-            raise RuntimeError(f"{PROTOCOL}: the stored rows were made under protocol {stored[:8]}, "
-                               f"this run's frozen protocol is {frozen.prefix}")
     layers = (frozen.config["probe"]["flip_layer"], frozen.config["probe"]["label_layer"])
-    rows, feats = [], ([], [])
-    # the probes need the whole test split's features before any test row can be written: its chunks are
-    # staged in the record (rows and the two feature arrays) until it completes, so a run killed in the
-    # test split or in the disjoint cohort computes none of them again
     stage = writer.stage(f"test-features-{frozen.sha256[:12]}")
-    for part in _chunks(test, batch):
-        staged = stage.load(part["trial_id"])
-        if staged is None:
-            r, f = _probe_chunk(model, spec, part, test_reports, _images(ds, part), layers)
-            stage.save(r, {"c": f[0], "d": f[1]})
-        else:
-            r, f = staged[0], (staged[1]["c"], staged[1]["d"])
+    chunks = list(_chunks(test, batch))
+    keys = [stage.key(part["trial_id"]) for part in chunks]
+    mine = set(shards.mine(keys, writer.shard))
+    writer.plan_shard(sum(len(part) for part, key in zip(chunks, keys) if key in mine))
+    computed: dict[str, tuple] = {}
+
+    def compute(part, key):
+        r, f = _probe_chunk(model, spec, part, test_reports, _images(ds, part), layers)
+        stage.save(r, {"c": f[0], "d": f[1]})
+        computed[key] = (r, f)
+
+    n_staged = 0
+    for part, key in zip(chunks, keys):
+        if key in mine:
+            if not stage.has(part["trial_id"]):
+                compute(part, key)
+            n_staged += len(part)
+            writer.note_staged(n_staged)
+            bar.update(len(part))
+    if not all(stage.has(part["trial_id"]) for part in chunks):
+        return {**counts, **counts_out}  # another shard's chunks are still being computed: it goes on
+    lock = stage.lock("fit")
+    if lock.acquire() is not None:
+        return {**counts, **counts_out}  # another process is fitting and writing
+    try:
+        _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, chunks, keys, stage, computed, compute,
+                       disjoint_cases)
+    finally:
+        lock.release()
+    frozen.check(probe_config(spec, n_layers))  # after the last row: the protocol did not change
+    return {**counts, **counts_out}
+
+
+def _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, chunks, keys, stage, computed, compute,
+                   disjoint_cases):
+    """Fit both probes on the whole staged test split, write its rows, then score the disjoint cohort."""
+    done = writer.stored_ids()  # also rows another process wrote since this one opened the record
+    _check_stored_hash(writer, frozen, done)
+    rows, feats = [], ([], [])
+    for part, key in zip(chunks, keys):  # the test split's order, whichever process computed a chunk
+        if key not in computed:
+            staged = stage.load(part["trial_id"])
+            if staged is None:  # unreadable: computed again here
+                compute(part, key)
+            else:
+                computed[key] = (staged[0], (staged[1]["c"], staged[1]["d"]))
+        r, f = computed.pop(key)
         rows.append(r)
         feats[0].append(f[0])
         feats[1].append(f[1])
-        bar.update(len(part))
     rows_t = pd.concat(rows, ignore_index=True)
     feats_t = (np.concatenate(feats[0]).astype(np.float64), np.concatenate(feats[1]).astype(np.float64))
     flip_probe, label_probe, flip_oof, label_oof = _fit(rows_t, feats_t, frozen.config)
@@ -362,6 +411,8 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
     todo = rows_t[~rows_t["trial_id"].isin(done)]
     for start in range(0, len(todo), max(batch, 1) * 16):
         writer.append(todo.iloc[start:start + max(batch, 1) * 16])
+    disjoint, disjoint_reports = _split_trials(pool_dataset_spec(spec), disjoint_cases, "disjoint")
+    pool_ds = ds if spec.get("probe_pool") is None else ml._dataset(spec["probe_pool"])
     for part in _chunks(disjoint[~disjoint["trial_id"].isin(done)], batch):
         r, f = _probe_chunk(model, spec, part, disjoint_reports, _images(pool_ds, part), layers)
         r["probe_flip_score"] = _apply(flip_probe, f[0].astype(np.float64))
@@ -370,9 +421,15 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
         r["protocol_sha256"] = frozen.sha256
         writer.append(r)
         bar.update(len(part))
-    frozen.check(probe_config(spec, n_layers))  # after the last row: the protocol did not change
-    return {**counts, "protocol_sha256": frozen.sha256, "protocol": json.dumps(frozen.config, sort_keys=True),
-            "n_layers": n_layers}
+
+
+def _check_stored_hash(writer, frozen, done) -> None:
+    """Refuse to go on writing rows stored under another frozen protocol."""
+    if done:
+        stored = load_stored_hash(writer)
+        if stored is not None and stored != frozen.sha256:
+            raise RuntimeError(f"{PROTOCOL}: the stored rows were made under protocol {stored[:8]}, "
+                               f"this run's frozen protocol is {frozen.prefix}")
 
 
 def load_stored_hash(writer) -> str | None:
@@ -526,4 +583,4 @@ def _write(name, spec, model, ds, seeds, batch, progress) -> Run:
         counts = run(spec, model, ds, writer, batch, bar)
         bar.close()
         writer.complete(**counts, arm=ml.arm_label(spec), analysis=spec["analysis"])
-    return load_run(PROTOCOL, name, spec_hash(spec))
+    return shards.result(writer)  # complete once every shard has finished

@@ -118,7 +118,8 @@ def finished_set(markers: dict[str, dict]) -> int | None:
 
 
 def shard_progress(record: Path) -> list[dict]:
-    """One row per shard of a record: planned trials, rows written in its parts, status, host, log.
+    """One row per shard of a record: planned trials, trials staged (computed, not yet written: a probe
+    record's test split), rows written in its parts, status, host, log.
 
     Status is the marker's (``running``, ``done``, ``failed``), or ``stopped`` for a shard marked
     running whose writer holds no lock any more (its process died).
@@ -141,11 +142,12 @@ def shard_progress(record: Path) -> list[dict]:
         if state == "running" and TryLock(record / f".writer-{token}.lock").held_elsewhere() is None:
             state = "stopped"  # its process died without a word (killed, node lost): resubmit it
         rows.append({"shard": f"{marker.get('shard')}/{marker.get('of')}", "status": state,
-                     "planned": marker.get("planned"), "written": written.pop(token, 0),
+                     "planned": marker.get("planned"), "staged": marker.get("staged"),
+                     "written": written.pop(token, 0),
                      "host": marker.get("host"), "pid": marker.get("pid"), "updated": marker.get("updated"),
                      "error": marker.get("error"), "log": marker.get("log")})
     for token, n in written.items():
         rows.append({"shard": "-" if token is None else str(Shard.from_token(token)), "status": None,
-                     "planned": None, "written": n, "host": None, "pid": None, "updated": None,
+                     "planned": None, "staged": None, "written": n, "host": None, "pid": None, "updated": None,
                      "error": None, "log": None})
     return rows

@@ -26,7 +26,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .files import make_temp_file
+from .files import TryLock, make_temp_file
 
 __all__ = ["Stage", "STAGE_DIR"]
 
@@ -73,6 +73,15 @@ class Stage:
 
     def __len__(self) -> int:
         return len(list(self.folder.glob("*.parquet"))) if self.folder.is_dir() else 0
+
+    def has(self, trial_ids: Iterable[str]) -> bool:
+        """Whether the chunk holding ``trial_ids`` is staged (its rows, written last, exist)."""
+        return (self.folder / f"{self.key(trial_ids)}.parquet").is_file()
+
+    def lock(self, name: str) -> TryLock:
+        """A non-blocking lock of this phase (``<phase>/.<name>.lock``): the one process that goes on
+        from the staged chunks (the probe record: fits and writes) holds it."""
+        return TryLock(self.folder / f".{name}.lock")
 
     def load(self, trial_ids: Iterable[str]):
         """``(rows, arrays)`` of the staged chunk holding exactly ``trial_ids``, or ``None``."""

@@ -286,6 +286,11 @@ class RunWriter:
         """Trial ids already stored (by any process, as of the last append)."""
         return frozenset(self._done)
 
+    def stored_ids(self) -> frozenset[str]:
+        """Trial ids stored now, by any process (:attr:`done_ids` re-read from the parts written since)."""
+        self._refresh_done()
+        return frozenset(self._done)
+
     def _write_manifest(self) -> None:
         atomic_write_text(self.path / "manifest.json",
                           json.dumps(self._m.to_dict(), indent=2, default=str) + "\n")
@@ -403,6 +408,13 @@ class RunWriter:
                 marker = read_markers(self.path).get(self.shard.token, {})
                 write_marker(self.path, self.shard, planned=int(marker.get("planned") or 0) - int(n_trials),
                              dropped=int(marker.get("dropped") or 0) + int(n_trials))
+
+    def note_staged(self, n_staged: int) -> None:
+        """This shard's trials computed and staged so far (:meth:`stage`), not yet written: shown by
+        ``shovir jobs status`` beside ``planned`` and ``written``."""
+        if self.shard.sharded and not self.is_complete:
+            with self._manifest_lock():
+                write_marker(self.path, self.shard, staged=int(n_staged))
 
     def shard_done(self) -> bool:
         """Mark this shard finished; ``True`` when every shard's trials are now present.
