@@ -299,3 +299,22 @@ def test_a_sharded_probe_record_equals_one_process(runs_root, monkeypatch):
     cols = [c for c in whole.columns if c != "run_id"]
     pd.testing.assert_frame_equal(whole[cols].sort_values("trial_id").reset_index(drop=True),
                                   second.trials[cols].sort_values("trial_id").reset_index(drop=True))
+
+
+def test_shards_that_chunk_the_test_split_differently_fail_loudly(runs_root):
+    """Shards run with different ``batch_cases`` stage chunks none of them asks for: the last to finish says
+    so instead of completing the record without its rows; one process then completes it."""
+    import pandas as pd
+
+    from shovir_core.records import Shard
+
+    whole = run("modalens-probes", "m.whole", {**PROBE, "batch_cases": 2}, progress=False).trials
+    first = run("modalens-probes", "m.mixed", {**PROBE, "batch_cases": 2}, progress=False, shard=Shard(0, 2))
+    assert first.status != "complete"
+    with pytest.raises(RuntimeError, match="batch_cases"):
+        run("modalens-probes", "m.mixed", {**PROBE, "batch_cases": 3}, progress=False, shard=Shard(1, 2))
+    done = run("modalens-probes", "m.mixed", {**PROBE, "batch_cases": 2}, progress=False)
+    assert done.status == "complete"
+    cols = [c for c in whole.columns if c != "run_id"]
+    pd.testing.assert_frame_equal(whole[cols].sort_values("trial_id").reset_index(drop=True),
+                                  done.trials[cols].sort_values("trial_id").reset_index(drop=True))

@@ -373,6 +373,7 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
             writer.note_staged(n_staged)
             bar.update(len(part))
     if not all(stage.has(part["trial_id"]) for part in chunks):
+        _check_another_shard_goes_on(writer, stage, chunks)
         return {**counts, **counts_out}  # another shard's chunks are still being computed: it goes on
     lock = stage.lock("fit")
     if lock.acquire() is not None:
@@ -384,6 +385,26 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
         lock.release()
     frozen.check(probe_config(spec, n_layers))  # after the last row: the protocol did not change
     return {**counts, **counts_out}
+
+
+def _check_another_shard_goes_on(writer, stage, chunks) -> None:
+    """Raise when every other shard has finished and chunks of the test split are still not staged: no
+    process would fit the probes, and the record would complete without its rows (shards that chunked the
+    split differently, with another ``batch_cases``, stage chunks none of them asks for)."""
+    from ..records.shards import read_markers
+
+    count = writer.shard.count
+    others = {t: m for t, m in read_markers(writer.path).items()
+              if t != writer.shard.token and int(m.get("of") or 0) == count}
+    if len(others) < count - 1 or any(m.get("status") != "done" for m in others.values()):
+        return  # a shard is still computing (or has not started): the last one to finish goes on
+    missing = sum(not stage.has(part["trial_id"]) for part in chunks)  # again: one may have just finished
+    if missing:
+        raise RuntimeError(
+            f"{PROTOCOL}: every other shard has finished, but {missing} of the test split's {len(chunks)} chunks "
+            f"are not staged in {stage.folder}, so no process can fit the probes (were the shards run with "
+            "different batch_cases?); run the shards again with one batch_cases, or complete the record in one "
+            "process (`shovir records complete RUN_ID --force`)")
 
 
 def _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, chunks, keys, stage, computed, compute,
