@@ -265,12 +265,35 @@ def test_the_probe_record_is_split_and_the_lens_pair_made_whole(runs_root):
     mp._TRAINED.clear()
 
 
+def _chunk_locks(spec: dict, name: str, shard) -> list:
+    """Hold the chunk locks of the test-split chunks that are not ``shard``'s, as a partner shard computing
+    them would (flock: a second open file conflicts also within one process)."""
+    from shovir_core.protocols import shards
+    from shovir_core.records import record_dir
+    from shovir_core.records.stage import Stage
+    from shovir_core.stats.probes import FrozenConfig
+
+    resolved = mp.resolve_spec(dict(spec))
+    frozen = FrozenConfig.freeze(mp.probe_config(resolved, 2))
+    stage = Stage(record_dir("modalens-probes", name, resolved), f"test-features-{frozen.sha256[:12]}")
+    test = mp._split_trials(resolved, mp.cohorts(resolved)[0], "test")[0]
+    keys = [stage.key(part["trial_id"]) for part in mp._chunks(test, int(spec["batch_cases"]))]
+    mine = set(shards.mine(keys, shard))
+    held = []
+    for key in keys:
+        if key not in mine:
+            lock = stage.lock(f"chunk-{key}")
+            assert lock.acquire() is None
+            held.append(lock)
+    return held
+
+
 def test_a_sharded_probe_record_equals_one_process(runs_root, monkeypatch):
-    """Two shards stage their chunks; the last to finish fits on the whole test split in its order, so the
-    record holds the rows and probe scores one process writes, and no staged file is left."""
+    """Two shards stage their chunks; the one that stages the last chunk fits on the whole test split in its
+    order, so the record holds the rows and probe scores one process writes, and no staged file is left."""
     import pandas as pd
 
-    from shovir_core.records import Shard, record_dir
+    from shovir_core.records import Shard, record_dir, shard_progress
     from shovir_core.records.stage import STAGE_DIR
 
     spec = {**PROBE, "batch_cases": 2}
@@ -283,13 +306,14 @@ def test_a_sharded_probe_record_equals_one_process(runs_root, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(mp, "_probe_chunk", counted)
+    held = _chunk_locks(spec, "s.sharded", Shard(0, 2))  # shard 1 is computing its chunks meanwhile
     first = run("modalens-probes", "s.sharded", dict(spec), progress=False, shard=Shard(0, 2))
-    assert first.status != "complete" and set(calls) == {"test"}, "the first shard stages its chunks only"
     n_first = len(calls)
-    from shovir_core.records import shard_progress
-
+    assert first.status != "complete" and set(calls) == {"test"}, "the first shard stages its chunks only"
     (row,) = shard_progress(first.path)
     assert row["planned"] == row["staged"] > 0 and row["written"] == 0, "`shovir jobs status` shows the staged trials"
+    for lock in held:
+        lock.release()
     second = run("modalens-probes", "s.sharded", dict(spec), progress=False, shard=Shard(1, 2))
     n_test_chunks = -(-whole.loc[whole["split"] == "test", "case_id"].nunique() // 2)
     assert calls.count("test") == n_test_chunks and 0 < n_first < n_test_chunks, "each test chunk computed once"
@@ -301,19 +325,42 @@ def test_a_sharded_probe_record_equals_one_process(runs_root, monkeypatch):
                                   second.trials[cols].sort_values("trial_id").reset_index(drop=True))
 
 
-def test_shards_that_chunk_the_test_split_differently_fail_loudly(runs_root):
-    """Shards run with different ``batch_cases`` stage chunks none of them asks for: the last to finish says
-    so instead of completing the record without its rows; one process then completes it."""
+def test_a_shard_done_early_computes_its_partners_chunks(runs_root, monkeypatch):
+    """A shard alone (its partner busy with a whole record, or not started) computes every chunk nobody has
+    claimed, fits and writes the rows; the partner then finds them written and computes nothing."""
+    from shovir_core.records import Shard
+
+    spec = {**PROBE, "batch_cases": 2}
+    calls = []
+    real = mp._probe_chunk
+
+    def counted(*args, **kwargs):
+        calls.append(args[2]["split"].iloc[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mp, "_probe_chunk", counted)
+    first = run("modalens-probes", "e.sharded", dict(spec), progress=False, shard=Shard(1, 2))
+    assert first.status != "complete" and "disjoint" in calls, "it staged every chunk, fitted and went on"
+    n_first = len(calls)
+    second = run("modalens-probes", "e.sharded", dict(spec), progress=False, shard=Shard(0, 2))
+    assert second.status == "complete" and len(calls) == n_first, "the partner found every row written"
+
+
+def test_shards_that_chunk_the_test_split_differently_still_make_the_record(runs_root):
+    """Shards run with different ``batch_cases`` stage chunks none of the others asks for: each then computes
+    its own chunking (wasted work), and the record holds the rows of one process with the fitting shard's
+    chunking (batches of other sizes round differently, about 1e-6 in a logit), never a mixture."""
     import pandas as pd
 
     from shovir_core.records import Shard
 
-    whole = run("modalens-probes", "m.whole", {**PROBE, "batch_cases": 2}, progress=False).trials
+    whole = run("modalens-probes", "m.whole", {**PROBE, "batch_cases": 3}, progress=False).trials
+    held = _chunk_locks({**PROBE, "batch_cases": 2}, "m.mixed", Shard(0, 2))
     first = run("modalens-probes", "m.mixed", {**PROBE, "batch_cases": 2}, progress=False, shard=Shard(0, 2))
     assert first.status != "complete"
-    with pytest.raises(RuntimeError, match="batch_cases"):
-        run("modalens-probes", "m.mixed", {**PROBE, "batch_cases": 3}, progress=False, shard=Shard(1, 2))
-    done = run("modalens-probes", "m.mixed", {**PROBE, "batch_cases": 2}, progress=False)
+    for lock in held:
+        lock.release()
+    done = run("modalens-probes", "m.mixed", {**PROBE, "batch_cases": 3}, progress=False, shard=Shard(1, 2))
     assert done.status == "complete"
     cols = [c for c in whole.columns if c != "run_id"]
     pd.testing.assert_frame_equal(whole[cols].sort_values("trial_id").reset_index(drop=True),

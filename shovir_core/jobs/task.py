@@ -65,7 +65,7 @@ class ShardTask:
     The shard's arms are first scored together where a protocol can (prompt prefixes shared,
     :func:`shovir_core.protocols.prefill`); records of protocols that cannot be sharded are made
     whole, each by one shard, their groups taking the shards in turn
-    (:func:`shovir_core.protocols.whole_record_shards`). Returns ``{run_id: status}`` of the records this shard
+    (:func:`shovir_core.protocols.whole_record_shards`), before the shard's part of the split records. Returns ``{run_id: status}`` of the records this shard
     touched. :meth:`checkpoint` is submitit's preemption/timeout hook: the task is requeued with the
     same arguments and resumes, since records skip trials already stored.
     """
@@ -90,8 +90,11 @@ class ShardTask:
         triples = [(t.protocol, t.name, t.spec) for t in self.targets]
         prefill(list(triples), progress=self.progress, shard=shard)
         owners = whole_record_shards(triples, self.count) if self.count > 1 else [0] * len(triples)
+        # this shard's whole records first: a probe record's shards compute the chunks their partners have
+        # not started (modalens_probes._execute_probe), so the split work fills in around the whole records
+        order = sorted(range(len(triples)), key=lambda i: owners[i] is None)
         done = {}
-        for t, owner in zip(self.targets, owners):
+        for t, owner in ((self.targets[i], owners[i]) for i in order):
             record = run(t.protocol, t.name, t.spec, progress=self.progress, shard=shard, whole_by=owner or 0)
             if record is not None:
                 done[record.run_id] = record.status

@@ -336,10 +336,11 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
     (rows and the two feature arrays) are staged in the record until it completes
     (:meth:`~shovir_core.records.RunWriter.stage`): a run killed in the test split or in the disjoint
     cohort computes no staged chunk again. Shards split the test split's chunks
-    (:func:`shovir_core.protocols.shards.mine`); the process that finds every chunk staged and takes the
-    phase's lock -- the last shard to finish its chunks, or a resumed one -- fits the probes on the whole
+    (:func:`shovir_core.protocols.shards.mine`), and a shard done with its own computes the chunks no
+    process has staged or claimed yet; the process that then finds every chunk staged and takes the
+    phase's lock -- the one that staged the last chunk, or a resumed one -- fits the probes on the whole
     split in its order (the same rows and scores as one process), writes the test rows and scores the
-    disjoint cohort. Every other shard ends when its chunks are staged.
+    disjoint cohort. Every other shard ends when no chunk is left to compute.
     """
     from ..models.lens import decoder_parts
     from ..stats.probes import FrozenConfig
@@ -365,16 +366,29 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
         computed[key] = (r, f)
 
     n_staged = 0
-    for part, key in zip(chunks, keys):
-        if key in mine:
-            if not stage.has(part["trial_id"]):
+    # this shard's chunks, then any other chunk no process has staged or claimed (taken from the end, where
+    # its shard comes last): a shard that finishes early -- its partner busy with a whole record, or slower --
+    # computes the rest instead of waiting; a chunk's lock keeps two processes from computing it
+    order = [i for i, key in enumerate(keys) if key in mine] + [i for i in reversed(range(len(keys)))
+                                                               if keys[i] not in mine]
+    test_written = set(test["trial_id"]) <= writer.done_ids  # fitted already: the disjoint cohort may be left
+    for i in [] if test_written else order:
+        part, key = chunks[i], keys[i]
+        if stage.has(part["trial_id"]):
+            continue
+        claim = stage.lock(f"chunk-{key}")
+        if claim.acquire() is not None:
+            continue  # another process is computing it
+        try:
+            if not stage.has(part["trial_id"]):  # staged while this process waited for the lock
                 compute(part, key)
-            n_staged += len(part)
-            writer.note_staged(n_staged)
-            bar.update(len(part))
-    if not all(stage.has(part["trial_id"]) for part in chunks):
-        _check_another_shard_goes_on(writer, stage, chunks)
-        return {**counts, **counts_out}  # another shard's chunks are still being computed: it goes on
+                n_staged += len(part)
+                writer.note_staged(n_staged)
+        finally:
+            claim.release()
+        bar.update(len(part))
+    if not test_written and not all(stage.has(part["trial_id"]) for part in chunks):
+        return {**counts, **counts_out}  # the process computing the last chunks goes on
     lock = stage.lock("fit")
     if lock.acquire() is not None:
         return {**counts, **counts_out}  # another process is fitting and writing
@@ -387,31 +401,14 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
     return {**counts, **counts_out}
 
 
-def _check_another_shard_goes_on(writer, stage, chunks) -> None:
-    """Raise when every other shard has finished and chunks of the test split are still not staged: no
-    process would fit the probes, and the record would complete without its rows (shards that chunked the
-    split differently, with another ``batch_cases``, stage chunks none of them asks for)."""
-    from ..records.shards import read_markers
-
-    count = writer.shard.count
-    others = {t: m for t, m in read_markers(writer.path).items()
-              if t != writer.shard.token and int(m.get("of") or 0) == count}
-    if len(others) < count - 1 or any(m.get("status") != "done" for m in others.values()):
-        return  # a shard is still computing (or has not started): the last one to finish goes on
-    missing = sum(not stage.has(part["trial_id"]) for part in chunks)  # again: one may have just finished
-    if missing:
-        raise RuntimeError(
-            f"{PROTOCOL}: every other shard has finished, but {missing} of the test split's {len(chunks)} chunks "
-            f"are not staged in {stage.folder}, so no process can fit the probes (were the shards run with "
-            "different batch_cases?); run the shards again with one batch_cases, or complete the record in one "
-            "process (`shovir records complete RUN_ID --force`)")
-
-
 def _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, chunks, keys, stage, computed, compute,
                    disjoint_cases):
     """Fit both probes on the whole staged test split, write its rows, then score the disjoint cohort."""
     done = writer.stored_ids()  # also rows another process wrote since this one opened the record
     _check_stored_hash(writer, frozen, done)
+    disjoint, disjoint_reports = _split_trials(pool_dataset_spec(spec), disjoint_cases, "disjoint")
+    if all(set(part["trial_id"]) <= done for part in chunks) and set(disjoint["trial_id"]) <= done:
+        return  # another process fitted and wrote every row
     rows, feats = [], ([], [])
     for part, key in zip(chunks, keys):  # the test split's order, whichever process computed a chunk
         if key not in computed:
@@ -432,7 +429,6 @@ def _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, chunks, 
     todo = rows_t[~rows_t["trial_id"].isin(done)]
     for start in range(0, len(todo), max(batch, 1) * 16):
         writer.append(todo.iloc[start:start + max(batch, 1) * 16])
-    disjoint, disjoint_reports = _split_trials(pool_dataset_spec(spec), disjoint_cases, "disjoint")
     pool_ds = ds if spec.get("probe_pool") is None else ml._dataset(spec["probe_pool"])
     for part in _chunks(disjoint[~disjoint["trial_id"].isin(done)], batch):
         r, f = _probe_chunk(model, spec, part, disjoint_reports, _images(pool_ds, part), layers)
