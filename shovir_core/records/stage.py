@@ -10,6 +10,8 @@ pickles). A resumed run reads the chunks it finds and computes only the others.
 * A chunk is keyed by the SHA-256 of its trial ids, and its rows must hold exactly those ids when read.
 * Its arrays are written first and its rows last, each through a temporary file renamed into place, so
   a chunk whose rows exist is whole; a chunk that cannot be read is computed again.
+* Shards of the record stage their chunks side by side; :meth:`Stage.lock` gives the locks that keep two
+  processes from computing one chunk and let exactly one go on from the whole phase.
 * The phase's name carries what decides the staged values beyond the record's own spec (the probe
   record: its frozen protocol's hash), so a changed configuration never reads another's chunks.
 * Like a partial record's parts, staged chunks outlive neither the record's spec (another spec is
