@@ -265,6 +265,18 @@ def test_the_probe_record_is_split_and_the_lens_pair_made_whole(runs_root):
     mp._TRAINED.clear()
 
 
+def _count_chunks(monkeypatch) -> list:
+    """The split (``test`` / ``disjoint``) of every chunk the probe record computes from now on."""
+    calls, real = [], mp._probe_chunk
+
+    def counted(*args, **kwargs):
+        calls.append(args[2]["split"].iloc[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mp, "_probe_chunk", counted)
+    return calls
+
+
 def _chunk_locks(spec: dict, name: str, shard) -> list:
     """Hold the chunk locks of the test-split chunks that are not ``shard``'s, as a partner shard computing
     them would (flock: a second open file conflicts also within one process)."""
@@ -298,14 +310,7 @@ def test_a_sharded_probe_record_equals_one_process(runs_root, monkeypatch):
 
     spec = {**PROBE, "batch_cases": 2}
     whole = run("modalens-probes", "s.whole", dict(spec), progress=False).trials
-    calls = []
-    real = mp._probe_chunk
-
-    def counted(*args, **kwargs):
-        calls.append(args[2]["split"].iloc[0])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(mp, "_probe_chunk", counted)
+    calls = _count_chunks(monkeypatch)
     held = _chunk_locks(spec, "s.sharded", Shard(0, 2))  # shard 1 is computing its chunks meanwhile
     first = run("modalens-probes", "s.sharded", dict(spec), progress=False, shard=Shard(0, 2))
     n_first = len(calls)
@@ -331,14 +336,7 @@ def test_a_shard_done_early_computes_its_partners_chunks(runs_root, monkeypatch)
     from shovir_core.records import Shard
 
     spec = {**PROBE, "batch_cases": 2}
-    calls = []
-    real = mp._probe_chunk
-
-    def counted(*args, **kwargs):
-        calls.append(args[2]["split"].iloc[0])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(mp, "_probe_chunk", counted)
+    calls = _count_chunks(monkeypatch)
     first = run("modalens-probes", "e.sharded", dict(spec), progress=False, shard=Shard(1, 2))
     assert first.status != "complete" and "disjoint" in calls, "it staged every chunk, fitted and went on"
     n_first = len(calls)

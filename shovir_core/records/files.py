@@ -216,11 +216,16 @@ def make_temp_file(path: Path) -> tuple[int, str]:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file renamed into place (mode as ``open()`` gives)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file renamed into place (mode as ``open()`` gives)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = make_temp_file(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

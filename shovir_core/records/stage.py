@@ -22,31 +22,17 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
-from .files import TryLock, make_temp_file
+from .files import TryLock, atomic_write_bytes
 
 __all__ = ["Stage", "STAGE_DIR"]
 
 STAGE_DIR = ".staged"
 """``<record>/.staged/``: staged chunks of an open record (removed when it completes)."""
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = make_temp_file(path)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class Stage:
@@ -110,7 +96,7 @@ class Stage:
         k = self.key(rows["trial_id"])
         buf = io.BytesIO()
         np.savez(buf, **{name: np.asarray(a) for name, a in arrays.items()})
-        _write_atomic(self.folder / f"{k}.npz", buf.getvalue())
+        atomic_write_bytes(self.folder / f"{k}.npz", buf.getvalue())
         buf = io.BytesIO()
         rows.to_parquet(buf)
-        _write_atomic(self.folder / f"{k}.parquet", buf.getvalue())
+        atomic_write_bytes(self.folder / f"{k}.parquet", buf.getvalue())
