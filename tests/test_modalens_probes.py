@@ -316,7 +316,8 @@ def test_a_sharded_probe_record_equals_one_process(runs_root, monkeypatch):
     n_first = len(calls)
     assert first.status != "complete" and set(calls) == {"test"}, "the first shard stages its chunks only"
     (row,) = shard_progress(first.path)
-    assert row["planned"] == row["staged"] > 0 and row["written"] == 0, "`shovir jobs status` shows the staged trials"
+    assert row["planned"] == row["staged"] > 0 and row["written"] == 0, \
+        "`shovir jobs status` shows the staged trials"
     for lock in held:
         lock.release()
     second = run("modalens-probes", "s.sharded", dict(spec), progress=False, shard=Shard(1, 2))

@@ -65,9 +65,10 @@ class ShardTask:
     The shard's arms are first scored together where a protocol can (prompt prefixes shared,
     :func:`shovir_core.protocols.prefill`); records of protocols that cannot be sharded are made
     whole, each by one shard, their groups taking the shards in turn
-    (:func:`shovir_core.protocols.whole_record_shards`), before the shard's part of the split records. Returns ``{run_id: status}`` of the records this shard
-    touched. :meth:`checkpoint` is submitit's preemption/timeout hook: the task is requeued with the
-    same arguments and resumes, since records skip trials already stored.
+    (:func:`shovir_core.protocols.whole_record_shards`), before the shard's part of the split records.
+    Returns ``{run_id: status}`` of the records this shard touched. :meth:`checkpoint` is submitit's
+    preemption/timeout hook: the task is requeued with the same arguments and resumes, since records skip
+    trials already stored.
     """
 
     def __init__(self, targets: list[RunTarget], *, count: int, env: dict[str, str] | None = None,
