@@ -287,7 +287,7 @@ def _chunk_locks(spec: dict, name: str, shard) -> list:
 
     resolved = mp.resolve_spec(dict(spec))
     frozen = FrozenConfig.freeze(mp.probe_config(resolved, 2))
-    stage = Stage(record_dir("modalens-probes", name, resolved), f"test-features-{frozen.sha256[:12]}")
+    stage = Stage(record_dir("modalens-probes", name, resolved), mp.stage_phase(frozen))
     test = mp._split_trials(resolved, mp.cohorts(resolved)[0], "test")[0]
     keys = [stage.key(part["trial_id"]) for part in mp._chunks(test, int(spec["batch_cases"]))]
     mine = set(shards.mine(keys, shard))

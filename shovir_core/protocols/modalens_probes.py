@@ -353,47 +353,49 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
     test_cases, disjoint_cases, counts = cohorts(spec)
     test, test_reports = _split_trials(spec, test_cases, "test")
     layers = (frozen.config["probe"]["flip_layer"], frozen.config["probe"]["label_layer"])
-    stage = writer.stage(f"test-features-{frozen.sha256[:12]}")
-    chunks = list(_chunks(test, batch))
-    keys = [stage.key(part["trial_id"]) for part in chunks]
-    mine = set(shards.mine(keys, writer.shard))
-    writer.plan_shard(sum(len(part) for part, key in zip(chunks, keys) if key in mine))
-    computed: dict[str, tuple] = {}
+    stage = writer.stage(stage_phase(frozen))
+    chunks = [(part, stage.key(part["trial_id"])) for part in _chunks(test, batch)]
+    mine = set(shards.mine([key for _, key in chunks], writer.shard))
+    writer.plan_shard(sum(len(part) for part, key in chunks if key in mine))
 
-    def compute(part, key):
+    def compute(part):
         r, f = _probe_chunk(model, spec, part, test_reports, _images(ds, part), layers)
         stage.save(r, {"c": f[0], "d": f[1]})
-        computed[key] = (r, f)
+        return r, f
 
-    n_staged = 0
     # this shard's chunks, then any other chunk no process has staged or claimed (taken from the end, where
     # its shard comes last): a shard that finishes early -- its partner busy with a whole record, or slower --
     # computes the rest instead of waiting; a chunk's lock keeps two processes from computing it
-    order = [i for i, key in enumerate(keys) if key in mine] + [i for i in reversed(range(len(keys)))
-                                                               if keys[i] not in mine]
     test_written = set(test["trial_id"]) <= writer.done_ids  # fitted already: the disjoint cohort may be left
-    for i in [] if test_written else order:
-        part, key = chunks[i], keys[i]
-        if stage.has(part["trial_id"]):
+    order = [c for c in chunks if c[1] in mine] + [c for c in reversed(chunks) if c[1] not in mine]
+    n_staged = 0
+    for part, key in [] if test_written else order:
+        if stage.has(key):
             continue
         claim = stage.lock(f"chunk-{key}")
         if claim.acquire() is not None:
             continue  # another process is computing it
         try:
-            if not stage.has(part["trial_id"]):  # staged while this process waited for the lock
-                compute(part, key)
+            if not stage.has(key):  # staged while this process waited for the lock
+                compute(part)
                 n_staged += len(part)
                 writer.note_staged(n_staged)
         finally:
             claim.release()
         bar.update(len(part))
-    if not test_written and not all(stage.has(part["trial_id"]) for part in chunks):
+    if not test_written and not all(stage.has(key) for _, key in chunks):
         return {**counts, **counts_out}  # the process computing the last chunks goes on
     lock = stage.lock("fit")
     if lock.acquire() is not None:
         return {**counts, **counts_out}  # another process is fitting and writing
+
+    def staged_test():  # the test split's chunks in its order, whichever process computed them
+        for part, _ in chunks:
+            got = stage.load(part["trial_id"])
+            yield compute(part) if got is None else (got[0], (got[1]["c"], got[1]["d"]))  # None: unreadable
+
     try:
-        _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, chunks, keys, stage, computed, compute,
+        _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, test["trial_id"], staged_test(),
                        disjoint_cases)
     finally:
         lock.release()
@@ -401,23 +403,22 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
     return {**counts, **counts_out}
 
 
-def _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, chunks, keys, stage, computed, compute,
-                   disjoint_cases):
-    """Fit both probes on the whole staged test split, write its rows, then score the disjoint cohort."""
+def stage_phase(frozen) -> str:
+    """The staged phase of a probe record's test split: named by its frozen protocol's hash, so a changed
+    configuration never reads another's chunks."""
+    return f"test-features-{frozen.sha256[:12]}"
+
+
+def _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, test_ids, staged_test, disjoint_cases):
+    """Fit both probes on the whole staged test split (``staged_test``: its chunks' rows and features in its
+    order), write its rows, then score the disjoint cohort."""
     done = writer.stored_ids()  # also rows another process wrote since this one opened the record
     _check_stored_hash(writer, frozen, done)
     disjoint, disjoint_reports = _split_trials(pool_dataset_spec(spec), disjoint_cases, "disjoint")
-    if all(set(part["trial_id"]) <= done for part in chunks) and set(disjoint["trial_id"]) <= done:
+    if set(test_ids) <= done and set(disjoint["trial_id"]) <= done:
         return  # another process fitted and wrote every row
     rows, feats = [], ([], [])
-    for part, key in zip(chunks, keys):  # the test split's order, whichever process computed a chunk
-        if key not in computed:
-            staged = stage.load(part["trial_id"])
-            if staged is None:  # unreadable: computed again here
-                compute(part, key)
-            else:
-                computed[key] = (staged[0], (staged[1]["c"], staged[1]["d"]))
-        r, f = computed.pop(key)
+    for r, f in staged_test:
         rows.append(r)
         feats[0].append(f[0])
         feats[1].append(f[1])

@@ -45,10 +45,8 @@ class Stage:
     True
     >>> stage.save(rows, {"f": np.arange(4.0).reshape(2, 2)})
     >>> got, arrays = stage.load(["b", "a"])
-    >>> got.equals(rows), arrays["f"].tolist()
-    (True, [[0.0, 1.0], [2.0, 3.0]])
-    >>> len(stage)
-    1
+    >>> got.equals(rows), arrays["f"].tolist(), stage.has(Stage.key(["a", "b"]))
+    (True, [[0.0, 1.0], [2.0, 3.0]], True)
     """
 
     def __init__(self, record: Path, phase: str) -> None:
@@ -59,12 +57,9 @@ class Stage:
         """SHA-256 (first 24 hex digits) of a chunk's sorted trial ids."""
         return hashlib.sha256("\n".join(sorted(map(str, trial_ids))).encode()).hexdigest()[:24]
 
-    def __len__(self) -> int:
-        return len(list(self.folder.glob("*.parquet"))) if self.folder.is_dir() else 0
-
-    def has(self, trial_ids: Iterable[str]) -> bool:
-        """Whether the chunk holding ``trial_ids`` is staged (its rows, written last, exist)."""
-        return (self.folder / f"{self.key(trial_ids)}.parquet").is_file()
+    def has(self, key: str) -> bool:
+        """Whether the chunk of :meth:`key` ``key`` is staged (its rows, written last, exist)."""
+        return (self.folder / f"{key}.parquet").is_file()
 
     def lock(self, name: str) -> TryLock:
         """A non-blocking lock of this phase (``<phase>/.<name>.lock``): the one process that goes on
