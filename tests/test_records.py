@@ -128,3 +128,24 @@ def test_cohort_protocol_round_trip(runs_root):
     assert run("cohort", "demo", {"dataset": "demo"}).path == r.path  # complete: reused
     with pytest.raises(ValueError, match=r"unknown key\(s\) \[.nope.\]"):
         run("cohort", "demo", {"dataset": "demo", "nope": 1})
+
+
+def test_completing_removes_the_staged_phases_also_when_another_shard_completed_first(runs_root):
+    """A record's staged chunks go when it completes; a shard that finds it completed by another (after it made
+    a staged phase's lock, say) removes what it left too."""
+    from shovir_core.records import Shard
+    from shovir_core.records.stage import STAGE_DIR
+
+    late = RunWriter("proto", "staged", SPEC, shard=Shard(1, 2)).__enter__()
+    with RunWriter("proto", "staged", SPEC, shard=Shard(0, 2)) as first:
+        first.stage("phase").save(pd.DataFrame(_rows(range(2))), {"x": [1.0, 2.0]})
+        first.append(_rows(range(2)))
+        assert not first.complete()  # shard 1 is still open
+    late.append(_rows(range(2, 4)))
+    assert late.shard_done()  # both shards done: the next complete() completes the record
+    with RunWriter("proto", "staged", SPEC, shard=Shard(0, 2)) as other:  # completes it meanwhile
+        assert other.complete()
+    assert not (late.path / STAGE_DIR).exists()
+    assert late.stage("phase").lock("fit").acquire() is None  # made after the completion
+    assert (late.path / STAGE_DIR).exists()
+    assert late.complete() and not (late.path / STAGE_DIR).exists()

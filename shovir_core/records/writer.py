@@ -450,6 +450,8 @@ class RunWriter:
             current = read_manifest(self.path)
             if current is not None and current.status == "complete":
                 self._m = current
+                # a shard that finds the record completed by another may have made a staged phase's lock since
+                shutil.rmtree(self.path / STAGE_DIR, ignore_errors=True)
                 return True
             parts, total = describe_parts(self.path)
             markers = read_markers(self.path)
