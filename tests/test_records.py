@@ -132,7 +132,7 @@ def test_cohort_protocol_round_trip(runs_root):
 
 def test_completing_removes_the_staged_phases_also_when_another_shard_completed_first(runs_root):
     """A record's staged chunks go when it completes; a shard that finds it completed by another (after it made
-    a staged phase's lock, say) removes what it left too."""
+    a staged phase's lock, say), or that opened it complete, removes what it left too."""
     from shovir_core.records import Shard
     from shovir_core.records.stage import STAGE_DIR
 
@@ -149,3 +149,6 @@ def test_completing_removes_the_staged_phases_also_when_another_shard_completed_
     assert late.stage("phase").lock("fit").acquire() is None  # made after the completion
     assert (late.path / STAGE_DIR).exists()
     assert late.complete() and not (late.path / STAGE_DIR).exists()
+    with RunWriter("proto", "staged", SPEC, shard=Shard(0, 2)) as opened_complete:  # a shard that opened it complete
+        opened_complete.stage("phase").lock("fit").acquire()
+        assert opened_complete.complete() and not (late.path / STAGE_DIR).exists()

@@ -441,7 +441,8 @@ class RunWriter:
         """
         if self._m is None:
             raise RecordError(f"{self.path}: open the writer first (use it as a context manager)")
-        if self.is_complete:
+        if self.is_complete:  # opened complete (completed by another shard meanwhile): drop what this one staged
+            shutil.rmtree(self.path / STAGE_DIR, ignore_errors=True)
             return True
         self._flush_before_writing()
         if not self.shard_done():
@@ -450,8 +451,7 @@ class RunWriter:
             current = read_manifest(self.path)
             if current is not None and current.status == "complete":
                 self._m = current
-                # a shard that finds the record completed by another may have made a staged phase's lock since
-                shutil.rmtree(self.path / STAGE_DIR, ignore_errors=True)
+                shutil.rmtree(self.path / STAGE_DIR, ignore_errors=True)  # completed by another shard meanwhile
                 return True
             parts, total = describe_parts(self.path)
             markers = read_markers(self.path)
