@@ -362,7 +362,10 @@ def _answer(conn: socket.socket, environment: dict, kernels: dict[int, socket.so
     try:
         pid = os.fork()
     except OSError as exc:  # no memory or no process left: this kernel starts as its own process
-        _send(conn, {"refused": f"fork failed ({exc})"})
+        try:
+            _send(conn, {"refused": f"fork failed ({exc})"})
+        except OSError:
+            pass  # the shim is gone already
         for fd in fds:
             os.close(fd)
         conn.close()
@@ -374,8 +377,16 @@ def _answer(conn: socket.socket, environment: dict, kernels: dict[int, socket.so
     for fd in fds:
         os.close(fd)
     conn.settimeout(None)
-    _send(conn, {"pid": pid})
     kernels[pid] = conn
+    try:
+        _send(conn, {"pid": pid})
+    except OSError:  # the shim was killed between the fork and this answer (its kernel may have run already):
+        conn.close()  # its kernel goes as with a shim killed later, and the server serves on
+        kernels[pid] = None
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     return None
 
 

@@ -123,6 +123,29 @@ def test_a_killed_shim_takes_its_kernel_and_no_server_means_a_plain_kernel(tmp_p
         shim.wait()
 
 
+def test_a_shim_killed_before_its_answer_takes_its_kernel_and_the_server_serves_on(monkeypatch):
+    """The forked kernel may run (and its shim be killed) before the server has sent the shim its pid: the
+    failed answer must end that kernel, not the server (a CI run's server died of the BrokenPipeError, and a
+    stand-in kernel outlived it)."""
+    import socket
+
+    kernel = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        server_end, shim_end = socket.socketpair()
+        streams = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
+        socket.send_fds(shim_end, [json.dumps({"args": [], "env": {}, "cwd": "/"}).encode() + b"\n"], streams)
+        for fd in streams:
+            os.close(fd)
+        shim_end.close()  # killed before the server answers
+        monkeypatch.setattr(kf.os, "fork", lambda: kernel.pid)  # the server's side of a fork, without one
+        kernels = {}
+        assert kf._answer(server_end, {}, kernels) is None  # no BrokenPipeError
+        assert kernels == {kernel.pid: None}
+        assert kernel.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        kernel.kill()
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
