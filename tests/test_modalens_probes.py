@@ -137,8 +137,10 @@ def test_an_interrupted_probe_record_resumes_to_the_same_rows(runs_root, monkeyp
     monkeypatch.setattr(mp, "_apply", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run("modalens-probes", "t.resume", dict(PROBE), progress=False)
+    calls = _count_chunks(monkeypatch)
     resumed = run("modalens-probes", "t.resume", dict(PROBE), progress=False)
     assert resumed.manifest["status"] == "complete"
+    assert calls == [], "every chunk of both splits was staged before the fit: the resumed run refits and writes"
     cols = [c for c in whole.columns if c != "run_id"]
     a = whole[cols].sort_values("trial_id").reset_index(drop=True)
     b = resumed.trials[cols].sort_values("trial_id").reset_index(drop=True)
@@ -187,6 +189,42 @@ def test_a_probe_record_killed_in_the_test_split_resumes_its_staged_chunks(runs_
     resumed = run("modalens-probes", "t.stage-resume", dict(spec), progress=False)
     assert calls == ["disjoint"] * (disjoint_chunks - 1), "only the disjoint chunk that was not written"
     assert resumed.manifest["status"] == "complete" and not (record / STAGE_DIR).exists()
+    cols = [c for c in whole.columns if c != "run_id"]
+    pd.testing.assert_frame_equal(whole[cols].sort_values("trial_id").reset_index(drop=True),
+                                  resumed.trials[cols].sort_values("trial_id").reset_index(drop=True))
+
+
+def test_a_resumed_probe_record_computes_no_disjoint_chunk_it_has_written(runs_root, monkeypatch):
+    """A record killed after writing a disjoint chunk's rows, and resumed without its staged chunks (as one
+    staged by earlier code, which staged the test split only, or with its staged folder lost): the fit needs
+    every test chunk again, but a written disjoint chunk is not computed again."""
+    import shutil
+
+    import pandas as pd
+
+    from shovir_core.records import record_dir
+    from shovir_core.records.stage import STAGE_DIR
+
+    spec = {**PROBE, "batch_cases": 2}
+    whole = run("modalens-probes", "t.written-whole", dict(spec), progress=False).trials
+    n_chunks = {split: -(-whole.loc[whole["split"] == split, "case_id"].nunique() // 2) for split in ("test", "disjoint")}
+    assert n_chunks["disjoint"] >= 2, "the test needs several disjoint chunks"
+    real, state = mp._apply, {"n": 0}
+
+    def interrupted(probe, X, mask=None):
+        state["n"] += 1
+        if state["n"] == 3:  # each chunk applies both probes: the second disjoint chunk
+            raise KeyboardInterrupt("stopped after the first disjoint chunk's rows")
+        return real(probe, X, mask)
+
+    monkeypatch.setattr(mp, "_apply", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run("modalens-probes", "t.written", dict(spec), progress=False)
+    monkeypatch.setattr(mp, "_apply", real)
+    shutil.rmtree(record_dir("modalens-probes", "t.written", mp.resolve_spec(dict(spec))) / STAGE_DIR)
+    calls = _count_chunks(monkeypatch)
+    resumed = run("modalens-probes", "t.written", dict(spec), progress=False)
+    assert calls == ["test"] * n_chunks["test"] + ["disjoint"] * (n_chunks["disjoint"] - 1)
     cols = [c for c in whole.columns if c != "run_id"]
     pd.testing.assert_frame_equal(whole[cols].sort_values("trial_id").reset_index(drop=True),
                                   resumed.trials[cols].sort_values("trial_id").reset_index(drop=True))
@@ -278,7 +316,7 @@ def _count_chunks(monkeypatch) -> list:
 
 
 def _chunk_locks(spec: dict, name: str, shard) -> list:
-    """Hold the chunk locks of the test-split chunks that are not ``shard``'s, as a partner shard computing
+    """Hold the chunk locks of the chunks (both splits) that are not ``shard``'s, as a partner shard computing
     them would (flock: a second open file conflicts also within one process)."""
     from shovir_core.protocols import shards
     from shovir_core.records import record_dir
@@ -288,8 +326,10 @@ def _chunk_locks(spec: dict, name: str, shard) -> list:
     resolved = mp.resolve_spec(dict(spec))
     frozen = FrozenConfig.freeze(mp.probe_config(resolved, 2))
     stage = Stage(record_dir("modalens-probes", name, resolved), mp.stage_phase(frozen))
-    test = mp._split_trials(resolved, mp.cohorts(resolved)[0], "test")[0]
-    keys = [stage.key(part["trial_id"]) for part in mp._chunks(test, int(spec["batch_cases"]))]
+    test_cases, disjoint_cases, _ = mp.cohorts(resolved)
+    splits = [mp._split_trials(resolved, test_cases, "test")[0],
+              mp._split_trials(mp.pool_dataset_spec(resolved), disjoint_cases, "disjoint")[0]]
+    keys = [stage.key(part["trial_id"]) for trials in splits for part in mp._chunks(trials, int(spec["batch_cases"]))]
     mine = set(shards.mine(keys, shard))
     held = []
     for key in keys:
@@ -301,8 +341,9 @@ def _chunk_locks(spec: dict, name: str, shard) -> list:
 
 
 def test_a_sharded_probe_record_equals_one_process(runs_root, monkeypatch):
-    """Two shards stage their chunks; the one that stages the last chunk fits on the whole test split in its
-    order, so the record holds the rows and probe scores one process writes, and no staged file is left."""
+    """Two shards stage their chunks of both splits; the one that stages the last chunk fits on the whole test
+    split in its order and scores the staged disjoint chunks, so the record holds the rows and probe scores
+    one process writes, and no staged file is left."""
     import pandas as pd
 
     from shovir_core.records import Shard, record_dir, shard_progress
@@ -314,15 +355,17 @@ def test_a_sharded_probe_record_equals_one_process(runs_root, monkeypatch):
     held = _chunk_locks(spec, "s.sharded", Shard(0, 2))  # shard 1 is computing its chunks meanwhile
     first = run("modalens-probes", "s.sharded", dict(spec), progress=False, shard=Shard(0, 2))
     n_first = len(calls)
-    assert first.status != "complete" and set(calls) == {"test"}, "the first shard stages its chunks only"
+    assert first.status != "complete" and set(calls) == {"test", "disjoint"}, \
+        "the first shard stages its chunks of both splits, and only those"
     (row,) = shard_progress(first.path)
     assert row["planned"] == row["staged"] > 0 and row["written"] == 0, \
         "`shovir jobs status` shows the staged trials"
     for lock in held:
         lock.release()
     second = run("modalens-probes", "s.sharded", dict(spec), progress=False, shard=Shard(1, 2))
-    n_test_chunks = -(-whole.loc[whole["split"] == "test", "case_id"].nunique() // 2)
-    assert calls.count("test") == n_test_chunks and 0 < n_first < n_test_chunks, "each test chunk computed once"
+    n_chunks = {split: -(-whole.loc[whole["split"] == split, "case_id"].nunique() // 2) for split in ("test", "disjoint")}
+    assert {split: calls.count(split) for split in n_chunks} == n_chunks, "each chunk computed once"
+    assert 0 < n_first < sum(n_chunks.values()) and n_chunks["disjoint"] >= 2, "the shards shared the work"
     assert second.status == "complete"
     record = record_dir("modalens-probes", "s.sharded", mp.resolve_spec(dict(spec)))
     assert not (record / STAGE_DIR).exists()

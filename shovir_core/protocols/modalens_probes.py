@@ -51,11 +51,12 @@ transformers-backend model (:class:`~shovir_core.models.hf.HFVLM`). Two analyses
     distribution at the answer position (``kl_logit_c``, ``kl_tuned_c``, ...). The translators' SHA-256
     and training loss are in the manifest counts. A resumed record retrains the same translators.
 
-Both are resumable by chunks of cases (``batch_cases``). The probe record's test split writes no row
-before its probes are fitted on the whole split, so its chunks (rows and the two feature arrays) are
-staged in the record (:class:`~shovir_core.records.stage.Stage`, keyed by the frozen protocol's hash):
+Both are resumable by chunks of cases (``batch_cases``). The probe record writes no row before its
+probes are fitted on the whole test split, so the chunks of both splits (rows and the two feature arrays)
+are staged in the record (:class:`~shovir_core.records.stage.Stage`, keyed by the frozen protocol's hash):
 a run killed anywhere -- in the test split, which at the paper's scale is most of the record's model
-time, or in the disjoint cohort -- computes no staged chunk again.
+time, or in the disjoint cohort -- computes no staged chunk again, and shards of the record split every
+chunk's model work (:func:`sharded`), the fit and the writing of the rows being left to one of them.
 """
 from __future__ import annotations
 
@@ -150,7 +151,7 @@ SPEC = _schema()
 
 
 def sharded(spec: dict) -> bool:
-    """Probe records are split over shards (``shovir run --shards N``) by chunks of the test split's cases,
+    """Probe records are split over shards (``shovir run --shards N``) by chunks of both splits' cases,
     staged until one process fits the probes (:func:`_execute_probe`); a tuned-lens record is made whole by
     one shard (:func:`~shovir_core.protocols.whole_record_shards`), since every shard would train the lens."""
     return spec["analysis"] == "probe"
@@ -332,15 +333,16 @@ def _chunks(trials: pd.DataFrame, batch: int):
 def _execute_probe(spec, model, ds, writer, batch, bar):
     """The probe record, or this shard's part of it.
 
-    The probes need the whole test split's features before any test row can be written, so its chunks
-    (rows and the two feature arrays) are staged in the record until it completes
-    (:meth:`~shovir_core.records.RunWriter.stage`): a run killed in the test split or in the disjoint
-    cohort computes no staged chunk again. Shards split the test split's chunks
-    (:func:`shovir_core.protocols.shards.mine`), and a shard done with its own computes the chunks no
-    process has staged or claimed yet; the process that then finds every chunk staged and takes the
-    phase's lock -- the one that staged the last chunk, or a resumed one -- fits the probes on the whole
-    split in its order (the same rows and scores as one process), writes the test rows and scores the
-    disjoint cohort. Every other shard ends when no chunk is left to compute.
+    The probes need the whole test split's features before any test row can be written, and a disjoint
+    trial's scores need the fitted probes, so every chunk of both splits (rows and the two feature arrays)
+    is staged in the record until it completes (:meth:`~shovir_core.records.RunWriter.stage`): a run
+    killed in the test split or in the disjoint cohort computes no staged chunk again. Shards split the
+    chunks of both splits (:func:`shovir_core.protocols.shards.mine`), and a shard done with its own
+    computes the chunks no process has staged or claimed yet; the process that then finds every chunk
+    staged and takes the phase's lock -- the one that staged the last chunk, or a resumed one -- fits the
+    probes on the whole test split in its order, writes its rows and scores the staged disjoint chunks
+    (the same rows and scores as one process, which makes the chunks in the same order). Every other shard
+    ends when no chunk is left to compute. A disjoint chunk whose rows are all written is not needed again.
     """
     from ..models.lens import decoder_parts
     from ..stats.probes import FrozenConfig
@@ -351,25 +353,30 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
                   "n_layers": n_layers}
     _check_stored_hash(writer, frozen, writer.done_ids)  # a resumed record of another protocol: before any model call
     test_cases, disjoint_cases, counts = cohorts(spec)
-    test, test_reports = _split_trials(spec, test_cases, "test")
+    splits = {"test": (_split_trials(spec, test_cases, "test"), ds),
+              "disjoint": (_split_trials(pool_dataset_spec(spec), disjoint_cases, "disjoint"),
+                           ds if spec.get("probe_pool") is None else ml._dataset(spec["probe_pool"]))}
     layers = (frozen.config["probe"]["flip_layer"], frozen.config["probe"]["label_layer"])
     stage = writer.stage(stage_phase(frozen))
-    chunks = [(part, stage.key(part["trial_id"])) for part in _chunks(test, batch)]
-    mine = set(shards.mine([key for _, key in chunks], writer.shard))
-    writer.plan_shard(sum(len(part) for part, key in chunks if key in mine))
+    done = writer.done_ids
+    chunks = [(split, part, stage.key(part["trial_id"])) for split, ((trials, _), _) in splits.items()
+              for part in _chunks(trials, batch)]
+    needed = [c for c in chunks if c[0] == "test" or not set(c[1]["trial_id"]) <= done]  # the fit needs every test chunk
+    mine = set(shards.mine([key for _, _, key in chunks], writer.shard))
+    writer.plan_shard(sum(len(part) for _, part, key in chunks if key in mine))
 
-    def compute(part):
-        r, f = _probe_chunk(model, spec, part, test_reports, _images(ds, part), layers)
+    def compute(split, part):
+        (_, reports), split_ds = splits[split]
+        r, f = _probe_chunk(model, spec, part, reports, _images(split_ds, part), layers)
         stage.save(r, {"c": f[0], "d": f[1]})
         return r, f
 
     # this shard's chunks, then any other chunk no process has staged or claimed (taken from the end, where
     # its shard comes last): a shard that finishes early -- its partner busy with a whole record, or slower --
     # computes the rest instead of waiting; a chunk's lock keeps two processes from computing it
-    test_written = set(test["trial_id"]) <= writer.done_ids  # fitted already: the disjoint cohort may be left
-    order = [c for c in chunks if c[1] in mine] + [c for c in reversed(chunks) if c[1] not in mine]
+    order = [c for c in needed if c[2] in mine] + [c for c in reversed(needed) if c[2] not in mine]
     n_staged = 0
-    for part, key in [] if test_written else order:
+    for split, part, key in order:
         if stage.has(key):
             continue
         claim = stage.lock(f"chunk-{key}")
@@ -377,26 +384,26 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
             continue  # another process is computing it
         try:
             if not stage.has(key):  # staged while this process waited for the lock
-                compute(part)
+                compute(split, part)
                 n_staged += len(part)
                 writer.note_staged(n_staged)
         finally:
             claim.release()
         bar.update(len(part))
-    if not test_written and not all(stage.has(key) for _, key in chunks):
+    if not all(stage.has(key) for _, _, key in needed):
         return {**counts, **counts_out}  # the process computing the last chunks goes on
     lock = stage.lock("fit")
     if lock.acquire() is not None:
         return {**counts, **counts_out}  # another process is fitting and writing
 
-    def staged_test():  # the test split's chunks in its order, whichever process computed them
-        for part, _ in chunks:
-            got = stage.load(part["trial_id"])
-            yield compute(part) if got is None else (got[0], (got[1]["c"], got[1]["d"]))  # None: unreadable
+    def staged(split, ids=None):  # a split's chunks (those holding any of ``ids``) in its order, whoever made them
+        for s, part, _ in chunks:
+            if s == split and (ids is None or part["trial_id"].isin(ids).any()):
+                got = stage.load(part["trial_id"])
+                yield compute(s, part) if got is None else (got[0], (got[1]["c"], got[1]["d"]))  # None: unreadable
 
     try:
-        _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, test["trial_id"], staged_test(),
-                       disjoint_cases)
+        _fit_and_write(writer, batch, bar, frozen, splits, staged)
     finally:
         lock.release()
     frozen.check(probe_config(spec, n_layers))  # after the last row: the protocol did not change
@@ -404,21 +411,21 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
 
 
 def stage_phase(frozen) -> str:
-    """The staged phase of a probe record's test split: named by its frozen protocol's hash, so a changed
-    configuration never reads another's chunks."""
+    """The staged phase of a probe record's chunks (both splits; the name is the one the test split's chunks
+    had alone, so a record staged by earlier code resumes from them): named by its frozen protocol's hash,
+    so a changed configuration never reads another's chunks."""
     return f"test-features-{frozen.sha256[:12]}"
 
 
-def _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, test_ids, staged_test, disjoint_cases):
-    """Fit both probes on the whole staged test split (``staged_test``: its chunks' rows and features in its
-    order), write its rows, then score the disjoint cohort."""
+def _fit_and_write(writer, batch, bar, frozen, splits, staged):
+    """Fit both probes on the whole staged test split (``staged("test")``: its chunks' rows and features in
+    its order), write its rows, then score and write the staged disjoint chunks' rows not yet written."""
     done = writer.stored_ids()  # also rows another process wrote since this one opened the record
     _check_stored_hash(writer, frozen, done)
-    disjoint, disjoint_reports = _split_trials(pool_dataset_spec(spec), disjoint_cases, "disjoint")
-    if set(test_ids) <= done and set(disjoint["trial_id"]) <= done:
+    if all(set(trials["trial_id"]) <= done for (trials, _), _ in splits.values()):
         return  # another process fitted and wrote every row
     rows, feats = [], ([], [])
-    for r, f in staged_test:
+    for r, f in staged("test"):
         rows.append(r)
         feats[0].append(f[0])
         feats[1].append(f[1])
@@ -430,15 +437,18 @@ def _fit_and_write(spec, model, ds, writer, batch, bar, frozen, layers, test_ids
     todo = rows_t[~rows_t["trial_id"].isin(done)]
     for start in range(0, len(todo), max(batch, 1) * 16):
         writer.append(todo.iloc[start:start + max(batch, 1) * 16])
-    pool_ds = ds if spec.get("probe_pool") is None else ml._dataset(spec["probe_pool"])
-    for part in _chunks(disjoint[~disjoint["trial_id"].isin(done)], batch):
-        r, f = _probe_chunk(model, spec, part, disjoint_reports, _images(pool_ds, part), layers)
-        r["probe_flip_score"] = _apply(flip_probe, f[0].astype(np.float64))
-        r["probe_label_score"] = _apply(label_probe, f[1].astype(np.float64),
+    disjoint = splits["disjoint"][0][0]
+    left = set(disjoint["trial_id"]) - done
+    for r, f in staged("disjoint", left) if left else ():
+        keep = r["trial_id"].isin(left).to_numpy()
+        if not keep.any():
+            continue
+        r = r[keep].reset_index(drop=True)
+        r["probe_flip_score"] = _apply(flip_probe, f[0][keep].astype(np.float64))
+        r["probe_label_score"] = _apply(label_probe, f[1][keep].astype(np.float64),
                                         ~np.isnan(r["target_d"].to_numpy(dtype=float)))
         r["protocol_sha256"] = frozen.sha256
         writer.append(r)
-        bar.update(len(part))
 
 
 def _check_stored_hash(writer, frozen, done) -> None:
