@@ -20,16 +20,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "each in its own process. Writes report-<profile>.json (status, trials per record beside the "
                     "papers' stated counts, wall time, peak memory, the real run's commands) under "
                     "$SHOVIR_RUNS/rehearsal. Nothing made here is a result: records name their stand-ins and every "
-                    "executed page carries a rehearsal banner.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    "executed page carries a rehearsal banner.")
     p.add_argument("--profile", required=True, choices=["mimic", "padchest"], help="the credentialed profile")
-    p.add_argument("--only", nargs="+", metavar="CHAPTER", help="rehearse only these chapters")
-    p.add_argument("--stand-in", metavar="MODEL", help="one reference or tiny model in place of every real model")
-    p.add_argument("--scale", type=float, default=1.0, help="share of the papers' sizes (1 = full scale)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic tree")
+    p.add_argument("--only", nargs="+", metavar="CHAPTER",
+                   help="rehearse only these chapters (default: every chapter of the profile)")
+    p.add_argument("--stand-in", metavar="MODEL",
+                   help="one reference or tiny model in place of every real model (default: each real model's own "
+                        "stand-in, shovir_core.rehearsal.run.stand_ins)")
+    p.add_argument("--scale", type=float, default=1.0, help="share of the papers' sizes (default: 1, full scale)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic tree (default: 0)")
     p.add_argument("--pixels", choices=["small", "full"], default="small",
-                   help="image size of the synthetic tree: small (64 px, fast) or full (2048 px, for timing)")
-    p.add_argument("--shards", type=int, metavar="N", help="make sharded records with N local shard processes")
+                   help="image size of the synthetic tree: small (64 px, fast; the default) or full (2048 px, "
+                        "for timing)")
+    p.add_argument("--shards", type=int, metavar="N",
+                   help="make sharded records with N local shard processes (default: unsharded)")
     p.add_argument("--root", help="rehearsal folder (default: $SHOVIR_RUNS/rehearsal)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=main)
