@@ -353,20 +353,20 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
                   "n_layers": n_layers}
     _check_stored_hash(writer, frozen, writer.done_ids)  # a resumed record of another protocol: before any model call
     test_cases, disjoint_cases, counts = cohorts(spec)
-    splits = {"test": (_split_trials(spec, test_cases, "test"), ds),
-              "disjoint": (_split_trials(pool_dataset_spec(spec), disjoint_cases, "disjoint"),
-                           ds if spec.get("probe_pool") is None else ml._dataset(spec["probe_pool"]))}
+    pool_ds = ds if spec.get("probe_pool") is None else ml._dataset(spec["probe_pool"])
+    splits = {"test": (*_split_trials(spec, test_cases, "test"), ds),  # split -> (trials, reports, dataset)
+              "disjoint": (*_split_trials(pool_dataset_spec(spec), disjoint_cases, "disjoint"), pool_ds)}
     layers = (frozen.config["probe"]["flip_layer"], frozen.config["probe"]["label_layer"])
     stage = writer.stage(stage_phase(frozen))
     done = writer.done_ids
-    chunks = [(split, part, stage.key(part["trial_id"])) for split, ((trials, _), _) in splits.items()
+    chunks = [(split, part, stage.key(part["trial_id"])) for split, (trials, _, _) in splits.items()
               for part in _chunks(trials, batch)]
     needed = [c for c in chunks if c[0] == "test" or not set(c[1]["trial_id"]) <= done]  # the fit needs every test chunk
     mine = set(shards.mine([key for _, _, key in chunks], writer.shard))
     writer.plan_shard(sum(len(part) for _, part, key in chunks if key in mine))
 
     def compute(split, part):
-        (_, reports), split_ds = splits[split]
+        _, reports, split_ds = splits[split]
         r, f = _probe_chunk(model, spec, part, reports, _images(split_ds, part), layers)
         stage.save(r, {"c": f[0], "d": f[1]})
         return r, f
@@ -422,7 +422,7 @@ def _fit_and_write(writer, batch, bar, frozen, splits, staged):
     its order), write its rows, then score and write the staged disjoint chunks' rows not yet written."""
     done = writer.stored_ids()  # also rows another process wrote since this one opened the record
     _check_stored_hash(writer, frozen, done)
-    if all(set(trials["trial_id"]) <= done for (trials, _), _ in splits.values()):
+    if all(set(trials["trial_id"]) <= done for trials, _, _ in splits.values()):
         return  # another process fitted and wrote every row
     rows, feats = [], ([], [])
     for r, f in staged("test"):
@@ -437,7 +437,7 @@ def _fit_and_write(writer, batch, bar, frozen, splits, staged):
     todo = rows_t[~rows_t["trial_id"].isin(done)]
     for start in range(0, len(todo), max(batch, 1) * 16):
         writer.append(todo.iloc[start:start + max(batch, 1) * 16])
-    disjoint = splits["disjoint"][0][0]
+    disjoint = splits["disjoint"][0]
     left = set(disjoint["trial_id"]) - done
     for r, f in staged("disjoint", left) if left else ():
         keep = r["trial_id"].isin(left).to_numpy()
