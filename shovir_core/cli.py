@@ -55,14 +55,23 @@ def _cluster_options(args):
 
 
 def _print_outcomes(outcomes) -> int:
-    bad = 0
+    """Print each shard task's outcome; returns the number of tasks that failed. A record part that another
+    live process was writing (the same shard started twice) is no failure: the shard left it to that process."""
+    from .jobs.task import BUSY
+
+    bad, busy = 0, 0
     for o in outcomes:
         if o.ok:
             done = ", ".join(f"{rid} {st}" for rid, st in (o.result or {}).items())
+            busy += sum(str(st).startswith(BUSY) for st in (o.result or {}).values())
             print(f"shard {o.index}: {done or 'nothing to do (each record that cannot be sharded is made whole by one shard)'}")
         else:
             bad += 1
             print(f"shard {o.index} FAILED (job {o.job_id}): {o.error}\n  log: {o.stderr}", file=sys.stderr)
+    if busy:
+        print(f"{busy} record part(s) were being written by another live run of the same shard (named above) and "
+              "were left to it: nothing is lost. Follow it with `shovir jobs`; run again once it has ended if it "
+              "did not finish.")
     return bad
 
 

@@ -84,6 +84,38 @@ def test_killed_shard_is_resubmitted_and_the_record_completes(tmp_path, monkeypa
     assert_identical(sorted_trials(single), sorted_trials(sharded))  # nothing lost, nothing duplicated
 
 
+def test_a_shard_another_live_process_writes_is_left_to_it(tmp_path, monkeypatch, capsys):
+    """The same shard started twice: the second leaves the record's part to the live writer and says so,
+    instead of failing (the record is not damaged, and nothing was lost)."""
+    from shovir_core import cli
+    from shovir_core.jobs.submit import ShardOutcome
+    from shovir_core.records import record_dir
+    from shovir_core.records.files import TryLock
+
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path))
+    resolved = protocols.get_protocol("modalens").resolve_spec(dict(SPEC))
+    path = record_dir("modalens", "jobs", resolved)
+    held = TryLock(path / ".writer-s001of003.lock")  # shard 1/3's writer, as a live run holds it
+    assert held.acquire() is None
+    try:
+        result = ShardTask([RunTarget("modalens", "jobs", SPEC)], count=3, env={})(1)
+    finally:
+        held.release()
+    (run_id, state), = result.items()
+    assert run_id == f"modalens/jobs/{path.name}" and state.startswith("being written by ") and str(os.getpid()) in state
+    assert not any(path.glob("parts/*.parquet"))  # it wrote nothing
+    assert cli._print_outcomes([ShardOutcome(index=1, job_id="7", result=result)]) == 0  # not a failure
+    out = capsys.readouterr()
+    assert f"shard 1: {run_id} being written by" in out.out and "left to it: nothing is lost" in out.out
+    assert "FAILED" not in out.out + out.err
+    import pickle
+
+    from shovir_core.records import RecordBusyError
+
+    back = pickle.loads(pickle.dumps(RecordBusyError("busy", run_id=run_id, holder="h 1")))  # from a worker process
+    assert (str(back), back.run_id, back.holder) == ("busy", run_id, "h 1")
+
+
 def test_checkpoint_requeues_the_same_shard():
     task = ShardTask([RunTarget("cohort", "demo", {"dataset": "demo"})], count=4, env={})
     delayed = task.checkpoint(2)

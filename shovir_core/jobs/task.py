@@ -4,9 +4,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..records import Shard, canonical_json
+from ..records import RecordBusyError, Shard, canonical_json
 
-__all__ = ["RunTarget", "ShardTask", "targets_of", "pinned_environment"]
+__all__ = ["RunTarget", "ShardTask", "targets_of", "pinned_environment", "BUSY"]
+
+BUSY = "being written"
+"""The status a shard reports for a record (or its part of one) that another live process is writing:
+the shard leaves it to that process and goes on with its other records."""
 
 _PINNED = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
@@ -66,9 +70,10 @@ class ShardTask:
     :func:`shovir_core.protocols.prefill`); records of protocols that cannot be sharded are made
     whole, each by one shard, their groups taking the shards in turn
     (:func:`shovir_core.protocols.whole_record_shards`), before the shard's part of the split records.
-    Returns ``{run_id: status}`` of the records this shard touched. :meth:`checkpoint` is submitit's
-    preemption/timeout hook: the task is requeued with the same arguments and resumes, since records skip
-    trials already stored.
+    Returns ``{run_id: status}`` of the records this shard touched; a record whose part another live process
+    is writing (the same shard submitted twice) is left to it, with the status ``"being written by <host> <pid>"``.
+    :meth:`checkpoint` is submitit's preemption/timeout hook: the task is requeued with the same arguments and
+    resumes, since records skip trials already stored.
     """
 
     def __init__(self, targets: list[RunTarget], *, count: int, env: dict[str, str] | None = None,
@@ -96,7 +101,11 @@ class ShardTask:
         order = sorted(range(len(triples)), key=lambda i: owners[i] is None)
         done = {}
         for t, owner in ((self.targets[i], owners[i]) for i in order):
-            record = run(t.protocol, t.name, t.spec, progress=self.progress, shard=shard, whole_by=owner or 0)
+            try:
+                record = run(t.protocol, t.name, t.spec, progress=self.progress, shard=shard, whole_by=owner or 0)
+            except RecordBusyError as exc:  # another live process makes this part: not a failure, and nothing lost
+                done[exc.run_id] = f"{BUSY} by {exc.holder}"
+                continue
             if record is not None:
                 done[record.run_id] = record.status
         return done

@@ -21,11 +21,28 @@ from .files import file_sha256, foreign_files, part_files
 from .schema import SHORT_HASH, Manifest, PartInfo, spec_hash
 from ..errors import ShovirError
 
-__all__ = ["RecordError", "describe_parts", "check_identity", "check_parts", "read_trial_ids"]
+__all__ = ["RecordError", "RecordBusyError", "describe_parts", "check_identity", "check_parts", "read_trial_ids"]
 
 
 class RecordError(ShovirError, RuntimeError):
     """A run record is unusable (damaged, edited, incomplete or missing); the message names its path."""
+
+
+class RecordBusyError(RecordError):
+    """Another live process writes this record (or this shard of it): nothing is wrong with the record,
+    and nothing was lost; make it again when that process has ended. ``run_id`` names the record and
+    ``holder`` the process (``<host> <pid>``)."""
+
+    def __init__(self, message: str, *, run_id: str, holder: str) -> None:
+        super().__init__(message)
+        self.run_id, self.holder = run_id, holder
+
+    def __reduce__(self):  # picklable with its keywords, as an exception raised in a worker process must be
+        return _busy, (str(self), self.run_id, self.holder)
+
+
+def _busy(message: str, run_id: str, holder: str) -> RecordBusyError:
+    return RecordBusyError(message, run_id=run_id, holder=holder)
 
 
 def read_trial_ids(part: Path) -> list[str]:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from .. import paths
 from .files import (PART_RE, TryLock, atomic_write_text, claim_part, locked, part_files, stale_temps,
                     temp_path)
-from .integrity import RecordError, check_identity, describe_parts, read_trial_ids
+from .integrity import RecordBusyError, RecordError, check_identity, describe_parts, read_trial_ids
 from .provenance import provenance
 from .schema import SHORT_HASH, Manifest, ManifestError, canonical_json, spec_hash
 from .shards import Shard, finished_set, read_markers, write_marker
@@ -211,8 +211,9 @@ class RunWriter:
             holder = self._lock.acquire()
             if holder is not None:
                 what = f"shard {self.shard} of " if self.shard.sharded else ""
-                raise RecordError(f"{self.path}: {what}this record is being written by {holder}; "
-                                  "wait for it, or run another shard")
+                raise RecordBusyError(f"{self.path}: {what}this record is being written by {holder}; "
+                                      "wait for it, or run another shard",
+                                      run_id=f"{self.protocol}/{self.name}/{self.path.name}", holder=holder)
             clash = self._live_other_split()
             if clash is not None:
                 self._lock.release()
