@@ -4,11 +4,14 @@
 checks read the executed copies instead: each is the current source's code (a stale copy fails),
 ran without an error, was written by the runner for a profile, and every cell tagged
 ``nbval-check-output`` printed what the page shows. Run `make book` (or `shovir book --only <name>
---no-build`) first; a notebook without an executed copy is skipped and says so.
+--no-build`) first; a notebook without an executed copy is skipped and says so -- except in CI (``$CI``
+set), where `make test` has just built the book, so a missing copy means these checks would look in the
+wrong place (a package imported from another checkout, say) and pass without checking anything: it fails.
 """
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -38,6 +41,9 @@ def _tags(cell) -> list[str]:
 def executed(request):
     path = paths.book_root() / f"{request.param}.ipynb"
     if not path.is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"{path} is missing although CI's `make test` built the book first: is shovir_core "
+                        f"imported from another checkout ({paths.repo_root()})?")
         pytest.skip(f"{path.relative_to(paths.repo_root())} not executed yet (make book)")
     return request.param, json.loads(path.read_text(encoding="utf-8"))
 
