@@ -82,16 +82,18 @@ def test_the_cli_summarises_each_chapters_verdicts(monkeypatch, capsys):
 
     from shovir_core.rehearsal import cli, run
 
-    report = {"report": "r.json", "seconds": 1.0, "chapters": [
-        {"chapter": "shovir_table1", "status": "ok", "seconds": 2.0, "peak_mb": 10.0,
+    report = {"report": "r.json", "seconds": 1.0, "peak_mb_together": 10.0, "chapters": [
+        {"chapter": "shovir_table1", "status": "ok", "seconds": 2.0, "records_seconds": 1.5,
+         "notebook_seconds": 0.5, "peak_mb": 10.0,
          "records": [{"verdict": "equal"}, {"verdict": "equal"}, {"verdict": "differs (not explained)"}]},
         {"chapter": "modalens_s41", "status": "failed", "seconds": 1.0, "error": ["boom"]}]}
     monkeypatch.setattr(run, "rehearse", lambda *a, **k: report)
     args = argparse.Namespace(profile="padchest", only=None, stand_in=None, scale=0.02, seed=0, pixels="small",
-                              shards=None, root=None, quiet=True)
+                              shards=None, root=None, quiet=True, overlap=True)
     assert cli.main(args) == 1  # a failed chapter
     out = capsys.readouterr().out
     assert "1 differs (not explained), 2 equal" in out and "no records" in out and "boom" in out
+    assert "(records 2 s, notebook 0 s)" in out and '"peak_mb_together": 10.0' in out
 
 
 def test_a_rehearsal_record_follows_the_denominators_it_judges_by(tmp_path, monkeypatch):

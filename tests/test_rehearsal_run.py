@@ -71,18 +71,63 @@ def test_a_chapters_kernel_is_its_own_child_under_the_books_fork_server(report, 
     rep, _, _ = report  # the tree is written and cached: this rehearsal only starts its chapter's process
     seen = []
 
-    class Child:
-        returncode = 1
-
-        def __init__(self, cmd, env, **_):
-            seen.append(env)
-
-        def communicate(self):
-            return "", None
+    def spawn(cmd, env, log):
+        seen.append((cmd, env))
+        return 1, 0.0, 0.0, ""
 
     monkeypatch.setenv(kernel_forkserver.SERVER_ENV, "/nonexistent/fork")
-    monkeypatch.setattr(rehearsal_run.subprocess, "Popen", Child)
+    monkeypatch.setattr(rehearsal_run, "_spawn", spawn)
     again = rehearse("mimic", only=["modalens_s41"], scale=0.01, progress=False)
-    assert again["tree_sha256"] == rep["tree_sha256"] and len(seen) == 1
-    assert seen[0]["SHOVIR_RUNS"] == again["runs_root"]  # the chapter's environment, as it is given
-    assert kernel_forkserver.SERVER_ENV not in seen[0]
+    assert again["tree_sha256"] == rep["tree_sha256"] and len(seen) == 1  # its records failed: no notebook
+    assert seen[0][0][-3:] == ["mimic", "modalens_s41", "0"]
+    assert seen[0][1]["SHOVIR_RUNS"] == again["runs_root"]  # the chapter's environment, as it is given
+    assert kernel_forkserver.SERVER_ENV not in seen[0][1]
+    assert again["chapters"][0]["status"] == "failed"
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_chapters_notebook_runs_beside_the_next_chapters_records(report, monkeypatch, tmp_path, overlap):
+    """With ``overlap`` chapter k's notebook (one core) runs while chapter k+1's records are made; the notebooks
+    still run one at a time and in chapter order, a chapter whose records failed keeps its place in the report,
+    and each phase is timed apart. Without it every phase waits for the one before (``shovir book``)."""
+    import threading
+    import time
+
+    import nbformat
+
+    from shovir_core.rehearsal import run as rehearsal_run
+
+    rep, _, _ = report  # the tree is written and cached: only the phases' processes are faked
+    events, lock = [], threading.Lock()
+
+    def spawn(cmd, env, log):
+        phase, chapter = cmd[3], cmd[5]
+        with lock:
+            events.append(("start", phase, chapter))
+        time.sleep(0.3)
+        with lock:
+            events.append(("end", phase, chapter))
+        if phase == "records":
+            if chapter == "modalens_appd":
+                return 1, 0.3, 0.1, ""
+            return 0, 0.3, 0.2, rehearsal_run.RECORDS_LINE + json.dumps({"run_ids": {}, "peak_mb": 100.0})
+        path = tmp_path / f"{chapter}.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(), path)
+        return 0, 0.3, 0.3, rehearsal_run.NOTEBOOK_LINE + json.dumps({"notebook": str(path), "peak_mb": 70.0})
+
+    monkeypatch.setattr(rehearsal_run, "_spawn", spawn)
+    chapters = ["modalens_s41", "modalens_appd", "modalens_apph"]
+    out = rehearse("mimic", only=chapters, scale=0.01, progress=False, overlap=overlap)
+    assert [c["chapter"] for c in out["chapters"]] == chapters
+    assert [c["status"] for c in out["chapters"]] == ["ok", "failed", "ok"]
+    first = out["chapters"][0]
+    assert (first["records_seconds"], first["notebook_seconds"], first["seconds"]) == (0.3, 0.3, 0.6)
+    assert first["cpu_seconds"] == 0.5 and first["peak_mb"] == 100.0
+    assert out["peak_mb_together"] == (170.0 if overlap else 100.0)
+    notebooks = [e for e in events if e[1] == "notebook"]
+    assert notebooks == [("start", "notebook", "modalens_s41"), ("end", "notebook", "modalens_s41"),
+                         ("start", "notebook", "modalens_apph"), ("end", "notebook", "modalens_apph")]
+    beside = events.index(("start", "records", "modalens_appd")) < events.index(("end", "notebook", "modalens_s41"))
+    assert beside is overlap
+    if not overlap:  # one phase at a time
+        assert all(a[0] == "start" and b == ("end", *a[1:]) for a, b in zip(events[::2], events[1::2]))

@@ -87,7 +87,8 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
 
     root = paths.runs_root() / "rehearsal" / spec_hash(spec)[:12]
     report = rehearse(spec["profile"], only=spec["only"], stand_in=spec["stand_in"], scale=spec["scale"],
-                      seed=spec["seed"], pixels=spec["pixels"], root=root, progress=progress)
+                      seed=spec["seed"], pixels=spec["pixels"], root=root, progress=progress,
+                      overlap=False)  # inside `shovir book`, whose other workers already fill the cores
     with RunWriter(PROTOCOL, name, spec, seeds={"tree": spec["seed"]}) as writer:
         if not writer.is_complete:
             writer.append(report_rows(report))

@@ -6,8 +6,9 @@ environment variables at it (``SHOVIR_MIMIC``, ``SHOVIR_MIMIC_JPG``, ``SHOVIR_PA
 every real model by a CPU stand-in of the same interface (and CheXbert by a tiny random checkpoint,
 :mod:`shovir_core.rehearsal.chexbert_stand_in`) (:data:`shovir_core.models.registry.STAND_INS_ENV`;
 reference models, and a tiny transformer where a chapter's protocol needs layers), and runs every
-chapter of the profile -- records, notebook, the credentialed guard -- each in its own process, so
-its wall time and peak memory are measured. A reduced rehearsal (``scale < 1``) shrinks the designs'
+chapter of the profile -- records, notebook, the credentialed guard --, a chapter's records and its
+notebook each in a process of its own, so their wall time, CPU time and peak memory are measured (a
+chapter's notebook runs beside the next chapter's records: :func:`rehearse`'s ``overlap``). A reduced rehearsal (``scale < 1``) shrinks the designs'
 fixed sample sizes with the tree (:mod:`shovir_core.rehearsal.scaling`, ``$SHOVIR_REHEARSAL_SCALE``). Records live under the rehearsal's own runs root, their
 model fingerprints name the stand-in, and every executed notebook starts with a rehearsal banner:
 nothing made here can be mistaken for a result.
@@ -26,7 +27,10 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from ..errors import UsageError
@@ -35,6 +39,11 @@ from ..tables.paper_vs_run import REHEARSAL_ENV
 from .synthetic import planted, write_tree
 
 __all__ = ["rehearse", "REHEARSAL_ENV", "LAYER_PROTOCOLS", "stand_ins", "rehearsal_root", "BANNER"]
+
+RECORDS_LINE = "REHEARSAL-RECORDS "
+NOTEBOOK_LINE = "REHEARSAL-RESULT "
+"""How a chapter's records process and notebook process hand their results to :func:`rehearse` (a line of
+their stdout, then JSON)."""
 
 LAYER_PROTOCOLS = frozenset({"modalens-layers", "modalens-interventions", "modalens-probes"})
 """Protocols that read a transformer's layers: their chapters get tiny transformers as stand-ins."""
@@ -140,31 +149,56 @@ def _banner(notebook: Path, text: str) -> None:
     os.replace(tmp, notebook)
 
 
-def _children_cpu() -> float:
-    """CPU seconds (user + system) of the finished child processes so far: a chapter's child, its notebook's
-    kernel and its local shards. Beside the wall time, it says what the chapter costs on a machine that
-    other work shares (the wall time alone then overstates it)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def _peak_mb() -> float:
+    """Peak resident memory of this process and of the processes it waited for (a notebook's kernel, local
+    shards), in MB: Linux reports ``ru_maxrss`` in KiB."""
+    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return round(peak / 1024, 1)
 
 
-def _child(profile: str, chapter: str, out_dir: str, shards: int | None) -> int:
-    """In the chapter's own process: make its records (sharded when asked) and execute its notebook."""
-    from ..book.runner import execute_notebook, make_records
+def _child_records(profile: str, chapter: str, shards: int | None) -> int:
+    """In a process of its own: make the chapter's records (sharded when asked)."""
+    from ..book.runner import make_records
 
     if shards:
         subprocess.run([sys.executable, "-m", "shovir_core.cli", "run", chapter, "--profile", profile, "--shards",
                         str(shards), "--executor", "local", "-q"], check=True)
     ids = make_records(chapter, profile=profile, progress=False)
+    print(RECORDS_LINE + json.dumps({"run_ids": ids, "peak_mb": _peak_mb()}), flush=True)
+    return 0
+
+
+def _child_notebook(profile: str, chapter: str, out_dir: str, run_ids: dict) -> int:
+    """In a process of its own: execute the chapter's notebook on its records (the guard included)."""
+    from ..book.runner import execute_notebook
+
     # the profile's own parameters, reproduces_paper included: its paper comparisons run, and their
     # verdicts read "rehearsal" and hold nothing against the paper (tables.paper_vs_run)
-    path = execute_notebook(chapter, profile=profile, run_ids=ids, output_dir=Path(out_dir))
-    # peak resident memory of this process and of the processes it waited for (the notebook's kernel,
-    # local shards): Linux reports ru_maxrss in KiB
-    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-    print("REHEARSAL-RESULT " + json.dumps({"run_ids": ids, "notebook": str(path), "peak_mb": round(peak / 1024, 1)}),
-          flush=True)
+    path = execute_notebook(chapter, profile=profile, run_ids=run_ids, output_dir=Path(out_dir))
+    print(NOTEBOOK_LINE + json.dumps({"notebook": str(path), "peak_mb": _peak_mb()}), flush=True)
     return 0
+
+
+def _spawn(cmd: list[str], env: dict, log: Path) -> tuple[int, float, float, str]:
+    """Run one phase's process, its stderr appended to ``log``; returns its exit status, wall seconds, CPU
+    seconds (its own and its descendants': ``wait4`` reports them for this process alone, so two phases
+    running side by side are each measured apart) and its stdout."""
+    start = time.monotonic()
+    with open(log, "a", encoding="utf-8") as err, tempfile.TemporaryFile("w+", encoding="utf-8") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read()
+    return proc.returncode, time.monotonic() - start, usage.ru_utime + usage.ru_stime, text
+
+
+def _result(text: str, prefix: str) -> dict | None:
+    return next((json.loads(line[len(prefix):]) for line in text.splitlines() if line.startswith(prefix)), None)
+
+
+def _last_line(log: Path) -> list[str]:
+    return log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
 
 
 def _record_rows(run_ids: dict, *, chapter: str, profile: str, scale: float) -> list[dict]:
@@ -199,8 +233,15 @@ def _record_rows(run_ids: dict, *, chapter: str, profile: str, scale: float) -> 
 
 def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: float = 1.0, seed: int = 0,
              pixels: str = "small", shards: int | None = None, root: str | Path | None = None,
-             progress: bool = True) -> dict:
-    """Rehearse ``profile`` (``mimic`` or ``padchest``); returns the report (also written as JSON)."""
+             progress: bool = True, overlap: bool = True) -> dict:
+    """Rehearse ``profile`` (``mimic`` or ``padchest``); returns the report (also written as JSON).
+
+    Each chapter's records are made in one process (with ``shards``, by that many local shard processes),
+    then its notebook is executed in another. With ``overlap`` a chapter's notebook, which keeps one core
+    busy, runs beside the next chapter's records, so no core idles while a notebook runs; a chapter's wall
+    time is then its two phases' (``records_seconds``, ``notebook_seconds``), each measured while sharing
+    the machine, and the chapters' times add up to more than the rehearsal's. Without it the phases run one
+    after the other (as inside ``shovir book``, whose other workers fill the cores)."""
     if profile not in ("mimic", "padchest"):
         raise UsageError(f"rehearse: profile must be 'mimic' or 'padchest', got {profile!r}")
     if shards is not None and shards < 1:
@@ -237,52 +278,98 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
     from ..models.registry import STAND_INS_ENV
     from ..tables.reproduction import _command
 
-    for chapter in tqdm(chapters, desc=f"rehearse {profile}", unit="chapter", disable=not progress):
-        table = stand_ins(layers=_needs_layers(chapter, profile), override=stand_in)
-        cenv = dict(env, **{STAND_INS_ENV: json.dumps(table)})
-        # the chapter's notebook kernel must be its child, whose peak memory and CPU time it reports with its own
-        # (RUSAGE_CHILDREN): not a kernel forked by the book's kernel fork server, which is that server's child
-        cenv.pop(SERVER_ENV, None)
-        log = book_dir / f"{chapter}.log"
-        start, cpu_before = time.monotonic(), _children_cpu()
-        with open(log, "w", encoding="utf-8") as fh:
-            proc = subprocess.Popen([sys.executable, "-m", "shovir_core.rehearsal.run", profile, chapter,
-                                     str(book_dir), str(shards or 0)], env=cenv, stdout=subprocess.PIPE,
-                                    stderr=fh, text=True)
-            out, _ = proc.communicate()
-        seconds, cpu = time.monotonic() - start, _children_cpu() - cpu_before
-        entry = {"chapter": chapter, "status": "ok" if proc.returncode == 0 else "failed",
-                 "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "log": str(log),
-                 "stand_ins": sorted(set(table.values())), "scaled": _scaled(chapter, profile, scale),
-                 "command": _command(chapter, [profile], shards=16)}
-        result = next((json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
-                       if line.startswith("REHEARSAL-RESULT ")), None)
-        if result is not None:
-            old = os.environ.get("SHOVIR_RUNS")
-            os.environ["SHOVIR_RUNS"] = str(runs_root)
-            try:
-                entry["records"] = _record_rows(result["run_ids"], chapter=chapter, profile=profile, scale=scale)
-            finally:
-                if old is None:
-                    os.environ.pop("SHOVIR_RUNS")
-                else:
-                    os.environ["SHOVIR_RUNS"] = old
-            entry["peak_mb"] = result["peak_mb"]
-            entry["trials"] = sum(r["trials"] or 0 for r in entry["records"])
-            known = [r["model_calls"] for r in entry["records"] if r["model_calls"] is not None]
-            entry["model_calls"] = sum(known) if known else None
+    bar = tqdm(total=len(chapters), desc=f"rehearse {profile}", unit="chapter", disable=not progress)
+
+    def finish(entry: dict) -> None:  # in chapter order: the notebooks run one after the other
+        report["chapters"].append(entry)
+        (root / f"report-{profile}.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+        bar.update()
+
+    def notebook(entry: dict, cenv: dict, run_ids: dict) -> None:
+        log = Path(entry["log"])
+        rc, seconds, cpu, out = _spawn([sys.executable, "-m", "shovir_core.rehearsal.run", "notebook", profile,
+                                        entry["chapter"], str(book_dir), json.dumps(run_ids)], cenv, log)
+        result = _result(out, NOTEBOOK_LINE)
+        entry.update(notebook_seconds=round(seconds, 1), seconds=round(entry["records_seconds"] + seconds, 1),
+                     cpu_seconds=round(entry["cpu_seconds"] + cpu, 1))
+        if rc == 0 and result is not None:
+            entry["notebook_peak_mb"] = result["peak_mb"]
+            entry["peak_mb"] = max(entry["records_peak_mb"], result["peak_mb"])
             _banner(Path(result["notebook"]), BANNER.format(profile=profile, scale=scale,
                                                            stand_ins=", ".join(entry["stand_ins"])))
             entry["notebook"] = result["notebook"]
         else:
-            entry["error"] = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
-        report["chapters"].append(entry)
-        (root / f"report-{profile}.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+            entry.update(status="failed", error=_last_line(log))
+        finish(entry)
+
+    # A chapter's notebook (one process, one core) runs beside the next chapter's records: the notebooks run
+    # one after the other in chapter order, and so do the records
+    lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rehearsal-notebooks") if overlap else None
+    pending = []
+    try:
+        for chapter in chapters:
+            table = stand_ins(layers=_needs_layers(chapter, profile), override=stand_in)
+            cenv = dict(env, **{STAND_INS_ENV: json.dumps(table)})
+            # the chapter's notebook kernel must be its child, whose peak memory and CPU time it reports with its
+            # own: not a kernel forked by the book's kernel fork server, which is that server's child
+            cenv.pop(SERVER_ENV, None)
+            log = book_dir / f"{chapter}.log"
+            log.write_text("", encoding="utf-8")
+            rc, seconds, cpu, out = _spawn([sys.executable, "-m", "shovir_core.rehearsal.run", "records", profile,
+                                            chapter, str(shards or 0)], cenv, log)
+            entry = {"chapter": chapter, "status": "ok", "seconds": round(seconds, 1),
+                     "records_seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "log": str(log),
+                     "stand_ins": sorted(set(table.values())), "scaled": _scaled(chapter, profile, scale),
+                     "command": _command(chapter, [profile], shards=16)}
+            result = _result(out, RECORDS_LINE)
+            if rc != 0 or result is None:
+                entry.update(status="failed", error=_last_line(log))
+                step = partial(finish, entry)
+            else:
+                old = os.environ.get("SHOVIR_RUNS")
+                os.environ["SHOVIR_RUNS"] = str(runs_root)
+                try:
+                    entry["records"] = _record_rows(result["run_ids"], chapter=chapter, profile=profile, scale=scale)
+                finally:
+                    if old is None:
+                        os.environ.pop("SHOVIR_RUNS")
+                    else:
+                        os.environ["SHOVIR_RUNS"] = old
+                entry["records_peak_mb"] = entry["peak_mb"] = result["peak_mb"]
+                entry["trials"] = sum(r["trials"] or 0 for r in entry["records"])
+                known = [r["model_calls"] for r in entry["records"] if r["model_calls"] is not None]
+                entry["model_calls"] = sum(known) if known else None
+                step = partial(notebook, entry, cenv, result["run_ids"])
+            if lane is None:
+                step()
+            else:
+                pending.append(lane.submit(step))
+        for done in pending:
+            done.result()  # re-raises what a notebook step raised
+    finally:
+        if lane is not None:
+            lane.shutdown(wait=True)
+        bar.close()
     report["seconds"] = round(time.monotonic() - t0, 1)
+    report["peak_mb_together"] = _peak_together(report["chapters"], overlap)
     (root / f"report-{profile}.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return report
 
 
-if __name__ == "__main__":  # the per-chapter child process of rehearse()
-    _profile, _chapter, _out, _shards = sys.argv[1:5]
-    sys.exit(_child(_profile, _chapter, _out, int(_shards) or None))
+def _peak_together(chapters: list[dict], overlap: bool) -> float | None:
+    """At most how much memory (MB) the rehearsal's processes held at once: the largest phase's peak, or with
+    ``overlap`` the largest records peak plus the largest notebook peak (an upper bound: a notebook runs
+    beside later chapters' records)."""
+    records = [c["records_peak_mb"] for c in chapters if "records_peak_mb" in c]
+    notebooks = [c["notebook_peak_mb"] for c in chapters if "notebook_peak_mb" in c]
+    if not records:
+        return None
+    if overlap:
+        return max(records) + max(notebooks, default=0.0)
+    return max(records + notebooks)
+
+
+if __name__ == "__main__":  # a chapter's records or notebook, in a process of its own (rehearse())
+    if sys.argv[1] == "records":
+        sys.exit(_child_records(sys.argv[2], sys.argv[3], int(sys.argv[4]) or None))
+    sys.exit(_child_notebook(sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])))
