@@ -259,6 +259,10 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
     runs_root = root / "runs" / tree["sha256"][:12]
     book_dir = root / "book" / profile / tree["sha256"][:12]
     book_dir.mkdir(parents=True, exist_ok=True)
+    # the chapters' logs stay out of the book: the guard removes any file that appears in the book while a
+    # notebook that read credentialed data runs, as the next chapter's log would beside it
+    log_dir = root / "logs" / profile / tree["sha256"][:12]
+    log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, SHOVIR_MIMIC=str(tree_dir / "mimic"), SHOVIR_MIMIC_JPG=str(tree_dir / "mimic"),
                SHOVIR_PADCHEST=str(tree_dir / "padchest-gr"), SHOVIR_RUNS=str(runs_root),
                SHOVIR_CHEXBERT_WEIGHTS=str(chexbert_weights), SHOVIR_CHEXBERT_BERT=str(chexbert_bert),
@@ -313,7 +317,7 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
             # the chapter's notebook kernel must be its child, whose peak memory and CPU time it reports with its
             # own: not a kernel forked by the book's kernel fork server, which is that server's child
             cenv.pop(SERVER_ENV, None)
-            log = book_dir / f"{chapter}.log"
+            log = log_dir / f"{chapter}.log"
             log.write_text("", encoding="utf-8")
             rc, seconds, cpu, out = _spawn([sys.executable, "-m", "shovir_core.rehearsal.run", "records", profile,
                                             chapter, str(shards or 0)], cenv, log)
