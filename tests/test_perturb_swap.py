@@ -195,3 +195,33 @@ def test_matches_the_rule_written_out(seed):
     assert out["sub_view"].tolist() == sub["view"].tolist()
     assert (out["pair_type"] == np.where(out["sub_patient_id"] == out["patient_id"], "same-patient",
                                           "cross-patient")).all()
+
+
+def test_threads_draw_the_same_pairs(monkeypatch):
+    """Sources drawn on several threads (the paper-scale draw: SSIM at 896 px releases the GIL) give the frame
+    of one thread, row for row; $SHOVIR_SSIM_THREADS sets the default and refuses a non-count."""
+    import threading
+
+    from shovir_core.perturb.swap import SSIM_THREADS_ENV, ssim_workers
+
+    cohort, images = _random_cohort(60, seed=5)
+    seen = set()
+
+    def load(image_id):
+        seen.add(threading.current_thread().name)
+        return images[image_id]
+
+    one = sample_substitutes(cohort, seed=5, ssim_size=16, load_image=load, threads=1)
+    assert seen == {threading.current_thread().name}
+    seen.clear()
+    four = sample_substitutes(cohort, seed=5, ssim_size=16, load_image=load, threads=4)
+    assert len(seen) > 1 and all(name.startswith("ssim") for name in seen)
+    pd.testing.assert_frame_equal(one, four)
+    assert set(one["tier"]) == {1, 2, 3}  # the draw falls through every tier: the comparison covers them
+    monkeypatch.setenv(SSIM_THREADS_ENV, "3")
+    assert ssim_workers() == 3
+    monkeypatch.setenv(SSIM_THREADS_ENV, "0")
+    with pytest.raises(ValueError, match=SSIM_THREADS_ENV):
+        ssim_workers()
+    monkeypatch.delenv(SSIM_THREADS_ENV)
+    assert 1 <= ssim_workers() <= 8

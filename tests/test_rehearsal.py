@@ -176,6 +176,10 @@ def test_layer_stand_ins_have_the_real_models_layer_count(monkeypatch):
     assert text.num_hidden_layers == 62
     assert text.hidden_size == 16 < 64, "the deep stand-in is narrower than the tiny default (its cost is width)"
     assert text.head_dim == 16  # the tiny default's head size
+    from shovir_core.models.registry import DEEP_TWIN_BATCH
+
+    # a deep twin scores in batches of 32 (its cost is per call, not per row); the demo's tiny models keep 8
+    assert model.batch_size == DEEP_TWIN_BATCH == 32 and get_model("tiny-gemma3").batch_size == 8
     fingerprint = model_fingerprint("medgemma-27b")["stand_in"]
     assert fingerprint["name"] == "tiny-gemma3@62" and fingerprint["dims"]["hidden"] == 16
     assert "dims" not in model_fingerprint("tiny-gemma3")  # the demo's tiny models keep their identity

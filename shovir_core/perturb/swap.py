@@ -29,6 +29,8 @@ The cohort is a DataFrame with one row per image and the columns
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable
 
 import numpy as np
@@ -42,7 +44,7 @@ from .rng import item_rng
 
 __all__ = [
     "TIERS", "FRONTAL_VIEWS", "COHORT_COLUMNS", "cohort_from_dataset", "sample_substitutes", "pair_ssim",
-    "ssim_image",
+    "ssim_image", "ssim_workers", "SSIM_THREADS_ENV",
 ]
 
 FRONTAL_VIEWS = ("PA", "AP")
@@ -102,10 +104,34 @@ def _default_loader(cohort: pd.DataFrame) -> Callable[[str], np.ndarray]:
     return load
 
 
+SSIM_THREADS_ENV = "SHOVIR_SSIM_THREADS"
+"""Environment variable: threads that draw substitutes side by side (default: the cores this process may use,
+at most 8)."""
+
+
+def ssim_workers() -> int:
+    """Threads for :func:`sample_substitutes`: ``$SHOVIR_SSIM_THREADS``, else the cores this process may use
+    (its CPU affinity: a SLURM task's CPUs), at most 8.
+
+    At the paper's scale a draw compares 3,199 sources with their candidates at 896 x 896 px, about 50 ms
+    each on one core (171 s for the rehearsal's MIMIC-shaped tree); scikit-image's SSIM (scipy.ndimage's
+    filters, numpy) and PIL's decoding and resizing release the GIL, so threads share the cores. The draw
+    is the same with any number of threads (each source's substitute depends on the seed, the source and
+    the cohort only; tests/test_perturb_swap.py)."""
+    raw = os.environ.get(SSIM_THREADS_ENV, "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"${SSIM_THREADS_ENV} must be a positive integer, got {raw!r}")
+        return int(raw)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, 8))
+
+
 def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str] | None = None,
                        ssim_size: int = 896, ssim_threshold: float = 0.9,
                        frontal_views: Iterable[str] = FRONTAL_VIEWS,
-                       load_image: Callable[[str], np.ndarray] | None = None) -> pd.DataFrame:
+                       load_image: Callable[[str], np.ndarray] | None = None,
+                       threads: int | None = None) -> pd.DataFrame:
     """Draw one substitute image per source case (the ModaLens three-tier rule).
 
     Parameters
@@ -124,7 +150,10 @@ def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str
     frontal_views : iterable of str
         Views counted as frontal (tiers 1 and 3 and default sources).
     load_image : callable, optional
-        ``image_id -> ndarray``; default reads the cohort's ``path``.
+        ``image_id -> ndarray``; default reads the cohort's ``path``. Called from several threads at once
+        when ``threads`` > 1.
+    threads : int, optional
+        Sources drawn side by side (default :func:`ssim_workers`); the result does not depend on it.
 
     Returns
     -------
@@ -192,8 +221,9 @@ def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str
         others = frontal_rows[(pos[frontal_rows] != pos[k]) & (patient[frontal_rows] != patient[k])]
         yield others
 
-    out_rows = []
-    for src, k in zip(sources, df.index.get_indexer(sources)):
+    def draw(src: str, k: int) -> dict:
+        """The substitute of source ``src`` (cohort row ``k``): a function of the seed, the source and the
+        cohort only, so sources can be drawn in any order, on several threads."""
         (rng,) = item_rng(seed, src, "substitute", n=1)
         src_img = None
         chosen, tier, n_cand, score, rejected = None, 0, 0, float("nan"), set()
@@ -217,7 +247,7 @@ def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str
             if chosen is not None:
                 break
         found = chosen is not None
-        out_rows.append({
+        return {
             "image_id": src, "study_id": study_col[k], "patient_id": patient_col[k], "view": view_col[k],
             "positive": pos_text[pos[k]],
             "sub_image_id": ids[chosen] if found else None, "sub_study_id": study_col[chosen] if found else None,
@@ -230,5 +260,13 @@ def sample_substitutes(cohort: pd.DataFrame, *, seed: int, sources: Iterable[str
             "n_candidates": n_cand if found else 0, "n_rejected_ssim": len(rejected),
             "ssim": score, "ssim_size": int(ssim_size), "ssim_threshold": float(ssim_threshold),
             "seed": int(seed),
-        })
+        }
+
+    rows = df.index.get_indexer(sources)
+    workers = min(ssim_workers() if threads is None else int(threads), max(1, len(sources)))
+    if workers > 1:  # SSIM and image decoding run outside the GIL (scipy.ndimage, PIL): threads share the cores
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssim") as pool:
+            out_rows = list(pool.map(draw, sources, rows))
+    else:
+        out_rows = [draw(src, k) for src, k in zip(sources, rows)]
     return pd.DataFrame(out_rows)
