@@ -201,16 +201,17 @@ def _last_line(log: Path) -> list[str]:
     return log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
 
 
-def _record_rows(run_ids: dict, *, chapter: str, profile: str, scale: float) -> list[dict]:
-    """One row per record: its trials and model requests beside the paper's denominator for it
-    (:mod:`shovir_core.rehearsal.denominators`)."""
+def _record_rows(run_ids: dict, *, chapter: str, profile: str, scale: float, root: Path) -> list[dict]:
+    """One row per record under the runs root ``root``: its trials and model requests beside the paper's
+    denominator for it (:mod:`shovir_core.rehearsal.denominators`). The root is passed, not set in
+    ``$SHOVIR_RUNS``: the notebook lane's thread runs beside this one."""
     from ..records import load_run
     from .denominators import UNEXPLAINED, compare, record_denominator
 
     rows = []
     for key, run_id in run_ids.items():
         protocol, name, h = run_id.split("/")
-        run = load_run(protocol, name, h)
+        run = load_run(protocol, name, h, root=root)
         counts = run.manifest.get("counts") or {}
         # the distinct model requests the record made (its inference-cache entries), where it keeps them
         calls = (run.manifest.get("inference_cache") or {}).get("n_entries")
@@ -330,15 +331,8 @@ def rehearse(profile: str, *, only=None, stand_in: str | None = None, scale: flo
                 entry.update(status="failed", error=_last_line(log))
                 step = partial(finish, entry)
             else:
-                old = os.environ.get("SHOVIR_RUNS")
-                os.environ["SHOVIR_RUNS"] = str(runs_root)
-                try:
-                    entry["records"] = _record_rows(result["run_ids"], chapter=chapter, profile=profile, scale=scale)
-                finally:
-                    if old is None:
-                        os.environ.pop("SHOVIR_RUNS")
-                    else:
-                        os.environ["SHOVIR_RUNS"] = old
+                entry["records"] = _record_rows(result["run_ids"], chapter=chapter, profile=profile, scale=scale,
+                                                root=runs_root)
                 entry["records_peak_mb"] = entry["peak_mb"] = result["peak_mb"]
                 entry["trials"] = sum(r["trials"] or 0 for r in entry["records"])
                 known = [r["model_calls"] for r in entry["records"] if r["model_calls"] is not None]
