@@ -301,7 +301,7 @@ def get_model(name: str, *, local_path: str | Path | None = None, device: str | 
     if spec.adapter == "tiny":
         dims = tiny_dims(name)
         model = build(spec.name, seed=seed, device=device, dtype=dtype, dims=dims,
-                      **({"batch_size": DEEP_TWIN_BATCH} if dims and "layers" in dims else {}))
+                      **({"batch_size": DEEP_TWIN_BATCH} if dims else {}))  # dims: only a name with a layer count
     else:
         model = build(spec, local_path=local_path, device=device, dtype=dtype)
     if spec.adapter in ("tiny", "ref-vlm"):  # the demo transformers: one torch thread on the CPU (threads.py)
