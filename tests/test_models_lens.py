@@ -258,6 +258,29 @@ def test_a_cases_questions_share_their_prefix_and_read_what_whole_prompts_read(f
 
 
 @pytest.mark.parametrize("family", ["tiny-gemma3", "tiny-qwen2vl", "tiny-llava-next"])
+def test_groups_of_different_prefixes_run_packed_and_read_what_whole_prompts_read(family):
+    """Several cases' groups (images and reports of different lengths) are prefilled in one left-padded pass
+    where the model allows it (Gemma-3, LLaVA-NeXT; Qwen2-VL's multimodal RoPE prefills each group alone) and their
+    questions' suffixes run packed across groups, each after its own prefix; the streams, readouts and
+    attention masses equal whole prompts."""
+    rng = np.random.default_rng(2)
+    imgs = [rng.integers(0, 256, (64, 64), dtype=np.uint8) for _ in range(3)]
+    qs = [Q, "Does this chest X-ray show cardiomegaly?", "Does this chest X-ray show any acute cardiopulmonary finding?"]
+    reps = [REPORT, "IMPRESSION: No acute disease.", None]
+    reqs = [ScoreRequest(img, q, report=rep) for img, rep in zip(imgs, reps) for q in qs]
+    shared = get_model(family, seed=3)
+    shared.batch_size = 4  # 9 suffixes: batches of 4, 4 and 1 mixing the groups
+    whole = get_model(family, seed=3)
+    whole.prefix_reuse = False
+    got, want = layer_logits(shared, reqs), layer_logits(whole, reqs)
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    prefills = 3 if family == "tiny-qwen2vl" else 1  # LLaVA-NeXT's images of one size batch as Gemma-3's
+    assert shared.stats["forward_passes"] == prefills + 3, "3 packed suffix passes instead of one or more per group"
+    np.testing.assert_allclose(answer_residuals(shared, reqs).numpy(), answer_residuals(whole, reqs).numpy(), atol=2e-5)
+    np.testing.assert_allclose(image_attention_mass(shared, reqs), image_attention_mass(whole, reqs), atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["tiny-gemma3", "tiny-qwen2vl", "tiny-llava-next"])
 def test_knockouts_resumed_from_the_clean_pass_equal_whole_passes(family, ko_requests):
     """A knockout starting at layer s reuses the clean pass's layers before s and runs layers s... again from
     the recorded input of layer s: element for element the arrays of whole passes (``resume=False``), for

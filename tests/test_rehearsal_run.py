@@ -135,3 +135,27 @@ def test_a_chapters_notebook_runs_beside_the_next_chapters_records(report, monke
     assert beside is overlap
     if not overlap:  # one phase at a time
         assert all(a[0] == "start" and b == ("end", *a[1:]) for a, b in zip(events[::2], events[1::2]))
+
+
+def test_the_layer_chapters_records_come_first_and_the_report_keeps_the_books_order(report, monkeypatch):
+    """App. N's chapters (layer protocols: the longest records and Table 26's long notebook) are made first,
+    so the notebook no records run beside is a short chapter's; the report still lists the book's order."""
+    from shovir_core.rehearsal import run as rehearsal_run
+
+    rep, _, _ = report
+    started = []
+
+    def spawn(cmd, env, log):
+        phase, chapter = cmd[3], cmd[5]
+        if phase == "records":
+            started.append(chapter)
+            return 0, 0.1, 0.1, rehearsal_run.RECORDS_LINE + json.dumps({"run_ids": {}, "peak_mb": 10.0})
+        return 1, 0.1, 0.1, ""  # the notebooks' outcome is not what this test is about
+
+    monkeypatch.setattr(rehearsal_run, "_spawn", spawn)
+    chapters = ["modalens_s41", "modalens_appd", "modalens_appn", "modalens_appn_probes"]
+    assert rehearsal_run.run_order(chapters, "mimic") == ["modalens_appn", "modalens_appn_probes", "modalens_s41",
+                                                          "modalens_appd"]
+    out = rehearse("mimic", only=chapters, scale=0.01, progress=False)
+    assert started == ["modalens_appn", "modalens_appn_probes", "modalens_s41", "modalens_appd"]
+    assert [c["chapter"] for c in out["chapters"]] == chapters

@@ -708,6 +708,43 @@ class HFVLM(VLM):
         self.stats["forward_passes"] += 1
         return cache, getattr(core, "rope_deltas", None)
 
+    def _prefill_rows(self, firsts: list[dict], ns: list[int]):
+        """Prefill several groups' prefixes (the first ``ns[g]`` tokens of ``firsts[g]``, each one prompt's
+        processor inputs, image included) in one left-padded pass, each row at its own positions ``0 ...``.
+
+        Returns ``(cache, prefixes)`` -- the batch cache (a template for
+        :func:`~shovir_core.models.packed_cache.stacked_cache`) and each group's compact prefix -- or ``None``
+        where the rows cannot be batched so (multimodal RoPE offsets, image inputs of different shapes, a
+        cache that cannot be cut into rows); the caller then prefills each group alone (:meth:`_prefill`).
+        The rows' caches equal the groups' own up to float rounding (tested)."""
+        from .packed_cache import cut_rows, packable
+
+        core = getattr(self.model, "model", None)
+        if hasattr(core, "rope_deltas") or len(firsts) < 2:
+            return None
+        width = max(ns)
+        batch = {}
+        for key, value in firsts[0].items():
+            values = [f[key] for f in firsts]
+            if key in _TOKEN_ALIGNED:
+                rows = value.new_zeros((len(firsts), width))
+                for g, (v, n) in enumerate(zip(values, ns)):
+                    rows[g, width - n:] = v[0, :n]
+                batch[key] = rows
+            elif torch.is_tensor(value) and all(torch.is_tensor(v) and v.shape == value.shape for v in values):
+                batch[key] = torch.cat(values, dim=0)
+            else:
+                return None
+        mask = batch["attention_mask"]
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        out = self.model(**self._forward_inputs(batch), position_ids=positions, use_cache=True, logits_to_keep=1)
+        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+        if not packable(cache):
+            return None
+        self.stats["prefill_tokens"] += int(sum(ns))
+        self.stats["forward_passes"] += 1
+        return cache, cut_rows(cache, [width - n for n in ns], [width] * len(ns))
+
     def _right_padded(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token lists as one right-padded ``(rows, width)`` id tensor and its mask (1 on each row's own tokens)."""
         width = max(len(r) for r in rows)

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from .knockout_spans import SCOPES, SPANS
+from .packed_cache import compact, packable, stacked_cache
 from .protocol import ScoreRequest
 
 __all__ = ["decoder_parts", "layer_logits", "layer_logits_each", "token_spans", "Knockout", "SPANS", "SCOPES",
@@ -321,11 +322,19 @@ def _stream_at(vlm, forward, last: torch.Tensor | None = None) -> torch.Tensor:
 def shared_prefix_batches(vlm, requests: Sequence[ScoreRequest], rest: list[int]):
     """Suffix batches of the requests that share an image and everything before it (a case's questions on
     one side): each group's shared prefix -- image included -- is prefilled once (when the generator
-    reaches it, so under the caller's attention settings), and the rest of each prompt runs after a copy of
-    its cache, right-padded. Yields ``(indices, inputs, last, prefix_ids)``: the requests, the model
-    inputs of their suffixes, each row's last token within its suffix and the prefix's token ids (1-D).
-    Appends to ``rest`` the indices left for one pass per whole prompt (no prefix reuse for this model,
-    no image, alone in their group, or a prefix that would not hold the image: text first)."""
+    reaches it, so under the caller's attention settings), and the rest of each prompt runs after it,
+    right-padded. Yields ``(indices, inputs, last, prefix_ids)``: the requests, the model inputs of their
+    suffixes, each row's last token within its suffix and each row's prefix token ids at the cache slots
+    before its suffix (``(rows, slots)``, -1 on padding). Appends to ``rest`` the indices left for one pass
+    per whole prompt (no prefix reuse for this model, no image, alone in their group, or a prefix that would
+    not hold the image: text first).
+
+    Where the caches can be packed (:mod:`~shovir_core.models.packed_cache`: dynamic layers, no sliding
+    window a padded row could reach past), the suffixes of consecutive groups run together, each row after
+    its own group's prefix (left-padded, the padding masked, at its own RoPE positions): eight cases' 14
+    questions on two sides take 7 suffix passes of 32 rows instead of 16 of 14, and on the 62-layer
+    stand-in a pass costs mostly its layers' calls, not its rows. Elsewhere each group's suffixes run after
+    copies of its own cache. Both equal whole prompts up to float rounding (tested)."""
     requests = list(requests)
     if not getattr(vlm, "prefix_reuse", False):
         rest += range(len(requests))
@@ -334,15 +343,18 @@ def shared_prefix_batches(vlm, requests: Sequence[ScoreRequest], rest: list[int]
     for i, r in enumerate(requests):
         key = (id(r.image), r.report, r.order) if r.image is not None else ("alone", i)
         groups.setdefault(key, []).append(i)
-    for idx in groups.values():
-        if len(idx) < 2:
-            rest += idx
+    window = getattr(vlm.model.config.get_text_config(), "sliding_window", None)
+    pending: list[_Row] = []  # packed rows not yet run, in request-group order
+    template = None
+    for idx, ids, n, cache, prefix, deltas, prefix_ids in _prefilled_groups(vlm, requests, groups, rest):
+        widest = max(len(x) - n for x in ids)
+        if prefix is not None and not (window and n + widest > window):
+            if pending and window and max(n, *(r.n for r in pending)) + max(widest, *(len(r.suffix) for r in pending)) > window:
+                yield from _flush(vlm, template, pending, len(pending))  # together they could reach past the window
+            template = cache
+            pending += [_Row(i, x[n:], prefix, prefix_ids, deltas, n) for i, x in zip(idx, ids)]
+            yield from _flush(vlm, template, pending, vlm._answer_batch(n + widest, 0), whole=True)
             continue
-        first, ids, n = vlm._encode_group([requests[i] for i in idx])
-        if n == 0:
-            rest += idx
-            continue
-        cache, deltas = vlm._prefill(first, n)
         step = vlm._answer_batch(max(len(x) for x in ids), 0)  # each row copies the prefix cache (as the trie)
         for start in range(0, len(idx), step):
             rows = list(range(start, min(start + step, len(idx))))
@@ -351,7 +363,80 @@ def shared_prefix_batches(vlm, requests: Sequence[ScoreRequest], rest: list[int]
             last = torch.tensor([len(x) - 1 for x in suffixes], device=vlm.device)
             vlm.stats["prefill_tokens"] += sum(len(x) for x in suffixes)
             vlm.stats["forward_passes"] += 1
-            yield [idx[k] for k in rows], inputs, last, first["input_ids"][0, :n]
+            yield [idx[k] for k in rows], inputs, last, prefix_ids.view(1, -1).expand(len(rows), -1)
+    yield from _flush(vlm, template, pending, len(pending))
+
+
+def _prefilled_groups(vlm, requests: list[ScoreRequest], groups: dict, rest: list[int]):
+    """Each group of :func:`shared_prefix_batches` with its prefix prefilled: ``(indices, token ids, prefix
+    length, cache, compact prefix or None, RoPE offsets, prefix ids)``. Up to ``vlm.batch_size`` groups are
+    prefilled in one left-padded pass (:meth:`~shovir_core.models.hf.HFVLM._prefill_rows`), where the model
+    allows it; otherwise one pass each, the prefix compact only where the cache can be packed. Groups of one
+    request, or whose prefix would not hold the image, go to ``rest``."""
+    todo = []
+    for idx in groups.values():
+        if len(idx) < 2:
+            rest += idx
+            continue
+        first, ids, n = vlm._encode_group([requests[i] for i in idx])
+        if n == 0:
+            rest += idx
+            continue
+        todo.append((idx, first, ids, n))
+        if len(todo) == vlm.batch_size:
+            yield from _prefill_window(vlm, todo)
+            todo = []
+    yield from _prefill_window(vlm, todo)
+
+
+def _prefill_window(vlm, todo: list[tuple]):
+    together = vlm._prefill_rows([t[1] for t in todo], [t[3] for t in todo]) if hasattr(vlm, "_prefill_rows") else None
+    for k, (idx, first, ids, n) in enumerate(todo):
+        prefix_ids = first["input_ids"][0, :n]
+        if together is not None:
+            yield idx, ids, n, together[0], together[1][k], None, prefix_ids
+            continue
+        cache, deltas = vlm._prefill(first, n)
+        yield idx, ids, n, cache, compact(cache) if packable(cache) else None, deltas, prefix_ids
+
+
+@dataclass
+class _Row:
+    """A request waiting in :func:`shared_prefix_batches`' packed batch: its index, its suffix's token ids,
+    its group's compact prefix cache, token ids and multimodal RoPE offsets, and the prefix length."""
+    index: int
+    suffix: list[int]
+    prefix: list
+    prefix_ids: torch.Tensor
+    deltas: torch.Tensor | None
+    n: int
+
+
+def _flush(vlm, template, pending: list[_Row], step: int, *, whole: bool = False):
+    """Run ``pending``'s rows in batches of ``step`` (with ``whole``, only full batches: the rest wait for
+    the next group), removing them from ``pending``."""
+    while pending and (len(pending) >= step or not whole):
+        rows, pending[:] = pending[:step], pending[step:]
+        yield _packed_suffixes(vlm, template, rows)
+
+
+def _packed_suffixes(vlm, template, rows: list[_Row]):
+    """One :func:`shared_prefix_batches` batch of ``rows``, each suffix after its own group's prefix."""
+    past, prefix_mask = stacked_cache(template, [r.prefix for r in rows])
+    suffix_ids, new = vlm._right_padded([r.suffix for r in rows])
+    slots, width = prefix_mask.shape[1], suffix_ids.shape[1]
+    text = torch.tensor([r.n for r in rows], device=vlm.device).view(-1, 1) + torch.arange(width, device=vlm.device)
+    deltas = None if rows[0].deltas is None else torch.cat([r.deltas.reshape(1) for r in rows])
+    inputs = dict(input_ids=suffix_ids, attention_mask=torch.cat([prefix_mask, new], dim=1), cache=past,
+                  use_cache=True, cache_position=torch.arange(slots, slots + width, device=vlm.device),
+                  **vlm._positions(text, deltas))
+    prefix_ids = torch.full((len(rows), slots), -1, dtype=torch.long, device=vlm.device)
+    for b, r in enumerate(rows):
+        prefix_ids[b, slots - r.n:] = r.prefix_ids.to(vlm.device)
+    last = torch.tensor([len(r.suffix) - 1 for r in rows], device=vlm.device)
+    vlm.stats["prefill_tokens"] += sum(len(r.suffix) for r in rows)
+    vlm.stats["forward_passes"] += 1
+    return [r.index for r in rows], inputs, last, prefix_ids
 
 
 def shared_prefix_streams(vlm, requests: Sequence[ScoreRequest], store) -> list[int]:

@@ -83,15 +83,15 @@ def _prefix_attention_mass(vlm, requests: list[ScoreRequest], use: list[int], im
                            out: np.ndarray) -> list[int]:
     """:func:`image_attention_mass` of requests that share an image and everything before it: the
     shared prefix (the image included) is prefilled once and each question's own tokens run after a
-    copy of its cache (:func:`~shovir_core.models.lens.shared_prefix_batches`, as for the residuals).
+    its cache (:func:`~shovir_core.models.lens.shared_prefix_batches`, as for the residuals).
     The suffixes hold no image token (the prefix holds the whole image), so the answer position's mass
-    on the image is its attention on the prefix's image tokens. Fills ``out`` and returns the indices
+    on the image is its attention on its prefix's image tokens (a row's own slots of a packed batch). Fills ``out`` and returns the indices
     left for whole prompts."""
     rest: list[int] = []
     for rows, inputs, last, prefix in shared_prefix_batches(vlm, requests, rest):
         res = vlm.model(**inputs, logits_to_keep=1, output_attentions=True)
-        keys = torch.zeros(res.attentions[use[0]].shape[-1], dtype=torch.bool, device=vlm.device)
-        keys[:len(prefix)] = torch.isin(prefix.to(vlm.device), image_t)
+        keys = torch.zeros((len(rows), res.attentions[use[0]].shape[-1]), dtype=torch.bool, device=vlm.device)
+        keys[:, :prefix.shape[1]] = torch.isin(prefix.to(vlm.device), image_t)  # each row's prefix slots
         out[np.asarray(rows)] = _answer_mass(res.attentions, use, last, keys).cpu().numpy()
     return rest
 
