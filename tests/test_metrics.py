@@ -249,3 +249,25 @@ def test_display_frame_uses_schema():
 def test_margin_change_comparison_reports_ties():
     out = M.margin_change_comparison([1.0, -2.0, 0.0, 0.5], [1.0, 1.0, 0.0, 0.7])
     assert out == {"absent_larger": 0.25, "present_larger": 0.25, "tied": 0.5}
+
+
+def test_nlg_metrics_bleu1_from_bleu4_statistics_and_remembered_tokens_change_nothing():
+    """nlg_metrics' BLEU-1 (from BLEU-4's corpus statistics) is bleu(max_order=1) exactly, under both
+    conventions, and ROUGE-L with the remembered tokenizer and repeated pairs is rouge-score's own mean."""
+    from rouge_score import rouge_scorer
+
+    from shovir_core.metrics.text import nlg_metrics
+
+    rng = np.random.default_rng(0)
+    words = "the heart is normal size no effusion pleural left lung opacity mild Small".split()
+    for trial in range(40):
+        n = int(rng.integers(1, 10))
+        hyps = [" ".join(rng.choice(words, int(rng.integers(0, 12)))) for _ in range(n)]
+        refs = [" ".join(rng.choice(words, int(rng.integers(1, 12)))) for _ in range(n)]
+        hyps, refs = hyps + hyps[:2], refs + refs[:2]  # repeated pairs
+        for convention, lower, smooth, stem in (("project", True, "exp", True), ("reference-code", False, "none", False)):
+            got = nlg_metrics(hyps, refs, convention=convention)
+            assert got["bleu1"] == M.bleu(hyps, refs, max_order=1, lowercase=lower, smooth=smooth)
+            assert got["bleu4"] == M.bleu(hyps, refs, max_order=4, lowercase=lower, smooth=smooth)
+            scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=stem)
+            assert got["rouge_l"] == float(np.mean([scorer.score(r, h)["rougeL"].fmeasure for h, r in zip(hyps, refs)]))

@@ -99,3 +99,19 @@ def test_appendix_n_params_resolve(profile, monkeypatch):
             from shovir_core.models.ref_vlm import EVAL_COHORT
 
             assert {k: spec[k] for k in EVAL_COHORT} == EVAL_COHORT, "the demo cohort is ref-vlm's held-out one"
+
+
+def test_lens_array_reads_what_json_reads_and_falls_back_on_ragged_rows():
+    import json
+
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    rows = [json.dumps(np.round(rng.normal(size=(5, 2)), 5).tolist()) for _ in range(50)]
+    rows += ["[[NaN, 1e-05], [Infinity, -Infinity], [-0.0, 3], [2.5, 1], [0, 0]]"]
+    want = np.asarray([json.loads(v) for v in rows], dtype=float)
+    got = mll.lens_array(pd.Series(rows))
+    assert got.shape == (51, 5, 2) and got.tobytes() == want.tobytes()
+    assert mll.lens_array(pd.Series(["[1.5, 2]", "[3, 4]"])).tolist() == [[1.5, 2.0], [3.0, 4.0]]
+    with pytest.raises(ValueError):  # ragged rows are json's business (which refuses to make an array of them)
+        mll.lens_array(pd.Series(["[1, 2]", "[1, 2, 3]"]))

@@ -176,3 +176,20 @@ def test_full_grid_counts_doco_on_its_eligible_items_only(runs_root):
     assert cost.loc["full", "grid_cells"] == 2 * n_images + (2 * items + items - dropped)
     assert cost.loc["full", "coinciding_inputs"] == cost.loc["full", "grid_cells"] - counts["n_unique_inputs"] >= 0
     assert np.isnan(cost.loc["base", "grid_cells"]), "a record that is not a full grid has no full-grid cells"
+
+
+def test_target_called_reads_each_rows_own_target_column():
+    """Per row ``pred.<target> == 1``, one column per target class (the row loop it replaced, duplicate
+    index labels included)."""
+    import pandas as pd
+
+    from shovir_core.tables.shovir_suppl import _target_called
+
+    rng = np.random.default_rng(0)
+    classes = ["Edema", "Cardiomegaly", "Pleural Effusion"]
+    frame = pd.DataFrame({"target": rng.choice(classes, 40),
+                          **{f"pred.{c}": rng.choice([1.0, 0.0, -1.0, np.nan], 40) for c in classes}},
+                         index=np.repeat(np.arange(20), 2))
+    want = [r[f"pred.{r['target']}"] == 1.0 for _, r in frame.iterrows()]
+    got = _target_called(frame)
+    assert got.tolist() == want and got.index.equals(frame.index) and 0 < sum(want) < 40

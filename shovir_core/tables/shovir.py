@@ -134,7 +134,8 @@ def key_part(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- Table 1
-def image_level(trials: pd.DataFrame, *, uncertain: str = "negative", external: bool = True) -> TableResult:
+def image_level(trials: pd.DataFrame, *, uncertain: str = "negative", external: bool = True,
+                text: bool = True) -> TableResult:
     """Report-level metrics of the image-level conditions, one row per (model, condition).
 
     Columns: ``model, condition, n_images, f1_14_micro, f1_14_macro, f1_5_micro, f1_5_macro, bleu1,
@@ -142,7 +143,8 @@ def image_level(trials: pd.DataFrame, *, uncertain: str = "negative", external: 
     (:func:`text_convention`). RadGraph F1 and GREEN come from the record's score cache
     (:mod:`shovir_core.metrics.store`) or are computed (and cached) when their weights are
     available locally (``external=True``); else NaN (:func:`external_metric_status` gives the
-    reason; ``frame.attrs`` holds ``unavailable`` and ``text_convention``).
+    reason; ``frame.attrs`` holds ``unavailable`` and ``text_convention``). ``text=False`` leaves out the
+    text metrics (BLEU, ROUGE-L and the external ones) for a caller that reads only the label F1s.
     """
     from ..metrics import compute_external
     from ..metrics.store import ScoreStore
@@ -158,6 +160,9 @@ def image_level(trials: pd.DataFrame, *, uncertain: str = "negative", external: 
         row = {"model": model, "condition": cond, "n_images": int(len(g))}
         row.update(report_label_f1(_labels(g, "pred"), _labels(g, "ref"), uncertain=uncertain))
         hyps, refs = g["generated"].tolist(), g["reference_text"].tolist()
+        if not text:
+            rows.append(row)
+            continue
         row.update(nlg_metrics(hyps, refs, convention=convention))
         store = ScoreStore(g["record"].iloc[0]) if "record" in g else None
         for name in ("f1_radgraph", "green"):

@@ -207,6 +207,15 @@ def occluder_of(run: Run) -> str:
     return resolve_preset_name(run.manifest["spec"]["preset"])
 
 
+def _target_called(trials: pd.DataFrame) -> pd.Series:
+    """Per trial whether its report calls its own target positive (``pred.<target> == 1``), one column
+    lookup per target class."""
+    called = np.zeros(len(trials), dtype=bool)
+    for target, rows in trials.groupby("target", sort=False).indices.items():  # positions
+        called[rows] = trials[f"pred.{target}"].to_numpy()[rows] == 1.0
+    return pd.Series(called, index=trials.index)
+
+
 def occluder_ablation(runs: Mapping[str, Run], *, p: float = 1.0, n_draws: int = 200, seed: int = 3) -> TableResult:
     """Per (model, occluder): F1_14 Baseline / Full Noise, Δ_FN, μ-F1 RO / OCO at ``p``, Δ_OCO, FR_OCO.
 
@@ -227,16 +236,16 @@ def occluder_ablation(runs: Mapping[str, Run], *, p: float = 1.0, n_draws: int =
     rows = []
     for key, run in runs.items():
         trials = trials_of({key: run})
-        il = image_level(trials, external=False).frame.set_index(["model", "condition"])
+        il = image_level(trials, external=False, text=False).frame.set_index(["model", "condition"])
         base, fn = il.loc[(key, "Baseline")], il.loc[(key, "FullNoise")]
         curves = mu_f1_curves(per_class(trials)).frame.set_index(["condition", "p"])["mu_f1"]
         sm = shortcut_metrics(trials, p=p, n_draws=n_draws, rng=np.random.default_rng(seed)).frame.set_index("arm")
         full = trials[trials["condition"] == "FullNoise"]
         positives = int((full[[f"pred.{c}" for c in CHEXPERT_CLASSES[:-1]]] == 1.0).to_numpy().sum())
         oco = trials[trials["condition"] == "OCO"]
-        call = pd.Series([r[f"pred.{r['target']}"] == 1.0 for _, r in oco.iterrows()], index=oco.index, dtype=bool)
-        at = {pp: call[np.isclose(oco["p"], pp)].set_axis(oco.loc[np.isclose(oco["p"], pp), ["image_id", "target"]]
-                                                          .apply(tuple, axis=1)) for pp in (0.0, p)}
+        call = _target_called(oco)
+        at = {pp: call[np.isclose(oco["p"], pp)].set_axis(pd.MultiIndex.from_frame(
+            oco.loc[np.isclose(oco["p"], pp), ["image_id", "target"]])) for pp in (0.0, p)}
         common = at[0.0].index.intersection(at[p].index)
         unchanged = float((at[0.0][common] == at[p][common]).mean()) if len(common) else np.nan
         clean = shortcut_items(trials, model=key, arm="OCO", ref_arm="OCO", p=p, ref_p=0.0)
