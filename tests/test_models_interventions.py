@@ -196,3 +196,20 @@ def test_bfloat16_patching_and_steering_keep_their_identities(present, absent):
     donor = iv.residuals(m, absent, layers=[n - 1])[:, 0]
     np.testing.assert_allclose(iv.patched_logits(m, present, layer=n - 1, donor=donor, n_positions=[1] * 3),
                                iv.readout_logits(m, absent), atol=1e-2)
+
+
+@pytest.mark.parametrize("scope", ["answer", "suffix"])
+def test_patches_resumed_from_one_clean_pass_equal_one_whole_patched_pass_per_layer(vlm, present, absent, scope):
+    """patched_logits_each runs each batch clean once and each patch only from the layer after it: the
+    readouts of every layer (the last one included) are one patched_logits call per layer's."""
+    n = _n_layers(vlm)
+    n_pos = [1] * len(present) if scope == "answer" else [iv.common_suffix(vlm, p, a) for p, a in zip(present, absent)]
+    donor = iv.residuals(vlm, absent, layers=range(n), last=max(n_pos))
+    each = iv.patched_logits_each(vlm, present, layers=range(n), donor=donor, n_positions=n_pos)
+    want = np.stack([iv.patched_logits(vlm, present, layer=layer, donor=donor[:, layer], n_positions=n_pos)
+                     for layer in range(n)], axis=1)
+    np.testing.assert_allclose(each, want, atol=1e-5)
+    plain = iv.readout_logits(vlm, present)
+    assert not np.allclose(want, plain[:, None], atol=1e-3), "patches that change nothing would make this vacuous"
+    with pytest.raises(ValueError, match="donor"):
+        iv.patched_logits_each(vlm, present, layers=[0], donor=donor, n_positions=n_pos)

@@ -35,7 +35,7 @@ import torch
 from .lens import decoder_parts, request_chunks
 from .protocol import ScoreRequest
 
-__all__ = ["residuals", "patched_logits", "steered_logits", "readout_logits", "common_suffix", "token_ids",
+__all__ = ["residuals", "patched_logits", "patched_logits_each", "steered_logits", "readout_logits", "common_suffix", "token_ids",
            "mean_difference", "random_direction"]
 
 
@@ -194,6 +194,60 @@ def patched_logits(vlm, requests: Sequence[ScoreRequest], *, layer: int, donor: 
             return [(parts["layers"][layer], fn)]
 
         out[np.asarray(chunk)] = _forward(vlm, requests, chunk, hooks, ids_t).cpu().numpy()
+    return out
+
+
+@torch.inference_mode()
+def patched_logits_each(vlm, requests: Sequence[ScoreRequest], *, layers: Sequence[int], donor: torch.Tensor,
+                        n_positions: Sequence[int], token_ids: Sequence[int] | None = None) -> np.ndarray:
+    """:func:`patched_logits` at each of ``layers``: ``(n_requests, len(layers), n_ids)``.
+
+    ``donor`` is ``(n_requests, len(layers), k, d)`` (:func:`residuals` at ``layers``). Each batch is
+    encoded once and run once clean, recording each decoder layer's call
+    (:func:`~shovir_core.models.lens._recorded_stream`); a patch at layer ``L`` then edits the clean output of
+    ``L`` and runs only layers ``L + 1 ...`` again with their recorded arguments, since the layers up to
+    ``L`` are the clean pass's element for element (App. N.2 patches 17 of MedGemma-27B's 62 layers: the
+    record runs about half the layers it ran as one whole pass per layer). The readout is the final norm and
+    unembedding rows of :func:`~shovir_core.models.lens.layer_logits`' last entry: the model's own logits up
+    to float rounding (a test holds it to :func:`patched_logits`).
+    """
+    from .lens import _project, _recorded_stream, _resumed_last
+
+    parts = decoder_parts(vlm.model)
+    n_layers = len(parts["layers"])
+    layers = _check_layers(layers, n_layers, "patched_logits_each")
+    requests = list(requests)
+    n_pos = np.asarray(n_positions, dtype=int)
+    if donor.ndim != 4 or donor.shape[:2] != (len(requests), len(layers)) or len(n_pos) != len(requests):
+        raise ValueError(f"patched_logits_each: donor {tuple(donor.shape)} / n_positions {len(n_pos)} do not match "
+                         f"{len(requests)} requests and {len(layers)} layers (donor must be (n_requests, n_layers, k, d))")
+    k = int(donor.shape[2])
+    if (n_pos < 0).any() or (n_pos > k).any():
+        raise ValueError(f"patched_logits_each: n_positions must lie in 0..{k} (the donor's positions), got "
+                         f"{sorted(set(n_pos[(n_pos < 0) | (n_pos > k)].tolist()))}")
+    ids_t = torch.tensor(_ids(vlm, token_ids), device=vlm.device)
+    out = np.zeros((len(requests), len(layers), len(ids_t)), dtype=np.float32)
+    starts = sorted({layer + 1 for layer in layers if layer + 1 < n_layers})
+    for chunk in request_chunks(vlm, requests):
+        batch = vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
+        length = int(batch["input_ids"].shape[1])
+        counts = torch.as_tensor(n_pos[chunk], device=vlm.device)
+        if int(counts.max()) > length:
+            raise ValueError(f"patched_logits_each: {int(counts.max())} positions to patch in a prompt of {length}")
+        m = min(k, length)
+        mask = (torch.arange(m, device=vlm.device).view(1, -1) >= (m - counts).view(-1, 1)).unsqueeze(-1)
+        clean, calls = _recorded_stream(vlm, batch, starts[0] if starts else n_layers, set(starts))
+        rows = torch.as_tensor(chunk, device=donor.device)
+        for j, layer in enumerate(layers):
+            src = donor[rows, j, k - m:].to(device=vlm.device, dtype=clean.dtype)
+            if layer + 1 < n_layers:
+                args, kwargs = calls[layer + 1]
+                hs = (args[0] if args else kwargs["hidden_states"]).clone()  # the clean output of ``layer``
+                hs[:, length - m:] = torch.where(mask, src.to(hs.dtype), hs[:, length - m:])
+                last = _resumed_last(vlm, calls, layer + 1, hs)
+            else:  # the last layer: only the answer position reaches the readout
+                last = torch.where(mask[:, -1], src[:, -1], clean[:, -1])
+            out[np.asarray(chunk), j] = _project(last, parts, ids_t).float().cpu().numpy()
     return out
 
 

@@ -509,6 +509,17 @@ def _resumed_stream(vlm, clean: torch.Tensor, calls: dict[int, tuple], start: in
     return torch.cat([clean[:, :start + 1], torch.stack(tail, dim=1).to(clean.dtype)], dim=1)
 
 
+def _resumed_last(vlm, calls: dict[int, tuple], start: int, hs: torch.Tensor) -> torch.Tensor:
+    """The last decoder layer's output at the last position when layers ``start ...`` run again from ``hs``
+    (an edited input of layer ``start``) with the arguments :func:`_recorded_stream` recorded."""
+    layers = decoder_parts(vlm.model)["layers"]
+    for i in range(start, len(layers)):
+        args, kwargs = calls[i]
+        out = layers[i](hs, *args[1:], **kwargs) if args else layers[i](**{**kwargs, "hidden_states": hs})
+        hs = out[0] if isinstance(out, tuple) else out
+    return hs[:, -1]
+
+
 @torch.inference_mode()
 def layer_logits_each(vlm, requests: Sequence[ScoreRequest], knockouts: Sequence[Knockout | None], *,
                       token_ids: Sequence[int] | None = None, spans: Sequence[dict] | None = None,

@@ -301,8 +301,9 @@ def _patch_rows(model, spec: dict, part: pd.DataFrame, reports: pd.Series, image
         resid, dlogits = iv.residuals(model, dreqs, layers=layers, last=k, with_logits=True, store="cpu")
         for scope in spec["patch_scopes"]:
             n_pos = np.ones(len(rec), dtype=int) if scope == "answer" else suffix
+            each = iv.patched_logits_each(model, rec, layers=layers, donor=resid, n_positions=n_pos)
             for j, layer in enumerate(layers):
-                out = iv.patched_logits(model, rec, layer=layer, donor=resid[:, j], n_positions=n_pos)
+                out = each[:, j]
                 f = head.copy()
                 f["arm"], f["variant"], f["scope"], f["layer"], f["donor"] = "patching", "residual", scope, layer, donor
                 f["scale"] = np.nan
