@@ -117,6 +117,10 @@ def test_batched_input_gradient_equals_one_request_at_a_time(vlm, requests_):
     together = image_input_gradient(vlm, requests_)
     alone = np.concatenate([image_input_gradient(vlm, [r]) for r in requests_])
     np.testing.assert_allclose(together, alone, rtol=1e-4)
+    # the streams read in the gradient's passes are the residuals', and the gradients are unchanged
+    grad, streams = image_input_gradient(vlm, requests_, streams=True)
+    np.testing.assert_array_equal(grad, together)
+    np.testing.assert_allclose(streams.numpy(), answer_residuals(vlm, requests_).numpy(), atol=2e-5)
 
 
 def test_bfloat16_models_work(requests_):

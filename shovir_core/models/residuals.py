@@ -24,7 +24,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .lens import _image_ids, answer_stream, decoder_parts, request_chunks, shared_prefix_batches, shared_prefix_streams
+from .lens import (_image_ids, _stream_at, answer_stream, decoder_parts, request_chunks, shared_prefix_batches,
+                   shared_prefix_streams)
 from .protocol import ScoreRequest
 
 __all__ = ["answer_residuals", "image_attention_mass", "image_input_gradient", "eager_attention"]
@@ -124,12 +125,15 @@ def image_attention_mass(vlm, requests: Sequence[ScoreRequest], *, layers: Seque
     return out
 
 
-def image_input_gradient(vlm, requests: Sequence[ScoreRequest]) -> np.ndarray:
+def image_input_gradient(vlm, requests: Sequence[ScoreRequest], *, streams: bool = False):
     """L2 norm of d(final yes - no margin) / d(image embeddings), one per request (``(n,)`` float64).
 
     The image embeddings are the multimodal projector's output. A batch's margins are summed before
     the backward pass: a request's margin does not depend on another request's image (left padding is
     masked), so each request's gradient is its own. Requests without an image raise ``ValueError``.
+    With ``streams`` also returns the requests' answer-position residual streams read in the same forward
+    passes (:func:`answer_residuals`' tensor, equal to it up to float rounding): Table 26's probe reads the
+    source image's streams and gradients, and one pass gives both.
     """
     model = vlm.model
     projector = getattr(getattr(model, "model", model), "multi_modal_projector", None)
@@ -139,6 +143,8 @@ def image_input_gradient(vlm, requests: Sequence[ScoreRequest]) -> np.ndarray:
         raise ValueError("image_input_gradient: a request without an image has no image gradient")
     yes, no = vlm.families.yes_id, vlm.families.no_id
     out = np.zeros(len(requests), dtype=float)
+    parts = decoder_parts(model)
+    resid = torch.zeros((len(requests), len(parts["layers"]) + 1, int(parts["weight"].shape[1])), dtype=torch.float32)
     flags = [p.requires_grad for p in model.parameters()]
     for p in model.parameters():
         p.requires_grad_(False)
@@ -155,7 +161,16 @@ def image_input_gradient(vlm, requests: Sequence[ScoreRequest]) -> np.ndarray:
             handle = projector.register_forward_hook(keep)
             try:
                 with torch.enable_grad():
-                    logits = model(**vlm._forward_inputs(batch), use_cache=False, logits_to_keep=1).logits[:, -1]
+                    res = {}
+
+                    def forward():
+                        res["logits"] = model(**vlm._forward_inputs(batch), use_cache=False, logits_to_keep=1).logits
+
+                    if streams:
+                        resid[torch.as_tensor(chunk)] = _stream_at(vlm, forward).detach().float().cpu()
+                    else:
+                        forward()
+                    logits = res["logits"][:, -1]
                     (logits[:, yes] - logits[:, no]).float().sum().backward()
             finally:
                 handle.remove()
@@ -164,4 +179,4 @@ def image_input_gradient(vlm, requests: Sequence[ScoreRequest]) -> np.ndarray:
     finally:
         for p, f in zip(model.parameters(), flags):
             p.requires_grad_(f)
-    return out
+    return (out, resid) if streams else out

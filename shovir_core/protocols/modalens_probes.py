@@ -274,7 +274,11 @@ def _probe_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, im
     from ..models.residuals import answer_residuals, image_attention_mass, image_input_gradient
 
     reqs = _requests(spec, trials, reports, images)
-    resid = answer_residuals(model, reqs)
+    src = reqs[0::2]
+    # side c: the gradient's whole-prompt passes also read its streams; side d: shared prefixes, packed
+    gradient, resid_c = image_input_gradient(model, src, streams=True)
+    resid_d = answer_residuals(model, reqs[1::2])
+    resid = torch.stack([resid_c, resid_d], dim=1).reshape(len(reqs), *resid_c.shape[1:])
     parts = decoder_parts(model.model)
     ids = torch.tensor([model.families.yes_id, model.families.no_id], device=parts["weight"].device)
     with torch.no_grad():
@@ -283,9 +287,8 @@ def _probe_chunk(model, spec: dict, trials: pd.DataFrame, reports: pd.Series, im
     out = trials.copy()
     _readouts(out, lens[:, -1])
     out["lens_c"], out["lens_d"] = _lens_json(lens[0::2]), _lens_json(lens[1::2])
-    src = reqs[0::2]
     out["attention_mass"] = image_attention_mass(model, src)
-    out["input_gradient"] = image_input_gradient(model, src)
+    out["input_gradient"] = gradient
     feats = (resid[0::2, layers[0]].numpy(), resid[1::2, layers[1]].numpy())  # as computed; float64 to fit
     return out, feats
 
