@@ -213,3 +213,21 @@ def test_patches_resumed_from_one_clean_pass_equal_one_whole_patched_pass_per_la
     assert not np.allclose(want, plain[:, None], atol=1e-3), "patches that change nothing would make this vacuous"
     with pytest.raises(ValueError, match="donor"):
         iv.patched_logits_each(vlm, present, layers=[0], donor=donor, n_positions=n_pos)
+
+
+def test_steering_jobs_on_one_encoding_equal_one_steered_pass_each(vlm, present):
+    """steered_logits_each resumes a one-layer steer from the clean pass and runs the others whole: every job's
+    readouts are one steered_logits call's."""
+    n = _n_layers(vlm)
+    d = int(decoder_parts(vlm.model)["weight"].shape[1])
+    rng = np.random.default_rng(0)
+    per_request = (rng.normal(size=(len(present), d)) * 3).astype(np.float32)
+    shared = (rng.normal(size=d) * 3).astype(np.float32)
+    jobs = [(per_request, [0]), (shared, [n - 1]), (shared, list(range(n))), (per_request, [n - 2])]
+    got, clean = iv.steered_logits_each(vlm, present, jobs)
+    plain = iv.readout_logits(vlm, present)
+    np.testing.assert_allclose(clean, plain, atol=1e-5)
+    for (vec, layers), out in zip(jobs, got):
+        want = iv.steered_logits(vlm, present, vectors=vec, layers=layers)
+        np.testing.assert_allclose(out, want, atol=1e-5)
+        assert not np.allclose(out, plain, atol=1e-3), "a steer that changes nothing would make this vacuous"

@@ -35,7 +35,7 @@ import torch
 from .lens import decoder_parts, request_chunks
 from .protocol import ScoreRequest
 
-__all__ = ["residuals", "patched_logits", "patched_logits_each", "steered_logits", "readout_logits", "common_suffix", "token_ids",
+__all__ = ["residuals", "patched_logits", "patched_logits_each", "steered_logits", "steered_logits_each", "readout_logits", "common_suffix", "token_ids",
            "mean_difference", "random_direction"]
 
 
@@ -281,6 +281,67 @@ def steered_logits(vlm, requests: Sequence[ScoreRequest], *, vectors: torch.Tens
 
         out[np.asarray(chunk)] = _forward(vlm, requests, chunk, hooks, ids_t).cpu().numpy()
     return out
+
+
+@torch.inference_mode()
+def steered_logits_each(vlm, requests: Sequence[ScoreRequest], jobs: Sequence[tuple], *,
+                        token_ids: Sequence[int] | None = None) -> tuple[list[np.ndarray], np.ndarray]:
+    """:func:`steered_logits` for each ``(vectors, layers)`` of ``jobs``, one ``(n_requests, n_ids)`` array each,
+    and the unsteered readout of the same clean passes (:func:`readout_logits` up to float rounding).
+
+    Each batch is encoded once. A job that steers one layer ``L`` (not the last) resumes from the batch's
+    clean pass, recorded once (:func:`~shovir_core.models.lens._recorded_stream`): layers up to ``L`` are
+    the clean pass's element for element, so only layers ``L + 1 ...`` run again, from ``L``'s clean output
+    with the vector added at the answer position, and the readout is the final norm and unembedding rows
+    (the model's own logits up to float rounding). Other jobs (every layer, the last layer) run whole with
+    :func:`steered_logits`' hooks. A test holds every job to one :func:`steered_logits` call.
+    """
+    from .lens import _project, _recorded_stream, _resumed_last
+
+    parts = decoder_parts(vlm.model)
+    n_layers = len(parts["layers"])
+    requests = list(requests)
+    d = int(parts["weight"].shape[1])
+    todo = []
+    for vectors, layers in jobs:
+        layers = _check_layers(layers, n_layers, "steered_logits_each")
+        vec = torch.as_tensor(vectors, device=vlm.device)
+        if vec.ndim == 1:
+            vec = vec.expand(len(requests), -1)
+        if vec.shape != (len(requests), d):
+            raise ValueError(f"steered_logits_each: vectors {tuple(vec.shape)}, need ({len(requests)}, {d}) or ({d},)")
+        todo.append((vec, layers, layers[0] + 1 if len(layers) == 1 and layers[0] + 1 < n_layers else None))
+    ids_t = torch.tensor(_ids(vlm, token_ids), device=vlm.device)
+    outs = [np.zeros((len(requests), len(ids_t)), dtype=np.float32) for _ in todo]
+    plain = np.zeros((len(requests), len(ids_t)), dtype=np.float32)
+    starts = sorted({start for _, _, start in todo if start is not None})
+    for chunk in request_chunks(vlm, requests):
+        batch = vlm._encode([vlm.render(requests[i]) for i in chunk], [requests[i].image for i in chunk])
+        clean, calls = _recorded_stream(vlm, batch, starts[0] if starts else n_layers, set(starts))
+        plain[np.asarray(chunk)] = _project(clean[:, -1], parts, ids_t).float().cpu().numpy()
+        rows = torch.as_tensor(chunk, device=vlm.device)
+        for (vec, layers, start), out in zip(todo, outs):
+            add = vec[rows]
+            if start is not None:
+                args, kwargs = calls[start]
+                hs = (args[0] if args else kwargs["hidden_states"]).clone()  # the clean output of layer start - 1
+                hs[:, -1] = hs[:, -1] + add.to(hs.dtype)
+                out[np.asarray(chunk)] = _project(_resumed_last(vlm, calls, start, hs), parts, ids_t).float().cpu().numpy()
+                continue
+
+            def fn(module, args, output, add=add):
+                hs = _hidden(output).clone()
+                hs[:, -1] = hs[:, -1] + add.to(hs.dtype)
+                return _with_hidden(output, hs)
+
+            handles = [parts["layers"][layer].register_forward_hook(fn) for layer in layers]
+            try:
+                logits = vlm.model(**vlm._forward_inputs(batch), use_cache=False, logits_to_keep=1).logits
+            finally:
+                for h in handles:
+                    h.remove()
+            out[np.asarray(chunk)] = logits[:, -1][:, ids_t].float().cpu().numpy()
+    return outs, plain
 
 
 def mean_difference(resid: torch.Tensor | np.ndarray, classes: Sequence[bool] | np.ndarray) -> np.ndarray:

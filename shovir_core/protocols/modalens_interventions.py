@@ -371,10 +371,8 @@ def _steer_rows(model, spec: dict, part: pd.DataFrame, reports: pd.Series, image
             reqs.append(_request(spec, images[img], t, reports[t.case_id]))
             signs.append(0.0 if pd.isna(target) else (1.0 if target == 1 else -1.0))
     sign = np.asarray(signs)[:, None]
-    base = iv.readout_logits(model, reqs)
     head = _base_columns(part)
-    same = (base[0::2, 0] > base[0::2, 1]) == (base[1::2, 0] > base[1::2, 1])
-    frames = []
+    cells, jobs = [], []  # every (layer, variant, scale) cell; the steered ones run together on one encoding
     for layer, dirs in directions.items():
         for variant in spec["steer_variants"]:
             v = dirs["random" if variant == "random" else "dom"]
@@ -382,20 +380,27 @@ def _steer_rows(model, spec: dict, part: pd.DataFrame, reports: pd.Series, image
             unit = v / norm if spec["steer_norm"] == "unit" else v
             at = list(range(n_layers)) if variant == "every_layer" else [layer]
             for scale in spec["steer_scales"]:
-                vec = (scale * sign * unit[None, :]).astype(np.float32)
-                out = base if scale == 0.0 else iv.steered_logits(model, reqs, vectors=vec, layers=at)
-                f = head.copy()
-                f["arm"], f["variant"], f["scope"], f["layer"], f["donor"] = "steering", variant, "answer", layer, "none"
-                f["scale"] = float(scale)
-                f["direction_norm"] = norm
-                f["same_answer"] = same
-                for s, side in enumerate(("c", "d")):
-                    m = _margin(out[s::2])
-                    f[f"margin_{side}"] = m
-                    f[f"readout_{side}"] = np.where(m > 0, "yes", "no")
-                    f[f"base_margin_{side}"] = _margin(base[s::2])
-                    f[f"sign_{side}"] = sign[s::2, 0]
-                frames.append(f)
+                cells.append((layer, variant, norm, scale, None if scale == 0.0 else len(jobs)))
+                if scale != 0.0:
+                    jobs.append(((scale * sign * unit[None, :]).astype(np.float32), at))
+    # the steered readouts and the unsteered one (``base``) from one clean pass per batch
+    steered, base = iv.steered_logits_each(model, reqs, jobs)
+    same = (base[0::2, 0] > base[0::2, 1]) == (base[1::2, 0] > base[1::2, 1])
+    frames = []
+    for layer, variant, norm, scale, job in cells:
+        out = base if job is None else steered[job]
+        f = head.copy()
+        f["arm"], f["variant"], f["scope"], f["layer"], f["donor"] = "steering", variant, "answer", layer, "none"
+        f["scale"] = float(scale)
+        f["direction_norm"] = norm
+        f["same_answer"] = same
+        for s, side in enumerate(("c", "d")):
+            m = _margin(out[s::2])
+            f[f"margin_{side}"] = m
+            f[f"readout_{side}"] = np.where(m > 0, "yes", "no")
+            f[f"base_margin_{side}"] = _margin(base[s::2])
+            f[f"sign_{side}"] = sign[s::2, 0]
+        frames.append(f)
     out = pd.concat(frames, ignore_index=True)
     out.insert(0, "trial_id", out["base_trial_id"] + ":" + out["variant"] + ":L" + out["layer"].astype(str)
                + ":s" + out["scale"].map(lambda s: f"{s:g}"))
