@@ -51,6 +51,12 @@ def _with_hidden(output, hs: torch.Tensor):
     return (hs, *output[1:]) if isinstance(output, tuple) else hs
 
 
+def _check_positions(n_pos: np.ndarray, k: int, what: str) -> None:
+    if (n_pos < 0).any() or (n_pos > k).any():
+        raise ValueError(f"{what}: n_positions must lie in 0..{k} (the donor's positions), got "
+                         f"{sorted(set(n_pos[(n_pos < 0) | (n_pos > k)].tolist()))}")
+
+
 def _check_layers(layers: Sequence[int], n_layers: int, what: str) -> list[int]:
     out = [int(x) for x in layers]
     bad = [x for x in out if not 0 <= x < n_layers]
@@ -169,9 +175,7 @@ def patched_logits(vlm, requests: Sequence[ScoreRequest], *, layer: int, donor: 
         raise ValueError(f"patched_logits: donor {tuple(donor.shape)} / n_positions {len(n_pos)} do not match "
                          f"{len(requests)} requests (donor must be (n_requests, k, d))")
     k = int(donor.shape[1])
-    if (n_pos < 0).any() or (n_pos > k).any():
-        raise ValueError(f"patched_logits: n_positions must lie in 0..{k} (the donor's positions), got "
-                         f"{sorted(set(n_pos[(n_pos < 0) | (n_pos > k)].tolist()))}")
+    _check_positions(n_pos, k, "patched_logits")
     ids_t = torch.tensor(_ids(vlm, token_ids), device=vlm.device)
     out = np.zeros((len(requests), len(ids_t)), dtype=np.float32)
     for chunk in request_chunks(vlm, requests):
@@ -222,9 +226,7 @@ def patched_logits_each(vlm, requests: Sequence[ScoreRequest], *, layers: Sequen
         raise ValueError(f"patched_logits_each: donor {tuple(donor.shape)} / n_positions {len(n_pos)} do not match "
                          f"{len(requests)} requests and {len(layers)} layers (donor must be (n_requests, n_layers, k, d))")
     k = int(donor.shape[2])
-    if (n_pos < 0).any() or (n_pos > k).any():
-        raise ValueError(f"patched_logits_each: n_positions must lie in 0..{k} (the donor's positions), got "
-                         f"{sorted(set(n_pos[(n_pos < 0) | (n_pos > k)].tolist()))}")
+    _check_positions(n_pos, k, "patched_logits_each")
     ids_t = torch.tensor(_ids(vlm, token_ids), device=vlm.device)
     out = np.zeros((len(requests), len(layers), len(ids_t)), dtype=np.float32)
     starts = sorted({layer + 1 for layer in layers if layer + 1 < n_layers})
