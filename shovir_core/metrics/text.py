@@ -21,6 +21,7 @@ BLEU scores", WMT 2018 (sacrebleu); Lin C.-Y., "ROUGE", 2004.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -75,11 +76,15 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str], *, max_order: int
     hyps, refs = _pairs(hypotheses, references)
     if max_order < 1:
         raise ValueError(f"max_order must be >= 1, got {max_order}")
+    return float(_corpus_bleu(hyps, refs, max_order, lowercase, tokenize, smooth).score / 100.0)
+
+
+def _corpus_bleu(hyps: list[str], refs: list[str], max_order: int, lowercase: bool, tokenize: str, smooth: str):
+    """sacrebleu's corpus ``BLEUScore`` of checked pairs (one reference each)."""
     from sacrebleu.metrics import BLEU
 
-    metric = BLEU(max_ngram_order=max_order, lowercase=lowercase, tokenize=tokenize,
-                  effective_order=False, smooth_method=smooth)
-    return float(metric.corpus_score(hyps, [refs]).score / 100.0)
+    return BLEU(max_ngram_order=max_order, lowercase=lowercase, tokenize=tokenize, effective_order=False,
+                smooth_method=smooth).corpus_score(hyps, [refs])
 
 
 def bleu_parts(hypotheses: Sequence[str], references: Sequence[str], *, max_order: int = 1,
@@ -96,10 +101,7 @@ def bleu_parts(hypotheses: Sequence[str], references: Sequence[str], *, max_orde
     (1.0, 0.513, 0.6)
     """
     hyps, refs = _pairs(hypotheses, references)
-    from sacrebleu.metrics import BLEU
-
-    score = BLEU(max_ngram_order=max_order, lowercase=lowercase, tokenize=tokenize, effective_order=False,
-                 smooth_method=smooth).corpus_score(hyps, [refs])
+    score = _corpus_bleu(hyps, refs, max_order, lowercase, tokenize, smooth)
     return {"bleu": float(score.score / 100.0), "brevity_penalty": float(score.bp),
             "precision_1": float(score.precisions[0] / 100.0), "hyp_tokens": int(score.sys_len),
             "ref_tokens": int(score.ref_len),
@@ -110,41 +112,26 @@ def rouge_l(hypotheses: Sequence[str], references: Sequence[str], *, use_stemmer
             per_sample: bool = False):
     """Mean ROUGE-L F-measure over pairs (rouge-score); ``per_sample=True`` returns the array too.
 
-    rouge-score's own scorer and tokenizer, with two savings that change no score: each distinct text is
-    tokenised once per process (:class:`_MemoTokenizer`: a table's records score the same reference reports
-    under every model and condition, and the Porter stemmer was 45 % of a ShoViR Supplementary B notebook),
-    and each distinct (hypothesis, reference) pair is scored once per call."""
+    rouge-score's own scorer and tokenizer; each distinct text is tokenised once per process
+    (:func:`_rouge_tokenizer`: a table's records score the same reference reports under every model and
+    condition, and the Porter stemmer was 45 % of a ShoViR Supplementary B notebook). The scores are the same."""
     hyps, refs = _pairs(hypotheses, references)
     from rouge_score import rouge_scorer
 
     scorer = rouge_scorer.RougeScorer(["rougeL"], tokenizer=_rouge_tokenizer(use_stemmer))
-    scored: dict[tuple[str, str], float] = {}
-    for pair in zip(hyps, refs):
-        if pair not in scored:
-            scored[pair] = scorer.score(pair[1], pair[0])["rougeL"].fmeasure
-    scores = np.array([scored[pair] for pair in zip(hyps, refs)])
+    scores = np.array([scorer.score(r, h)["rougeL"].fmeasure for h, r in zip(hyps, refs)])
     return (float(scores.mean()), scores) if per_sample else float(scores.mean())
 
 
-class _MemoTokenizer:
-    """rouge-score's ``DefaultTokenizer``, remembering the tokens of the last 65,536 distinct texts (the
-    scorer only reads them)."""
+@cache
+def _rouge_tokenizer(use_stemmer: bool):
+    """rouge-score's ``DefaultTokenizer`` whose ``tokenize`` remembers the last 65,536 distinct texts (the
+    scorer only reads the tokens), one per stemming setting and process."""
+    from rouge_score import tokenizers
 
-    def __init__(self, use_stemmer: bool):
-        from functools import lru_cache
-
-        from rouge_score import tokenizers
-
-        self.tokenize = lru_cache(maxsize=1 << 16)(tokenizers.DefaultTokenizer(use_stemmer).tokenize)
-
-
-_TOKENIZERS: dict[bool, _MemoTokenizer] = {}
-
-
-def _rouge_tokenizer(use_stemmer: bool) -> _MemoTokenizer:
-    if use_stemmer not in _TOKENIZERS:
-        _TOKENIZERS[use_stemmer] = _MemoTokenizer(use_stemmer)
-    return _TOKENIZERS[use_stemmer]
+    tokenizer = tokenizers.DefaultTokenizer(use_stemmer)
+    tokenizer.tokenize = lru_cache(maxsize=1 << 16)(tokenizer.tokenize)
+    return tokenizer
 
 
 def nlg_metrics(hypotheses: Sequence[str], references: Sequence[str], *,
@@ -158,8 +145,7 @@ def nlg_metrics(hypotheses: Sequence[str], references: Sequence[str], *,
 
     # BLEU-1 from BLEU-4's statistics: its unigram counts and lengths are the same, and sacrebleu's
     # compute_bleu is what its corpus_score runs on them (the same value; the corpus tokenised once)
-    four = BLEU(max_ngram_order=4, lowercase=c["lowercase"], tokenize="13a", effective_order=False,
-                smooth_method=c["smooth"]).corpus_score(hyps, [refs])
+    four = _corpus_bleu(hyps, refs, 4, c["lowercase"], "13a", c["smooth"])
     one = BLEU.compute_bleu(four.counts[:1], four.totals[:1], four.sys_len, four.ref_len, smooth_method=c["smooth"],
                             max_ngram_order=1)
     return {"bleu1": float(one.score / 100.0), "bleu4": float(four.score / 100.0),

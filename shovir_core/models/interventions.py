@@ -35,8 +35,8 @@ import torch
 from .lens import decoder_parts, request_chunks
 from .protocol import ScoreRequest
 
-__all__ = ["residuals", "patched_logits", "patched_logits_each", "steered_logits", "steered_logits_each", "readout_logits", "common_suffix", "token_ids",
-           "mean_difference", "random_direction"]
+__all__ = ["residuals", "patched_logits", "patched_logits_each", "steered_logits", "steered_logits_each",
+           "readout_logits", "common_suffix", "token_ids", "mean_difference", "random_direction"]
 
 
 def _ids(vlm, token_ids: Sequence[int] | None) -> list[int]:
@@ -49,6 +49,15 @@ def _hidden(output) -> torch.Tensor:
 
 def _with_hidden(output, hs: torch.Tensor):
     return (hs, *output[1:]) if isinstance(output, tuple) else hs
+
+
+def _add_at_answer(add: torch.Tensor):
+    """A decoder layer's forward hook adding ``add`` (one row per batch row) at the answer (last) position."""
+    def fn(module, args, output):
+        hs = _hidden(output).clone()
+        hs[:, -1] = hs[:, -1] + add.to(hs.dtype)
+        return _with_hidden(output, hs)
+    return fn
 
 
 def _check_positions(n_pos: np.ndarray, k: int, what: str) -> None:
@@ -215,7 +224,7 @@ def patched_logits_each(vlm, requests: Sequence[ScoreRequest], *, layers: Sequen
     unembedding rows of :func:`~shovir_core.models.lens.layer_logits`' last entry: the model's own logits up
     to float rounding (a test holds it to :func:`patched_logits`).
     """
-    from .lens import _project, _recorded_stream, _resumed_last
+    from .lens import _project, _recorded_stream, _resumed_last, recorded_input
 
     parts = decoder_parts(vlm.model)
     n_layers = len(parts["layers"])
@@ -243,8 +252,7 @@ def patched_logits_each(vlm, requests: Sequence[ScoreRequest], *, layers: Sequen
         for j, layer in enumerate(layers):
             src = donor[rows, j, k - m:].to(device=vlm.device, dtype=clean.dtype)
             if layer + 1 < n_layers:
-                args, kwargs = calls[layer + 1]
-                hs = (args[0] if args else kwargs["hidden_states"]).clone()  # the clean output of ``layer``
+                hs = recorded_input(calls, layer + 1).clone()  # the clean output of ``layer``
                 hs[:, length - m:] = torch.where(mask, src.to(hs.dtype), hs[:, length - m:])
                 last = _resumed_last(vlm, calls, layer + 1, hs)
             else:  # the last layer: only the answer position reaches the readout
@@ -275,11 +283,7 @@ def steered_logits(vlm, requests: Sequence[ScoreRequest], *, vectors: torch.Tens
         add = vec[torch.as_tensor(chunk, device=vlm.device)]
 
         def hooks(length, add=add):
-            def fn(module, args, output):
-                hs = _hidden(output).clone()
-                hs[:, -1] = hs[:, -1] + add.to(hs.dtype)
-                return _with_hidden(output, hs)
-            return [(parts["layers"][layer], fn) for layer in layers]
+            return [(parts["layers"][layer], _add_at_answer(add)) for layer in layers]
 
         out[np.asarray(chunk)] = _forward(vlm, requests, chunk, hooks, ids_t).cpu().numpy()
     return out
@@ -298,7 +302,7 @@ def steered_logits_each(vlm, requests: Sequence[ScoreRequest], jobs: Sequence[tu
     (the model's own logits up to float rounding). Other jobs (every layer, the last layer) run whole with
     :func:`steered_logits`' hooks. A test holds every job to one :func:`steered_logits` call.
     """
-    from .lens import _project, _recorded_stream, _resumed_last
+    from .lens import _project, _recorded_stream, _resumed_last, recorded_input
 
     parts = decoder_parts(vlm.model)
     n_layers = len(parts["layers"])
@@ -325,18 +329,11 @@ def steered_logits_each(vlm, requests: Sequence[ScoreRequest], jobs: Sequence[tu
         for (vec, layers, start), out in zip(todo, outs):
             add = vec[rows]
             if start is not None:
-                args, kwargs = calls[start]
-                hs = (args[0] if args else kwargs["hidden_states"]).clone()  # the clean output of layer start - 1
+                hs = recorded_input(calls, start).clone()  # the clean output of layer start - 1
                 hs[:, -1] = hs[:, -1] + add.to(hs.dtype)
                 out[np.asarray(chunk)] = _project(_resumed_last(vlm, calls, start, hs), parts, ids_t).float().cpu().numpy()
                 continue
-
-            def fn(module, args, output, add=add):
-                hs = _hidden(output).clone()
-                hs[:, -1] = hs[:, -1] + add.to(hs.dtype)
-                return _with_hidden(output, hs)
-
-            handles = [parts["layers"][layer].register_forward_hook(fn) for layer in layers]
+            handles = [parts["layers"][layer].register_forward_hook(_add_at_answer(add)) for layer in layers]
             try:
                 logits = vlm.model(**vlm._forward_inputs(batch), use_cache=False, logits_to_keep=1).logits
             finally:

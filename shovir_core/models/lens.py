@@ -390,7 +390,7 @@ def _prefilled_groups(vlm, requests: list[ScoreRequest], groups: dict, rest: lis
 
 
 def _prefill_window(vlm, todo: list[tuple]):
-    together = vlm._prefill_rows([t[1] for t in todo], [t[3] for t in todo]) if hasattr(vlm, "_prefill_rows") else None
+    together = vlm._prefill_rows([t[1] for t in todo], [t[3] for t in todo])
     for k, (idx, first, ids, n) in enumerate(todo):
         prefix_ids = first["input_ids"][0, :n]
         if together is not None:
@@ -497,26 +497,32 @@ def _resumed_stream(vlm, clean: torch.Tensor, calls: dict[int, tuple], start: in
     pass (``clean``, :func:`_recorded_stream`): its first ``start + 1`` entries, then decoder layers
     ``start ...`` called again from layer ``start``'s recorded input with their recorded arguments (the
     caller's knockout hooks act on them as in a whole pass)."""
+    tail = [hs[:, -1].clone() for hs in _layers_from(vlm, calls, start, recorded_input(calls, start))]
+    return torch.cat([clean[:, :start + 1], torch.stack(tail, dim=1).to(clean.dtype)], dim=1)
+
+
+def recorded_input(calls: dict[int, tuple], layer: int) -> torch.Tensor:
+    """The hidden state decoder layer ``layer`` received in the pass :func:`_recorded_stream` recorded (kept
+    only for the layers it was asked to keep): the clean output of layer ``layer - 1``."""
+    args, kwargs = calls[layer]
+    return args[0] if args else kwargs["hidden_states"]
+
+
+def _layers_from(vlm, calls: dict[int, tuple], start: int, hs: torch.Tensor):
+    """Decoder layers ``start ...`` called again from ``hs`` with their recorded arguments; yields each one's output."""
     layers = decoder_parts(vlm.model)["layers"]
-    args, kwargs = calls[start]
-    hs = args[0] if args else kwargs["hidden_states"]
-    tail = []
     for i in range(start, len(layers)):
         args, kwargs = calls[i]
         out = layers[i](hs, *args[1:], **kwargs) if args else layers[i](**{**kwargs, "hidden_states": hs})
         hs = out[0] if isinstance(out, tuple) else out
-        tail.append(hs[:, -1].clone())
-    return torch.cat([clean[:, :start + 1], torch.stack(tail, dim=1).to(clean.dtype)], dim=1)
+        yield hs
 
 
 def _resumed_last(vlm, calls: dict[int, tuple], start: int, hs: torch.Tensor) -> torch.Tensor:
     """The last decoder layer's output at the last position when layers ``start ...`` run again from ``hs``
     (an edited input of layer ``start``) with the arguments :func:`_recorded_stream` recorded."""
-    layers = decoder_parts(vlm.model)["layers"]
-    for i in range(start, len(layers)):
-        args, kwargs = calls[i]
-        out = layers[i](hs, *args[1:], **kwargs) if args else layers[i](**{**kwargs, "hidden_states": hs})
-        hs = out[0] if isinstance(out, tuple) else out
+    for out in _layers_from(vlm, calls, start, hs):
+        hs = out
     return hs[:, -1]
 
 

@@ -83,8 +83,8 @@ def _answer_mass(attentions, use: list[int], last: torch.Tensor, is_img: torch.T
 def _prefix_attention_mass(vlm, requests: list[ScoreRequest], use: list[int], image_t: torch.Tensor,
                            out: np.ndarray) -> list[int]:
     """:func:`image_attention_mass` of requests that share an image and everything before it: the
-    shared prefix (the image included) is prefilled once and each question's own tokens run after a
-    its cache (:func:`~shovir_core.models.lens.shared_prefix_batches`, as for the residuals).
+    shared prefix (the image included) is prefilled once and each question's own tokens run after
+    it (:func:`~shovir_core.models.lens.shared_prefix_batches`, as for the residuals).
     The suffixes hold no image token (the prefix holds the whole image), so the answer position's mass
     on the image is its attention on its prefix's image tokens (a row's own slots of a packed batch). Fills ``out`` and returns the indices
     left for whole prompts."""
@@ -143,8 +143,11 @@ def image_input_gradient(vlm, requests: Sequence[ScoreRequest], *, streams: bool
         raise ValueError("image_input_gradient: a request without an image has no image gradient")
     yes, no = vlm.families.yes_id, vlm.families.no_id
     out = np.zeros(len(requests), dtype=float)
-    parts = decoder_parts(model)
-    resid = torch.zeros((len(requests), len(parts["layers"]) + 1, int(parts["weight"].shape[1])), dtype=torch.float32)
+    resid = None
+    if streams:
+        parts = decoder_parts(model)
+        resid = torch.zeros((len(requests), len(parts["layers"]) + 1, int(parts["weight"].shape[1])),
+                            dtype=torch.float32)
     flags = [p.requires_grad for p in model.parameters()]
     for p in model.parameters():
         p.requires_grad_(False)

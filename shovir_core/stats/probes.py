@@ -230,7 +230,7 @@ def stratified_auroc(scores: np.ndarray, labels: np.ndarray, strata: np.ndarray)
     s, y, g = np.asarray(scores, dtype=float), np.asarray(labels).astype(int), np.asarray(strata)
     total, weight = 0.0, 0
     order = np.argsort(g, kind="stable")  # the strata in sorted order, each stratum's rows in their order
-    keys, starts = np.unique(g[order], return_index=True)
+    _, starts = np.unique(g[order], return_index=True)
     for rows in np.split(order, starts[1:]):
         if len(np.unique(y[rows])) == 2:
             total += auroc(s[rows], y[rows]) * len(rows)
