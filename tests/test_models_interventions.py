@@ -61,6 +61,24 @@ def test_residuals_are_the_lens_streams(vlm, present):
     np.testing.assert_allclose(proj, layer_logits(vlm, present)[:, 1:], atol=1e-5)
 
 
+def test_answer_residuals_at_share_each_images_prefix_and_equal_whole_prompts(vlm, images):
+    """Several questions on one image and report (the steering fit's requests): one prefill per group."""
+    qs = [Q, "Does this chest X-ray show any acute cardiopulmonary finding?", "Is there a pneumothorax?"]
+    reqs = [ScoreRequest(images[i], q, report=rep) for i, rep in ((0, REPORT), (1, "No edema.")) for q in qs]
+    layers = [0, _n_layers(vlm) - 1]
+    before = vlm.stats["prefill_tokens"]
+    resid, logits = iv.answer_residuals_at(vlm, reqs, layers=layers)
+    ran = vlm.stats["prefill_tokens"] - before
+    assert resid.shape == (len(reqs), len(layers), decoder_parts(vlm.model)["weight"].shape[1])
+    np.testing.assert_allclose(resid.numpy(), iv.residuals(vlm, reqs, layers=layers, last=1)[:, :, -1].numpy(), atol=2e-5)
+    np.testing.assert_allclose(logits, iv.readout_logits(vlm, reqs), atol=1e-4)
+    # each image and report ran once for its three questions: well under the whole prompts' tokens
+    whole = sum(len(iv.token_ids(vlm, r)) for r in reqs)
+    assert 0 < ran < 0.6 * whole
+    with pytest.raises(ValueError, match="outside"):
+        iv.answer_residuals_at(vlm, reqs, layers=[_n_layers(vlm)])
+
+
 @pytest.mark.parametrize("scope", ["answer", "suffix"])
 def test_patching_with_the_runs_own_residual_is_the_identity(vlm, present, absent, scope):
     plain = iv.readout_logits(vlm, present)

@@ -35,7 +35,7 @@ import torch
 from .lens import decoder_parts, request_chunks
 from .protocol import ScoreRequest
 
-__all__ = ["residuals", "patched_logits", "patched_logits_each", "steered_logits", "steered_logits_each",
+__all__ = ["residuals", "answer_residuals_at", "patched_logits", "patched_logits_each", "steered_logits", "steered_logits_each",
            "readout_logits", "common_suffix", "token_ids", "mean_difference", "random_direction"]
 
 
@@ -155,6 +155,31 @@ def residuals(vlm, requests: Sequence[ScoreRequest], *, layers: Sequence[int], l
         out[torch.as_tensor(chunk, device=out.device)] = torch.stack([captured[j] for j in range(len(layers))],
                                                                      dim=1).to(out.device)
     return (out, logits) if with_logits else out
+
+
+@torch.inference_mode()
+def answer_residuals_at(vlm, requests: Sequence[ScoreRequest], *, layers: Sequence[int],
+                        token_ids: Sequence[int] | None = None) -> tuple[torch.Tensor, np.ndarray]:
+    """The residual at the answer position after each of ``layers`` and the readout of the same passes.
+
+    Returns ``(resid, logits)``: ``resid`` ``(n_requests, len(layers), d)`` (float32, on the CPU) equals
+    ``residuals(..., last=1)[:, :, -1]`` and ``logits`` ``(n_requests, n_ids)`` :func:`readout_logits`, both
+    up to float rounding (tested). Requests sharing an image and everything before it -- one side of a case
+    and its questions -- prefill that prefix once (:func:`~shovir_core.models.residuals.answer_residuals`),
+    where :func:`residuals` runs every whole prompt: the steering direction's fit reads 13 questions on
+    both sides of every fit case (ModaLens App. N.3), and only the answer position.
+    """
+    from .lens import _project
+    from .residuals import answer_residuals
+
+    parts = decoder_parts(vlm.model)
+    n_layers = len(parts["layers"])
+    layers = _check_layers(layers, n_layers, "answer_residuals_at")
+    stream = answer_residuals(vlm, requests, entries=[layer + 1 for layer in layers] + [n_layers])
+    weight = parts["weight"]
+    ids_t = torch.tensor(_ids(vlm, token_ids), device=weight.device)
+    final = stream[:, -1].to(device=weight.device, dtype=weight.dtype)
+    return stream[:, :-1], _project(final, parts, ids_t).float().cpu().numpy()
 
 
 @torch.inference_mode()

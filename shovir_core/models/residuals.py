@@ -38,20 +38,28 @@ def _batches(vlm, requests: Sequence[ScoreRequest]):
 
 
 @torch.inference_mode()
-def answer_residuals(vlm, requests: Sequence[ScoreRequest]) -> torch.Tensor:
+def answer_residuals(vlm, requests: Sequence[ScoreRequest], *, entries: Sequence[int] | None = None) -> torch.Tensor:
     """Residuals at the answer position: tensor ``(n_requests, n_layers + 1, d)`` (float32, on the CPU).
 
     Entry ``[:, 0]`` is the embedding, ``[:, l]`` the residual after decoder layer ``l - 1``; the
-    last entry, through the final norm and the unembedding, gives the model's own logits. Requests
-    sharing an image and everything before it run their shared prefix once
-    (:func:`~shovir_core.models.lens.shared_prefix_streams`), the others one whole prompt each.
+    last entry, through the final norm and the unembedding, gives the model's own logits. ``entries``
+    keeps only those entries, in that order (``(n_requests, len(entries), d)``): a real model's every
+    layer for every request of a cohort would not fit in memory. Requests sharing an image and everything
+    before it run their shared prefix once (:func:`~shovir_core.models.lens.shared_prefix_streams`), the
+    others one whole prompt each.
     """
     parts = decoder_parts(vlm.model)
     requests = list(requests)
-    out = torch.zeros((len(requests), len(parts["layers"]) + 1, int(parts["weight"].shape[1])), dtype=torch.float32)
+    n_entries = len(parts["layers"]) + 1
+    keep = list(range(n_entries)) if entries is None else [int(e) for e in entries]
+    if any(not 0 <= e < n_entries for e in keep):
+        raise ValueError(f"answer_residuals: entries must lie in 0..{n_entries - 1} (the embedding and "
+                         f"{n_entries - 1} layers), got {sorted(set(keep))}")
+    pick = None if entries is None else torch.as_tensor(keep)
+    out = torch.zeros((len(requests), len(keep), int(parts["weight"].shape[1])), dtype=torch.float32)
 
     def store(rows, resid):
-        out[torch.as_tensor(rows)] = resid.float().cpu()
+        out[torch.as_tensor(rows)] = (resid if pick is None else resid[:, pick.to(resid.device)]).float().cpu()
 
     rest = shared_prefix_streams(vlm, requests, store)
     for chunk, batch in _batches(vlm, [requests[i] for i in rest]):

@@ -345,7 +345,7 @@ def _directions(model, spec: dict, fit: pd.DataFrame, reports: pd.Series, paths:
         for img, key in ((t.image_id, t.target_c), (t.sub_image_id, t.target_d)):
             reqs.append(_request(spec, images[img], t, reports[t.case_id]))
             keys.append(key)
-    resid, logits = iv.residuals(model, reqs, layers=layers, last=1, with_logits=True)
+    resid, logits = iv.answer_residuals_at(model, reqs, layers=layers)  # each side's questions share a prefill
     if spec["steer_classes"] == "answer":
         yes, ok = logits[:, 0] > logits[:, 1], np.ones(len(reqs), dtype=bool)
     else:
@@ -355,7 +355,7 @@ def _directions(model, spec: dict, fit: pd.DataFrame, reports: pd.Series, paths:
     yes = yes[ok]
     out = {}
     for j, layer in enumerate(layers):
-        dom = iv.mean_difference(resid[:, j, -1], yes)
+        dom = iv.mean_difference(resid[:, j], yes)
         rnd = iv.random_direction(dom, rng=np.random.default_rng([int(spec["steer_seed"]), layer]))
         out[layer] = {"dom": dom, "random": rnd}
     return out
