@@ -167,12 +167,22 @@ def _peak_mb() -> float:
 
 
 def _child_records(profile: str, chapter: str, shards: int | None) -> int:
-    """In a process of its own: make the chapter's records (sharded when asked)."""
+    """In a process of its own: make the chapter's records (sharded when asked).
+
+    With ``shards`` the local shard processes start from here, as ``shovir run CHAPTER --shards N --executor
+    local`` starts them, without that command's own interpreter and its status table: each chapter paid an
+    interpreter start and a second resolution of its records' specs while one core idled. The records are
+    then read (and any a shard left unfinished made) by :func:`~shovir_core.book.runner.make_records`."""
     from ..book.runner import make_records
 
     if shards:
-        subprocess.run([sys.executable, "-m", "shovir_core.cli", "run", chapter, "--profile", profile, "--shards",
-                        str(shards), "--executor", "local", "-q"], check=True)
+        from ..cli import _print_outcomes
+        from ..jobs import ShardTask, targets_of
+        from ..jobs.submit import run_local
+
+        task = ShardTask(targets_of([chapter], profile=profile), count=shards, progress=False)
+        if _print_outcomes(run_local(task, range(shards))):
+            return 1
     ids = make_records(chapter, profile=profile, progress=False)
     print(RECORDS_LINE + json.dumps({"run_ids": ids, "peak_mb": _peak_mb()}), flush=True)
     return 0
