@@ -302,7 +302,9 @@ def per_class(trials: pd.DataFrame, *, uncertain: str = "negative") -> TableResu
     recall, f1`` (:func:`shovir_core.metrics.per_class_f1`).
     """
     _policy(uncertain)
-    dis = trials[trials["level"] == "disease"]
+    # only the columns read: taking rows copies every column, and the perturbations and reports are most bytes
+    dis = trials.loc[trials["level"] == "disease", ["model", "condition", "p", "target", *label_columns("pred"),
+                                                    *label_columns("ref")]]
     if dis.empty:
         raise ValueError("no disease-level trials (RO / OCO / DOCO) in these records")
     rows = []
@@ -364,7 +366,9 @@ def shortcut_items(trials: pd.DataFrame, *, model: str, arm: str, ref_arm: str =
     """
     policy = _policy(uncertain)
     ref_p = p if ref_p is None else ref_p
-    dis = trials[(trials["level"] == "disease") & (trials["model"] == model)]
+    dis = trials.loc[(trials["level"] == "disease") & (trials["model"] == model),  # the columns read (per_class)
+                     ["condition", "p", "image_id", "target", *label_columns("pred"), *label_columns("ref"),
+                      *label_columns("gt")]]
 
     def side(cond, pp, tag):
         s = dis[(dis["condition"] == cond) & np.isclose(dis["p"], pp)]
@@ -397,7 +401,7 @@ def shortcut_metrics(trials: pd.DataFrame, *, p: float = 1.0, n_draws: int = 200
     from ..stats import item_bootstrap
 
     _policy(uncertain)
-    dis = trials[trials["level"] == "disease"]
+    dis = trials.loc[trials["level"] == "disease", ["model", "condition"]]
     rows = []
     for model in dict.fromkeys(dis["model"]):
         conds = set(dis.loc[dis["model"] == model, "condition"])
