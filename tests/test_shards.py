@@ -162,14 +162,17 @@ def test_sharded_layer_record_equals_the_single_process_record(tmp_path, monkeyp
         assert single.info.counts.get("n_cases_run") == sharded.info.counts.get("n_cases_run")
 
 
-def test_patching_shards_by_case_and_steering_stays_whole(tmp_path, monkeypatch):
+def test_interventions_shard_by_case_and_steering_shards_share_one_fitted_direction(tmp_path, monkeypatch):
     """modalens-interventions: a patching record is dealt by case over shards and equals the single-process
-    one; a steering record (one fitted direction for every trial) is made whole by shard 0, the others skip."""
+    one; so is a steering record, whose shards stage the chunks of the direction's fit in the open record and
+    read all of them: the second shard fits nothing again and steers along the first one's direction."""
     from pathlib import Path
 
     import numpy as np
 
     pytest.importorskip("transformers")
+    from shovir_core.models import interventions as iv
+
     fixture = Path(__file__).parent / "fixtures" / "mimic_jpg"
     base = {"dataset": f"mimic-jpg:{fixture}", "ssim_size": 32, "model": "tiny-gemma3", "batch_cases": 1,
             "design": "one_q", "patch_layers": [1], "patch_scopes": ["answer"]}
@@ -185,7 +188,28 @@ def test_patching_shards_by_case_and_steering_stays_whole(tmp_path, monkeypatch)
     np.testing.assert_allclose(a["margin_c"], b["margin_c"], atol=1e-5)
     assert a["readout_d"].tolist() == b["readout_d"].tolist()
     assert single.info.counts["n_trials_run"] == sharded.info.counts["n_trials_run"]
+
     steer = {**base, "analysis": "steering", "steer_classes": "key", "steer_scales": [0, 2]}
-    assert protocols.run("modalens-interventions", "s", steer, progress=False, shard=Shard(1, 2)) is None
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "single"))
+    one = protocols.run("modalens-interventions", "s", steer, progress=False)
+    monkeypatch.setenv("SHOVIR_RUNS", str(tmp_path / "sharded"))
+    fitted = []
+    real = iv.answer_residuals_at
+    monkeypatch.setattr(iv, "answer_residuals_at", lambda vlm, reqs, **kw: fitted.append(len(reqs)) or real(vlm, reqs, **kw))
+    first = protocols.run("modalens-interventions", "s", steer, progress=False, shard=Shard(1, 2))
+    assert first.status == "started" and len(fitted) > 1, "alone, shard 1 fitted every chunk"
+    assert sum(fitted) == 2 * one.info.counts["n_fit_trials"], "one request per side of every fit trial"
+    assert any(first.path.glob(".staged/steer-fit-*/*.npz")), "the fit's chunks are staged in the open record"
+    n_chunks = len(fitted)
     whole = protocols.run("modalens-interventions", "s", steer, progress=False, shard=Shard(0, 2))
-    assert whole.status == "complete" and whole.info.shards == 1
+    assert len(fitted) == n_chunks, "shard 0 read the staged fit and computed none of it"
+    assert whole.status == "complete" and whole.info.shards == 2 and whole.run_id == one.run_id
+    assert not (whole.path / ".staged").exists(), "the staged chunks go when the record completes"
+    assert whole.info.counts["direction_norms"] == one.info.counts["direction_norms"]
+    for key in ("n_trials_run", "n_fit_trials", "n_findings_run"):
+        assert whole.info.counts[key] == one.info.counts[key], key
+    a, b = sorted_trials(one), sorted_trials(whole)
+    assert a["trial_id"].tolist() == b["trial_id"].tolist() and len({assign(a["case_id"], 2)[c] for c in a["case_id"]}) == 2
+    np.testing.assert_allclose(b["margin_c"], a["margin_c"], atol=1e-5)
+    np.testing.assert_allclose(b["margin_d"], a["margin_d"], atol=1e-5)
+    assert a["readout_c"].tolist() == b["readout_c"].tolist()

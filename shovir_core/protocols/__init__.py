@@ -128,9 +128,9 @@ def whole_record_shards(targets, count: int) -> list[int | None]:
     whole, or ``None`` where the record is split by shard.
 
     The records that cannot be split are taken in :func:`record_groups` (records sharing work -- the two
-    tuned-lens records of one trained lens -- stay in one process) and the groups take the shards in turn:
-    App. N.2's steering record and App. N.3's tuned-lens pair run on different shards instead of one after the
-    other on shard 0. The answer depends on the targets and ``count`` alone, so every shard computes the same.
+    tuned-lens records of one trained lens -- stay in one process) and the groups take the shards in turn, so
+    that two whole records of a chapter run on different shards instead of one after the other on shard 0.
+    The answer depends on the targets and ``count`` alone, so every shard computes the same.
     """
     whole: list[tuple] = []
     for target in targets:

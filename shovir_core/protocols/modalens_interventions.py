@@ -47,7 +47,9 @@ The spec must say ``report: present`` (the runs patched or steered) and ``image:
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import time
 
 import numpy as np
 import pandas as pd
@@ -143,10 +145,10 @@ def resolve_spec(spec: dict) -> dict:
 
 
 def sharded(spec: dict) -> bool:
-    """Patching records are split by case over shards (``shovir run --shards N``); a steering record is made
-    whole by one shard (:func:`~shovir_core.protocols.whole_record_shards`), since every trial is steered along
-    one direction fitted on the fit patients."""
-    return spec["analysis"] == "patching"
+    """Both analyses are split by case over shards (``shovir run --shards N``). A steering record's shards
+    also split the fit of its direction: each stages chunks of the fit's residuals in the open record and
+    reads all of them (:func:`_directions`), so every shard steers along the same direction."""
+    return spec["analysis"] in ANALYSES
 
 
 def steering_trials(spec: dict, trials: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
@@ -331,28 +333,82 @@ def _patch_rows(model, spec: dict, part: pd.DataFrame, reports: pd.Series, image
     return out
 
 
-def _directions(model, spec: dict, fit: pd.DataFrame, reports: pd.Series, paths: dict, n_layers: int) -> dict:
-    """Per steering layer the difference-of-means direction and its random control (float64)."""
+def _model_tag(model) -> str:
+    """A short hash of the model's provenance: staged fit chunks of other weights are never read."""
+    return hashlib.sha256(json.dumps(model.provenance(), sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _directions(model, spec: dict, fit: pd.DataFrame, reports: pd.Series, paths: dict, n_layers: int,
+                writer: RunWriter, batch_cases: int) -> dict:
+    """Per steering layer the difference-of-means direction and its random control (float64).
+
+    The fit's answer-position residuals and readouts are computed in chunks of ``batch_cases`` fit cases (in
+    the fit's order), each staged in the open record (:meth:`~shovir_core.records.RunWriter.stage`) under a
+    claim: a shard computes its own chunks, then any chunk no process has staged or claimed, then waits for
+    the chunks its partners are computing (a dead process's claim goes with it, and its chunk is taken here).
+    Every shard -- and a single process, which computes every chunk itself -- then reads all the chunks in
+    the fit's order, so all of them fit the same direction. A killed run resumes from the staged chunks.
+    """
     import torch
 
     from ..models import interventions as iv
+    from ..records.stage import Stage
 
     layers = _layers(spec["steer_layers"], n_layers, "steer_layers")
-    reqs, keys = [], []
-    need = pd.unique(pd.concat([fit["image_id"], fit["sub_image_id"]]))
-    images = {i: ml._load_pixels(paths[i]) for i in need}
-    for t in fit.itertuples(index=False):
-        for img, key in ((t.image_id, t.target_c), (t.sub_image_id, t.target_d)):
-            reqs.append(_request(spec, images[img], t, reports[t.case_id]))
-            keys.append(key)
-    resid, logits = iv.answer_residuals_at(model, reqs, layers=layers)  # each side's questions share a prefill
+    stage = writer.stage(f"steer-fit-{_model_tag(model)}")
+    case_ids = list(dict.fromkeys(fit["case_id"]))
+    chunks = []
+    for start in range(0, len(case_ids), batch_cases):
+        part = fit[fit["case_id"].isin(case_ids[start:start + batch_cases])]
+        ids = [f"{t}:{side}" for t in part["trial_id"] for side in ("c", "d")]  # one request per side
+        chunks.append((part, ids, Stage.key(ids)))
+
+    def compute(part: pd.DataFrame, ids: list[str]) -> None:
+        need = pd.unique(pd.concat([part["image_id"], part["sub_image_id"]]))
+        images = {i: ml._load_pixels(paths[i]) for i in need}
+        reqs, keys = [], []
+        for t in part.itertuples(index=False):
+            for img, key in ((t.image_id, t.target_c), (t.sub_image_id, t.target_d)):
+                reqs.append(_request(spec, images[img], t, reports[t.case_id]))
+                keys.append(key)
+        # each side's questions share one prefill of its image and report
+        resid, logits = iv.answer_residuals_at(model, reqs, layers=layers)
+        stage.save(pd.DataFrame({"trial_id": ids, "key": np.asarray(keys, dtype=float)}),
+                   {"resid": resid.numpy(), "logits": logits})
+
+    mine = set(shards.mine([key for _, _, key in chunks], writer.shard))
+    order = [c for c in chunks if c[2] in mine] + [c for c in reversed(chunks) if c[2] not in mine]
+    while True:
+        for part, ids, key in order:
+            if stage.has(key):
+                continue
+            claim = stage.lock(f"chunk-{key}")
+            if claim.acquire() is not None:
+                continue  # another process is computing it
+            try:
+                if not stage.has(key):  # staged while this process waited for the lock
+                    compute(part, ids)
+            finally:
+                claim.release()
+        if all(stage.has(key) for _, _, key in chunks):
+            break
+        time.sleep(1.0)  # the last chunks are being computed by other processes
+    resid, logits, keys = [], [], []
+    for part, ids, _ in chunks:
+        got = stage.load(ids)
+        if got is None:  # unreadable: computed again
+            compute(part, ids)
+            got = stage.load(ids)
+        rows, arrays = got
+        resid.append(arrays["resid"])
+        logits.append(arrays["logits"])
+        keys.append(rows["key"].to_numpy(dtype=float))
+    resid, logits, keys = np.concatenate(resid), np.concatenate(logits), np.concatenate(keys)
     if spec["steer_classes"] == "answer":
-        yes, ok = logits[:, 0] > logits[:, 1], np.ones(len(reqs), dtype=bool)
+        yes, ok = logits[:, 0] > logits[:, 1], np.ones(len(keys), dtype=bool)
     else:
-        keys = np.asarray(keys, dtype=float)
         yes, ok = keys == 1, ~np.isnan(keys)
-    resid = resid[torch.as_tensor(np.flatnonzero(ok), device=resid.device)]
-    yes = yes[ok]
+    resid, yes = torch.from_numpy(resid[ok]), yes[ok]
     out = {}
     for j, layer in enumerate(layers):
         dom = iv.mean_difference(resid[:, j], yes)
@@ -442,13 +498,15 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
         else:
             seeds["steer"] = int(spec["steer_seed"])
             fit, run_trials = steering_trials(spec, trials)
-            directions = _directions(model, spec, trials[fit], reports, paths, n_layers)
-            l0 = next(iter(directions))
+            l0 = _layers(spec["steer_layers"], n_layers, "steer_layers")[0]
             first = lambda t: f"{t}:{spec['steer_variants'][0]}:L{l0}:s{spec['steer_scales'][0]:g}"  # noqa: E731
         with RunWriter(PROTOCOL, name, spec, dataset=ds.manifest(), model={"id": spec["model"], **model.provenance()},
                        seeds=seeds, credentialed=ds.credentialed) as writer:
-            if spec["analysis"] == "patching":  # this shard's cases (all of them unsharded)
-                run_trials = shards.select(run_trials, writer, key="case_id")
+            if spec["analysis"] == "steering":  # fitted together by the record's shards
+                directions = _directions(model, spec, trials[fit], reports, paths, n_layers, writer,
+                                         int(exe["batch_cases"]))
+            steered = run_trials  # the whole test grid (steering), not this shard's part
+            run_trials = shards.select(run_trials, writer, key="case_id")  # this shard's cases (all unsharded)
             done = writer.done_ids
             todo = run_trials[~run_trials["trial_id"].map(first).isin(done)]
             case_ids = list(dict.fromkeys(todo["case_id"]))
@@ -469,11 +527,11 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                 writer.append(rows)
                 bar.update(len(part))
             bar.close()
-            planned = trials if spec["analysis"] == "patching" else run_trials  # the whole grid, not the shard's
+            planned = trials if spec["analysis"] == "patching" else steered  # the whole grid, not the shard's
             extra = {"n_layers": n_layers, "n_trials_run": int(len(planned)),
                      "n_patients_run": int(planned["patient_id"].nunique())}
             if spec["analysis"] == "steering":
-                extra["n_findings_run"] = int(run_trials["finding"].nunique())
+                extra["n_findings_run"] = int(steered["finding"].nunique())
                 extra["n_fit_trials"] = int(fit.sum())
                 extra["n_fit_patients"] = int(trials[fit]["patient_id"].nunique())
                 extra["direction_norms"] = json.dumps({str(k): float(np.linalg.norm(v["dom"]))

@@ -5,7 +5,9 @@ parts. A few cannot: App. N.3's probe record fits its probes on the features of 
 before any test trial has its scores (:mod:`shovir_core.protocols.modalens_probes`), and at the paper's
 scale that phase is most of the record's GPU time. Its chunks are staged here instead, one pair of files
 per chunk under ``<record>/.staged/<phase>/``: the chunk's rows (Parquet) and its arrays (``.npz``, no
-pickles). A resumed run reads the chunks it finds and computes only the others.
+pickles). A resumed run reads the chunks it finds and computes only the others. A steering record
+(:mod:`shovir_core.protocols.modalens_interventions`) stages the fit of its direction the same way, so its
+shards share that fit and every one of them steers along the same direction.
 
 * A chunk is keyed by the SHA-256 of its trial ids, and its rows must hold exactly those ids when read.
 * Its arrays are written first and its rows last, each through a temporary file renamed into place, so
