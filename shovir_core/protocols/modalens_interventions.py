@@ -334,8 +334,9 @@ def _patch_rows(model, spec: dict, part: pd.DataFrame, reports: pd.Series, image
 
 
 def _model_tag(model) -> str:
-    """A short hash of the model's provenance: staged fit chunks of other weights are never read."""
-    return hashlib.sha256(json.dumps(model.provenance(), sort_keys=True, default=str).encode()).hexdigest()[:12]
+    """A short hash of the model's identity (weights, dtype, processor, template -- not its host path or device
+    index, which differ between a record's shards): staged fit chunks of another model are never read."""
+    return hashlib.sha256(json.dumps(model.identity(), sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def _directions(model, spec: dict, fit: pd.DataFrame, reports: pd.Series, paths: dict, n_layers: int,
