@@ -50,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -381,16 +382,7 @@ def _directions(model, spec: dict, fit: pd.DataFrame, reports: pd.Series, paths:
     order = [c for c in chunks if c[2] in mine] + [c for c in reversed(chunks) if c[2] not in mine]
     while True:
         for part, ids, key in order:
-            if stage.has(key):
-                continue
-            claim = stage.lock(f"chunk-{key}")
-            if claim.acquire() is not None:
-                continue  # another process is computing it
-            try:
-                if not stage.has(key):  # staged while this process waited for the lock
-                    compute(part, ids)
-            finally:
-                claim.release()
+            stage.run_claimed(key, partial(compute, part, ids))
         if all(stage.has(key) for _, _, key in chunks):
             break
         time.sleep(1.0)  # the last chunks are being computed by other processes

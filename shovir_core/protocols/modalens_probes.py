@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -380,19 +381,10 @@ def _execute_probe(spec, model, ds, writer, batch, bar):
     order = [c for c in needed if c[2] in mine] + [c for c in reversed(needed) if c[2] not in mine]
     n_staged = 0
     for split, part, key in order:
-        if stage.has(key):
-            continue
-        claim = stage.lock(f"chunk-{key}")
-        if claim.acquire() is not None:
-            continue  # another process is computing it
-        try:
-            if not stage.has(key):  # staged while this process waited for the lock
-                compute(split, part)
-                n_staged += len(part)
-                writer.note_staged(n_staged)
-        finally:
-            claim.release()
-        bar.update(len(part))
+        if stage.run_claimed(key, partial(compute, split, part)):
+            n_staged += len(part)
+            writer.note_staged(n_staged)
+            bar.update(len(part))
     if not all(stage.has(key) for _, _, key in needed):
         return {**counts, **counts_out}  # the process computing the last chunks goes on
     lock = stage.lock("fit")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import io
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -67,6 +67,23 @@ class Stage:
         """A non-blocking lock of this phase (``<phase>/.<name>.lock``): the one process that goes on
         from the staged chunks (the probe record: fits and writes) holds it."""
         return TryLock(self.folder / f".{name}.lock")
+
+    def run_claimed(self, key: str, compute: Callable[[], object]) -> bool:
+        """Call ``compute()`` (which stages the chunk ``key``) under the chunk's claim, unless the chunk is
+        staged or another process holds its claim; returns whether this process computed it. Shards that
+        call it on every chunk split the chunks between them, each computed once."""
+        if self.has(key):
+            return False
+        claim = self.lock(f"chunk-{key}")
+        if claim.acquire() is not None:
+            return False  # another process is computing it
+        try:
+            if self.has(key):  # staged while this process waited for the lock
+                return False
+            compute()
+            return True
+        finally:
+            claim.release()
 
     def load(self, trial_ids: Iterable[str]):
         """``(rows, arrays)`` of the staged chunk holding exactly ``trial_ids``, or ``None``."""
