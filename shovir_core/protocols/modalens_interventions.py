@@ -351,8 +351,6 @@ def _directions(model, spec: dict, fit: pd.DataFrame, reports: pd.Series, paths:
     Every shard -- and a single process, which computes every chunk itself -- then reads all the chunks in
     the fit's order, so all of them fit the same direction. A killed run resumes from the staged chunks.
     """
-    import torch
-
     from ..models import interventions as iv
     from ..records.stage import Stage
 
@@ -401,7 +399,7 @@ def _directions(model, spec: dict, fit: pd.DataFrame, reports: pd.Series, paths:
         yes, ok = logits[:, 0] > logits[:, 1], np.ones(len(keys), dtype=bool)
     else:
         yes, ok = keys == 1, ~np.isnan(keys)
-    resid, yes = torch.from_numpy(resid[ok]), yes[ok]
+    resid, yes = resid[ok], yes[ok]
     out = {}
     for j, layer in enumerate(layers):
         dom = iv.mean_difference(resid[:, j], yes)
@@ -498,7 +496,7 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
             if spec["analysis"] == "steering":  # fitted together by the record's shards
                 directions = _directions(model, spec, trials[fit], reports, paths, n_layers, writer,
                                          int(exe["batch_cases"]))
-            steered = run_trials  # the whole test grid (steering), not this shard's part
+            grid = run_trials  # the whole grid, not this shard's part
             run_trials = shards.select(run_trials, writer, key="case_id")  # this shard's cases (all unsharded)
             done = writer.done_ids
             todo = run_trials[~run_trials["trial_id"].map(first).isin(done)]
@@ -520,11 +518,10 @@ def execute(name: str, spec: dict, *, progress: bool = True, execution: dict | N
                 writer.append(rows)
                 bar.update(len(part))
             bar.close()
-            planned = trials if spec["analysis"] == "patching" else steered  # the whole grid, not the shard's
-            extra = {"n_layers": n_layers, "n_trials_run": int(len(planned)),
-                     "n_patients_run": int(planned["patient_id"].nunique())}
+            extra = {"n_layers": n_layers, "n_trials_run": int(len(grid)),  # patching: every trial; steering: the test's
+                     "n_patients_run": int(grid["patient_id"].nunique())}
             if spec["analysis"] == "steering":
-                extra["n_findings_run"] = int(steered["finding"].nunique())
+                extra["n_findings_run"] = int(grid["finding"].nunique())
                 extra["n_fit_trials"] = int(fit.sum())
                 extra["n_fit_patients"] = int(trials[fit]["patient_id"].nunique())
                 extra["direction_norms"] = json.dumps({str(k): float(np.linalg.norm(v["dom"]))
